@@ -1,0 +1,1 @@
+"""The `multinode` command: operator, preflight (init container), and later the checkpoint mirror."""

@@ -1,0 +1,117 @@
+"""`multinode preflight`: the init container that waits until every peer's DNS name resolves.
+
+Peers' most common multi-node bug is a worker that crashes because the master's name does not resolve
+yet (headless-service DNS can lag ~30 s, and torch's TCPStore treats a failed lookup as fatal). This
+waits, with a deadline, logging what it still waits for, and fails naming the peers that never resolved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+log = logging.getLogger("multinode.preflight")
+
+TERMINATION_LOG = Path("/dev/termination-log")
+# How many names a log line lists before it says "and N more": 1000-node jobs must not flood the log.
+NAMES_IN_A_LINE = 10
+
+
+def resolves(name: str) -> bool:
+    try:
+        socket.getaddrinfo(name, None)
+        return True
+    except (socket.gaierror, UnicodeError):
+        return False
+
+
+def unresolved_names(names: Iterable[str], resolve: Callable[[str], bool] = resolves) -> list[str]:
+    names = list(names)
+    # Lookups are I/O bound and a 1000-node job has 1000 names: resolve them concurrently.
+    with ThreadPoolExecutor(max_workers=min(32, max(1, len(names)))) as pool:
+        ok = list(pool.map(resolve, names))
+    return [n for n, good in zip(names, ok) if not good]
+
+
+def describe(names: list[str]) -> str:
+    shown = ", ".join(names[:NAMES_IN_A_LINE])
+    more = len(names) - NAMES_IN_A_LINE
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def wait_for_peers(
+    names: list[str],
+    timeout: float,
+    interval: float = 1.0,
+    resolve: Callable[[str], bool] = resolves,
+    log_every: float = 5.0,
+) -> list[str]:
+    """Return [] once every name resolves, or the names still unresolved when `timeout` runs out."""
+    started = time.monotonic()
+    pending = list(names)
+    last_log = float("-inf")
+    while True:
+        pending = unresolved_names(pending, resolve)
+        elapsed = time.monotonic() - started
+        if not pending:
+            log.info("all %d peers resolve after %.1fs", len(names), elapsed)
+            return []
+        if elapsed >= timeout:
+            return pending
+        if elapsed - last_log >= log_every:
+            log.info("waiting for %d/%d peers to resolve (%.0fs of %.0fs): %s",
+                     len(pending), len(names), elapsed, timeout, describe(pending))
+            last_log = elapsed
+        time.sleep(min(interval, max(0.0, timeout - elapsed)))
+
+
+def peers_from_env(env: dict[str, str]) -> list[str]:
+    """The stable DNS name of every node of the job, from the env contract the operator sets."""
+    try:
+        job, service, namespace = env["MULTINODE_JOB_NAME"], env["MULTINODE_SERVICE"], env["MULTINODE_NAMESPACE"]
+        nnodes = int(env["NNODES"])
+    except (KeyError, ValueError) as e:
+        raise SystemExit(f"preflight: the env contract is incomplete ({e!r}); is this pod made by multinode?")
+    return [f"{job}-{index}.{service}.{namespace}.svc" for index in range(nnodes)]
+
+
+def _write_termination_message(message: str) -> None:
+    # The kubelet copies this file into the container status, where `kubectl describe` and our
+    # status reporting show it; outside a pod the path does not exist and that is fine.
+    try:
+        TERMINATION_LOG.write_text(message[:4000])
+    except OSError:
+        pass
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait before failing")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between rounds of lookups")
+    parser.add_argument("--peers", help="comma-separated names to wait for (default: from the env contract)")
+
+
+def run(args: argparse.Namespace) -> int:
+    names = args.peers.split(",") if args.peers else peers_from_env(dict(os.environ))
+    log.info("waiting up to %.0fs for %d peers to resolve: %s", args.timeout, len(names), describe(names))
+    missing = wait_for_peers(names, timeout=args.timeout, interval=args.interval)
+    if not missing:
+        return 0
+    message = (f"PeerDNSUnresolved: {len(missing)}/{len(names)} peers did not resolve within "
+               f"{args.timeout:.0f}s: {describe(missing)}")
+    log.error("%s", message)
+    _write_termination_message(message)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="multinode preflight", description=__doc__)
+    add_arguments(parser)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s preflight %(message)s", stream=sys.stderr)
+    return run(parser.parse_args(argv))

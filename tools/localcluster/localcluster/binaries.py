@@ -1,0 +1,78 @@
+"""Where the control-plane binaries live, and building them when they are missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+TOOL_DIR = Path(__file__).resolve().parent.parent
+REPO_ROOT = TOOL_DIR.parent.parent
+BUILD_SCRIPT = TOOL_DIR / "build.sh"
+VERSIONS_FILE = TOOL_DIR / "versions.env"
+
+
+def cache_dir() -> Path:
+    """The git-ignored cache: binaries keyed by version, and one state folder per running cluster."""
+    return Path(os.environ.get("MULTINODE_CACHE_DIR", REPO_ROOT / ".cache" / "localcluster"))
+
+
+def read_versions() -> dict[str, str]:
+    versions = {}
+    for line in VERSIONS_FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            versions[key] = value
+    return versions
+
+
+@dataclass(frozen=True)
+class Binaries:
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kubectl: Path
+    kwok: Path
+    kwok_stages: Path
+    helm: Path
+
+    def missing(self) -> list[Path]:
+        return [p for p in (self.etcd, self.kube_apiserver, self.kube_controller_manager,
+                            self.kube_scheduler, self.kubectl, self.kwok, self.helm) if not p.exists()]
+
+
+def locate() -> Binaries:
+    v = read_versions()
+    bin_dir = cache_dir() / "bin"
+    kube = bin_dir / f"kubernetes-{v['KUBE_VERSION']}"
+    kwok = bin_dir / f"kwok-{v['KWOK_VERSION']}"
+    return Binaries(
+        etcd=bin_dir / f"etcd-{v['ETCD_VERSION']}" / "etcd",
+        kube_apiserver=kube / "kube-apiserver",
+        kube_controller_manager=kube / "kube-controller-manager",
+        kube_scheduler=kube / "kube-scheduler",
+        kubectl=kube / "kubectl",
+        kwok=kwok / "kwok",
+        kwok_stages=kwok / "stages",
+        helm=bin_dir / f"helm-{v['HELM_VERSION']}" / "helm",
+    )
+
+
+def ensure_built() -> Binaries:
+    """Build whatever is missing (the build script itself skips cached components)."""
+    binaries = locate()
+    if binaries.missing():
+        subprocess.run([str(BUILD_SCRIPT)], check=True)
+        binaries = locate()
+        if binaries.missing():
+            raise RuntimeError(f"build finished but binaries are missing: {binaries.missing()}")
+    return binaries
+
+
+def bin_path_dirs() -> list[Path]:
+    """Folders to put first on PATH so `kubectl` and `helm` are the pinned ones."""
+    b = locate()
+    return [b.kubectl.parent, b.helm.parent]

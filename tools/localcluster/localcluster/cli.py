@@ -1,0 +1,66 @@
+"""`localcluster up|down|status|build`: the entry points behind `make cluster-up` and `make cluster-down`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from localcluster import binaries
+from localcluster.cluster import ClusterConfig, LocalCluster
+from localcluster.nodes import NodePoolConfig
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="localcluster", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="build what is missing, start the control plane and fake GPU nodes")
+    up.add_argument("--name", default="default")
+    up.add_argument("--nodes", type=int, default=8, help="number of fake GPU nodes")
+    up.add_argument("--gpus-per-node", type=int, default=8)
+    up.add_argument("--gpu-product", default=NodePoolConfig.gpu_product)
+    up.add_argument("--rdma-resource", default=NodePoolConfig.rdma_resource_name)
+    up.add_argument("--rdma-per-node", type=int, default=1)
+    up.add_argument("--nodes-per-block", type=int, default=4, help="nodes per topology block label")
+    up.add_argument("--reuse", action="store_true", help="keep a running cluster of this name instead of restarting")
+    for name in ("down", "status"):
+        sub.add_parser(name).add_argument("--name", default="default")
+    sub.add_parser("build", help="build the pinned binaries (skipped when cached)")
+    sub.add_parser("bin-path", help="print the folders holding the pinned kubectl and helm")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "build":
+        binaries.ensure_built()
+        return 0
+    if args.command == "bin-path":
+        print(":".join(str(p) for p in binaries.bin_path_dirs()))
+        return 0
+    if args.command == "up":
+        pool = NodePoolConfig(count=args.nodes, gpus_per_node=args.gpus_per_node, gpu_product=args.gpu_product,
+                              rdma_resource_name=args.rdma_resource, rdma_per_node=args.rdma_per_node,
+                              nodes_per_block=args.nodes_per_block)
+        cluster = LocalCluster(ClusterConfig(name=args.name, nodes=pool))
+        if args.reuse and cluster.is_running():
+            print(f"cluster {args.name!r} already running", file=sys.stderr)
+        else:
+            started = time.monotonic()
+            cluster.start()
+            print(f"cluster {args.name!r} up with {args.nodes} fake GPU nodes Ready in "
+                  f"{time.monotonic() - started:.1f}s (logs: {cluster.dir / 'logs'})", file=sys.stderr)
+        print(f"export KUBECONFIG={cluster.kubeconfig}")
+        return 0
+    cluster = LocalCluster(ClusterConfig(name=args.name))
+    if args.command == "down":
+        cluster.stop()
+        print(f"cluster {args.name!r} stopped", file=sys.stderr)
+        return 0
+    running = cluster.is_running()
+    print(f"cluster {args.name!r}: {'running' if running else 'not running'}; KUBECONFIG={cluster.kubeconfig}")
+    return 0 if running else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

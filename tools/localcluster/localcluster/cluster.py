@@ -1,0 +1,293 @@
+"""Start and stop one local control plane: etcd, kube-apiserver (RBAC), controller-manager, scheduler, kwok.
+
+State of a cluster lives in `<cache>/clusters/<name>/`: data, certificates, logs, the admin kubeconfig
+(a stable path) and `state.json`, which records the pids so that `stop` works from another process.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from localcluster import binaries, processes
+from localcluster.nodes import NodePoolConfig, render_fake_gpu_node
+
+STAGES_DIR = Path(__file__).resolve().parent / "stages"
+# kwok's own stages we use: nodes become Ready and keep their lease; pods run; deleted pods go away;
+# plus its chaos stages (fail a container, make a node NotReady) for failure tests.
+KWOK_STAGE_FILES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "node/chaos/node-not-ready.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-delete.yaml",
+    "pod/chaos/pod-container-running-failed.yaml",
+    "pod/chaos/pod-init-container-running-failed.yaml",
+)
+STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+
+
+@dataclass
+class ClusterConfig:
+    name: str = "default"
+    nodes: NodePoolConfig = field(default_factory=NodePoolConfig)
+    # Short node-lifecycle timings so failure tests do not wait minutes (real clusters: 40 s / 300 s).
+    node_monitor_grace_period: str = "20s"
+    not_ready_toleration_seconds: int = 5
+    # A cluster owned by a test session dies with it, even when the session is SIGKILLed.
+    die_with_parent: bool = False
+    client_qps: int = 500
+    ready_timeout_seconds: float = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalCluster:
+    def __init__(self, config: ClusterConfig | None = None):
+        self.config = config or ClusterConfig()
+        self.dir = binaries.cache_dir() / "clusters" / self.config.name
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.state_file = self.dir / "state.json"
+
+    # ---- state ---------------------------------------------------------------------------------
+
+    def _load_state(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {"pids": {}}
+
+    def _save_state(self, state: dict) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)
+
+    @property
+    def marker(self) -> str:
+        """A string in every command line of this cluster's processes: its state folder."""
+        return str(self.dir)
+
+    def is_running(self) -> bool:
+        state = self._load_state()
+        pids = state.get("pids", {})
+        if set(pids) != set(STOP_ORDER):
+            return False
+        if not all(processes.is_alive(pid, self.marker) for pid in pids.values()):
+            return False
+        return self._readyz(state) == "ok"
+
+    # ---- start ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every component, create the fake nodes and wait until they are Ready."""
+        bins = binaries.ensure_built()
+        if self.state_file.exists():
+            self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        (self.dir / "logs").mkdir(parents=True)
+        state: dict = {"pids": {}}
+        try:
+            self._start_all(bins, state)
+            self.create_nodes(self.config.nodes)
+            self.wait_nodes_ready(self.config.nodes.count)
+        except BaseException:
+            self._save_state(state)
+            self.stop()
+            raise
+
+    def _launch(self, state: dict, name: str, args: list[str]) -> None:
+        pid = processes.start(args, self.dir / "logs" / f"{name}.log", self.config.die_with_parent)
+        state["pids"][name] = pid
+        self._save_state(state)
+
+    def _start_all(self, bins: binaries.Binaries, state: dict) -> None:
+        d = self.dir
+        etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
+        token = secrets.token_hex(24)
+        state.update(api_port=api_port, etcd_port=etcd_port, token=token)
+        (d / "tokens.csv").write_text(f'{token},multinode-admin,multinode-admin,"system:masters"\n')
+        subprocess.run(["openssl", "genrsa", "-out", str(d / "sa.key"), "2048"], check=True, capture_output=True)
+        subprocess.run(["openssl", "rsa", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub")],
+                       check=True, capture_output=True)
+
+        self._launch(state, "etcd", [
+            str(bins.etcd), "--name=local", f"--data-dir={d / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-cluster=local=http://127.0.0.1:{etcd_peer}",
+            "--unsafe-no-fsync=true", "--log-level=warn", "--quota-backend-bytes=8589934592",
+        ])
+        self._launch(state, "kube-apiserver", [
+            str(bins.kube_apiserver),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            f"--cert-dir={d / 'certs'}",
+            f"--secure-port={api_port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            "--authorization-mode=Node,RBAC",
+            f"--token-auth-file={d / 'tokens.csv'}",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={d / 'sa.pub'}",
+            f"--service-account-signing-key-file={d / 'sa.key'}",
+            f"--default-not-ready-toleration-seconds={self.config.not_ready_toleration_seconds}",
+            f"--default-unreachable-toleration-seconds={self.config.not_ready_toleration_seconds}",
+            "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
+            "--profiling=false", "--v=0",
+        ])
+        self._wait_readyz(state)
+        self._write_kubeconfig(state)
+        cert = d / "certs" / "apiserver.crt"
+        kc = str(self.kubeconfig)
+        qps = self.config.client_qps
+        self._launch(state, "kube-controller-manager", [
+            str(bins.kube_controller_manager), f"--kubeconfig={kc}",
+            f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+            "--bind-address=127.0.0.1", f"--secure-port={_free_port()}", "--leader-elect=false",
+            f"--root-ca-file={cert}", f"--service-account-private-key-file={d / 'sa.key'}",
+            "--use-service-account-credentials=true",
+            "--node-monitor-period=1s", f"--node-monitor-grace-period={self.config.node_monitor_grace_period}",
+            f"--kube-api-qps={qps}", f"--kube-api-burst={qps * 2}",
+            "--concurrent-gc-syncs=50", "--concurrent-job-syncs=50",
+            "--profiling=false",
+        ])
+        scheduler_config = d / "scheduler.yaml"
+        scheduler_config.write_text(yaml.safe_dump({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": kc, "qps": qps, "burst": qps * 2},
+            "leaderElection": {"leaderElect": False},
+        }))
+        self._launch(state, "kube-scheduler", [
+            str(bins.kube_scheduler), f"--config={scheduler_config}",
+            f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+            "--bind-address=127.0.0.1", f"--secure-port={_free_port()}", "--profiling=false",
+        ])
+        stage_files = [str(bins.kwok_stages / f) for f in KWOK_STAGE_FILES]
+        stage_files += [str(p) for p in sorted(STAGES_DIR.glob("*.yaml"))]
+        self._launch(state, "kwok", [
+            str(bins.kwok), f"--kubeconfig={kc}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
+            "--node-lease-duration-seconds=20",
+            f"--server-address=127.0.0.1:{_free_port()}",
+            f"--config={','.join(stage_files)}",
+        ])
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.dir / "certs" / "apiserver.crt"))
+
+    def _readyz(self, state: dict) -> str:
+        if "api_port" not in state or not (self.dir / "certs" / "apiserver.crt").exists():
+            return "no apiserver yet"
+        req = urllib.request.Request(f"https://127.0.0.1:{state['api_port']}/readyz",
+                                     headers={"Authorization": f"Bearer {state['token']}"})
+        try:
+            with urllib.request.urlopen(req, context=self._ssl_context(), timeout=5) as resp:
+                return resp.read().decode()
+        except urllib.error.HTTPError as e:
+            return f"HTTP {e.code}"
+        except (OSError, ssl.SSLError) as e:
+            return str(e)
+
+    def _wait_readyz(self, state: dict) -> None:
+        deadline = time.monotonic() + self.config.ready_timeout_seconds
+        last = ""
+        while time.monotonic() < deadline:
+            for name, pid in state["pids"].items():
+                if not processes.is_alive(pid, self.marker):
+                    raise RuntimeError(f"{name} exited; see {self.dir / 'logs' / (name + '.log')}")
+            last = self._readyz(state)
+            if last == "ok":
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"kube-apiserver /readyz not ok after {self.config.ready_timeout_seconds}s: {last}")
+
+    def _write_kubeconfig(self, state: dict) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "multinode-local", "cluster": {
+                "server": f"https://127.0.0.1:{state['api_port']}",
+                "certificate-authority": str(self.dir / "certs" / "apiserver.crt"),
+            }}],
+            "users": [{"name": "multinode-admin", "user": {"token": state["token"]}}],
+            "contexts": [{"name": "multinode-local", "context": {
+                "cluster": "multinode-local", "user": "multinode-admin", "namespace": "default"}}],
+            "current-context": "multinode-local",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+
+    # ---- nodes ---------------------------------------------------------------------------------
+
+    def api_client(self):
+        from kubernetes import client, config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def create_nodes(self, pool: NodePoolConfig, start_index: int = 0) -> list[str]:
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        names = []
+        for i in range(start_index, start_index + pool.count):
+            body = render_fake_gpu_node(pool, i)
+            try:
+                core.create_node(body)
+            except client.ApiException as e:
+                if e.status != 409:
+                    raise
+            names.append(body["metadata"]["name"])
+        return names
+
+    def wait_nodes_ready(self, count: int) -> None:
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        deadline = time.monotonic() + self.config.ready_timeout_seconds
+        ready = 0
+        while time.monotonic() < deadline:
+            ready = sum(
+                1 for n in core.list_node().items
+                for c in (n.status.conditions or []) if c.type == "Ready" and c.status == "True"
+            )
+            if ready >= count:
+                return
+            time.sleep(0.25)
+        raise TimeoutError(f"only {ready}/{count} nodes Ready after {self.config.ready_timeout_seconds}s")
+
+    # ---- stop ----------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop every process this cluster started; safe to call twice or after a partial start."""
+        pids = self._load_state().get("pids", {})
+        errors = []
+        for name in STOP_ORDER:
+            if name in pids:
+                try:
+                    processes.stop(pids[name], self.marker)
+                except RuntimeError as e:
+                    errors.append(f"{name}: {e}")
+        # Anything else that mentions our folder (a child a component spawned) goes too.
+        for pid in processes.pids_with_marker(self.marker):
+            processes.stop(pid, self.marker, grace_seconds=2)
+        self.state_file.unlink(missing_ok=True)
+        if errors:
+            raise RuntimeError("; ".join(errors))
