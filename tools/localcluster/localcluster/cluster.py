@@ -24,13 +24,13 @@ from localcluster import binaries, processes
 from localcluster.nodes import NodePoolConfig, render_fake_gpu_node
 
 STAGES_DIR = Path(__file__).resolve().parent / "stages"
-# kwok's own stages we use: nodes become Ready and keep their lease; pods run; deleted pods go away;
-# plus its chaos stages (fail a container, make a node NotReady) for failure tests.
+# kwok's own stages we use: nodes become Ready and keep their lease; deleted pods go away; plus its
+# chaos stages (fail a container, make a node NotReady) for failure tests. Pods start and finish through
+# our stages in ./stages (optional start delay, finish on request).
 KWOK_STAGE_FILES = (
     "node/fast/node-initialize.yaml",
     "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     "node/chaos/node-not-ready.yaml",
-    "pod/fast/pod-ready.yaml",
     "pod/fast/pod-delete.yaml",
     "pod/chaos/pod-container-running-failed.yaml",
     "pod/chaos/pod-init-container-running-failed.yaml",
@@ -63,6 +63,9 @@ class LocalCluster:
         self.dir = binaries.cache_dir() / "clusters" / self.config.name
         self.kubeconfig = self.dir / "kubeconfig"
         self.state_file = self.dir / "state.json"
+        # Processes this object started. Between fork and exec a child's command line is still ours,
+        # so liveness during start-up is asked of Popen, not read from /proc.
+        self._started: dict[str, subprocess.Popen] = {}
 
     # ---- state ---------------------------------------------------------------------------------
 
@@ -111,8 +114,9 @@ class LocalCluster:
             raise
 
     def _launch(self, state: dict, name: str, args: list[str]) -> None:
-        pid = processes.start(args, self.dir / "logs" / f"{name}.log", self.config.die_with_parent)
-        state["pids"][name] = pid
+        proc = processes.start(args, self.dir / "logs" / f"{name}.log", self.config.die_with_parent)
+        self._started[name] = proc
+        state["pids"][name] = proc.pid
         self._save_state(state)
 
     def _start_all(self, bins: binaries.Binaries, state: dict) -> None:
@@ -210,8 +214,8 @@ class LocalCluster:
         deadline = time.monotonic() + self.config.ready_timeout_seconds
         last = ""
         while time.monotonic() < deadline:
-            for name, pid in state["pids"].items():
-                if not processes.is_alive(pid, self.marker):
+            for name, proc in self._started.items():
+                if proc.poll() is not None:
                     raise RuntimeError(f"{name} exited; see {self.dir / 'logs' / (name + '.log')}")
             last = self._readyz(state)
             if last == "ok":

@@ -22,10 +22,10 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def start(args: list[str], log_path: Path, die_with_parent: bool) -> int:
+def start(args: list[str], log_path: Path, die_with_parent: bool) -> subprocess.Popen:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -33,7 +33,6 @@ def start(args: list[str], log_path: Path, die_with_parent: bool) -> int:
             start_new_session=True,
             preexec_fn=_die_with_parent if die_with_parent else None,
         )
-    return proc.pid
 
 
 def is_alive(pid: int, marker: str) -> bool:
