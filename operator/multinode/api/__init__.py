@@ -1,0 +1,88 @@
+"""The TrainingJob API: pydantic models that are the single source of the CRD.
+
+Imports nothing from the rest of multinode and nothing that talks to Kubernetes.
+"""
+
+from multinode.api.constants import (
+    API_VERSION,
+    CONDITION_CREATED,
+    CONDITION_FAILED,
+    CONDITION_RUNNING,
+    CONDITION_SUCCEEDED,
+    CRD_NAME,
+    GROUP,
+    KIND,
+    LABEL_ATTEMPT,
+    LABEL_JOB_NAME,
+    LABEL_NODE_INDEX,
+    PLURAL,
+    RESERVED_ENV_NAMES,
+    VERSION,
+)
+from multinode.api.kube import (
+    EnvVar,
+    LocalObjectReference,
+    ObjectMeta,
+    Toleration,
+    Volume,
+    VolumeMount,
+)
+from multinode.api.spec import (
+    NcclSpec,
+    NetworkSpec,
+    PodTemplate,
+    RdmaSpec,
+    ResourcesPerNode,
+    SuccessPolicy,
+    TrainingJobSpec,
+)
+from multinode.api.status import (
+    Condition,
+    ConditionType,
+    NodeStatus,
+    Phase,
+    TrainingJobStatus,
+)
+from multinode.api.trainingjob import (
+    TrainingJob,
+    effective_num_proc_per_node,
+    world_size,
+)
+
+__all__ = [
+    "API_VERSION",
+    "CONDITION_CREATED",
+    "CONDITION_FAILED",
+    "CONDITION_RUNNING",
+    "CONDITION_SUCCEEDED",
+    "CRD_NAME",
+    "GROUP",
+    "KIND",
+    "LABEL_ATTEMPT",
+    "LABEL_JOB_NAME",
+    "LABEL_NODE_INDEX",
+    "PLURAL",
+    "RESERVED_ENV_NAMES",
+    "VERSION",
+    "Condition",
+    "ConditionType",
+    "EnvVar",
+    "LocalObjectReference",
+    "NcclSpec",
+    "NetworkSpec",
+    "NodeStatus",
+    "ObjectMeta",
+    "Phase",
+    "PodTemplate",
+    "RdmaSpec",
+    "ResourcesPerNode",
+    "SuccessPolicy",
+    "Toleration",
+    "TrainingJob",
+    "TrainingJobSpec",
+    "TrainingJobStatus",
+    "Volume",
+    "VolumeMount",
+    "effective_num_proc_per_node",
+    "world_size",
+]

@@ -1,0 +1,53 @@
+"""Base model and shared constrained types for the TrainingJob API.
+
+Bounds (maxLength, maxItems, maxProperties) are not decoration: the apiserver
+estimates the worst-case cost of every CEL rule from them and rejects the CRD
+when a rule could cost too much, so every string and list the rules touch must
+be bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+# Upper bounds, picked well above anything a real manifest needs.
+MAX_NAME_LENGTH = 253  # DNS-1123 subdomain, the longest name Kubernetes allows
+MAX_PATH_LENGTH = 4096
+MAX_TEXT_LENGTH = 65536  # one command/args item or env value (scripts passed to `bash -c`)
+MAX_ANNOTATION_VALUE_LENGTH = 262144  # the apiserver's cap on all annotations together
+MAX_MAP_ENTRIES = 64
+
+# Kubernetes resource quantity without a sign ("500m", "64Gi", "1e3"); negative
+# quantities are meaningless for resources and would only fail at pod creation.
+QUANTITY_PATTERN = (
+    r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+# Label value: empty, or up to 63 alphanumerics with -_. inside.
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+# Qualified name as used for extended resources ("nvidia.com/gpu", "rdma/ib").
+QUALIFIED_NAME_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY_PATTERN)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
+Text = Annotated[str, Field(max_length=MAX_TEXT_LENGTH)]
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+AnnotationValue = Annotated[str, Field(max_length=MAX_ANNOTATION_VALUE_LENGTH)]
+
+
+class ApiModel(BaseModel):
+    """Base for every API object: camelCase on the wire, snake_case in Python.
+
+    populate_by_name lets Python callers (and tests) use either spelling;
+    model_dump(by_alias=True, exclude_none=True) yields what the apiserver stores.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)

@@ -1,0 +1,283 @@
+"""TrainingJob spec: what the user asks for.
+
+Field names follow the peers users already know: numNodes/numProcPerNode from
+Kubeflow Trainer v2, successPolicy from JobSet, and env variables compatible with
+torchrun and Baseten Training (docs/api.md maps each field to its peers).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+
+from multinode.api.base import (
+    MAX_MAP_ENTRIES,
+    MAX_NAME_LENGTH,
+    MAX_PATH_LENGTH,
+    QUALIFIED_NAME_PATTERN,
+    AnnotationValue,
+    ApiModel,
+    LabelValue,
+    Quantity,
+    Text,
+)
+from multinode.api.cel import add_rules, immutable_fields_rules
+from multinode.api.constants import (
+    DEFAULT_GPU_RESOURCE_NAME,
+    DEFAULT_RDMA_RESOURCE_NAME,
+    DEFAULT_RENDEZVOUS_PORT,
+)
+from multinode.api.kube import (
+    PRESERVE_UNKNOWN,
+    EnvVar,
+    LocalObjectReference,
+    Toleration,
+    Volume,
+    VolumeMount,
+)
+
+# A CRD default of {} makes the apiserver create the object and then fill in its
+# nested defaults, so stored objects show the same values the Python models assume.
+_DEFAULT_EMPTY_OBJECT = {"default": {}}
+
+# The operator joins these with commas into the Multus annotation, so no commas here.
+MultusNetworkName = Annotated[
+    str, Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=r"^[^,\s]+$")
+]
+
+
+def _list_map(*keys: str) -> dict[str, Any]:
+    """Schema markers for a list merged by key (server-side apply; duplicates rejected)."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+class SuccessPolicy(StrEnum):
+    """When a TrainingJob counts as succeeded."""
+
+    ALL_NODES = "AllNodes"
+    LEADER_ONLY = "LeaderOnly"
+
+
+class ResourcesPerNode(ApiModel):
+    """Resources of the trainer container on each node (one pod per node)."""
+
+    gpus: int = Field(0, ge=0, description="GPUs per node; 0 runs a CPU-only job.")
+    gpu_resource_name: str = Field(
+        DEFAULT_GPU_RESOURCE_NAME,
+        max_length=MAX_NAME_LENGTH,
+        pattern=QUALIFIED_NAME_PATTERN,
+        description="Extended resource name the GPUs are requested under.",
+    )
+    cpu: Quantity | None = Field(
+        None, description="CPU quantity, set as both request and limit (for example \"32\")."
+    )
+    memory: Quantity | None = Field(
+        None, description="Memory quantity, set as both request and limit (for example 256Gi)."
+    )
+
+
+class RdmaSpec(ApiModel):
+    """RDMA devices per node; setting this also grants the IPC_LOCK capability."""
+
+    resource_name: str = Field(
+        DEFAULT_RDMA_RESOURCE_NAME,
+        max_length=MAX_NAME_LENGTH,
+        pattern=QUALIFIED_NAME_PATTERN,
+        description=(
+            "Device plugin resource, for example rdma/hca_shared_devices_a, rdma/shared_ib "
+            "or nvidia.com/mlnxnics; it differs per cluster."
+        ),
+    )
+    count: int = Field(1, ge=1, description="Number of RDMA devices per node.")
+
+
+class NcclSpec(ApiModel):
+    """NCCL settings, passed to the trainer as NCCL_* environment variables."""
+
+    socket_ifname: str | None = Field(
+        None, max_length=256, description="NCCL_SOCKET_IFNAME, for example net1 with Multus."
+    )
+    ib_hca: str | None = Field(
+        None,
+        max_length=1024,
+        description="NCCL_IB_HCA, for example =mlx5_0,mlx5_1 (a leading = means exact names).",
+    )
+    debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = Field(
+        None, description="NCCL_DEBUG level; INFO or TRACE only while debugging."
+    )
+    debug_subsys: str | None = Field(
+        None, max_length=256, description="NCCL_DEBUG_SUBSYS, for example INIT,NET."
+    )
+
+
+class NetworkSpec(ApiModel):
+    """How nodes reach each other."""
+
+    rendezvous_port: int = Field(
+        DEFAULT_RENDEZVOUS_PORT,
+        ge=1,
+        le=65535,
+        description="Port of the rendezvous on node 0 (MASTER_PORT).",
+    )
+    host_network: bool = Field(
+        False,
+        description=(
+            "Run pods in the host network namespace (direct NIC access; pods see all host "
+            "ports and interfaces)."
+        ),
+    )
+    multus_networks: list[MultusNetworkName] | None = Field(
+        None,
+        max_length=16,
+        description=(
+            "Multus NetworkAttachmentDefinitions to attach to every pod, in order "
+            "([<namespace>/]<name>[@<interface>]); the first usually appears as net1."
+        ),
+    )
+    rdma: RdmaSpec | None = Field(None, description="Request RDMA devices; unset means none.")
+    nccl: NcclSpec | None = Field(None, description="NCCL environment variables to set.")
+
+
+class PodTemplate(ApiModel):
+    """Fields copied onto every node pod. Everything else about the pod is multinode's."""
+
+    labels: dict[str, LabelValue] | None = Field(
+        None,
+        max_length=MAX_MAP_ENTRIES,
+        description="Extra pod labels; multinode's own labels win on conflict.",
+    )
+    annotations: dict[str, AnnotationValue] | None = Field(
+        None, max_length=MAX_MAP_ENTRIES, description="Extra pod annotations."
+    )
+    node_selector: dict[str, LabelValue] | None = Field(
+        None,
+        max_length=MAX_MAP_ENTRIES,
+        description="Node labels every pod requires (merged with spec.accelerator).",
+    )
+    tolerations: list[Toleration] | None = Field(
+        None, max_length=64, description="Taints the pods tolerate."
+    )
+    affinity: dict[str, Any] | None = Field(
+        None,
+        description="A core/v1 Affinity, copied as is.",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    priority_class_name: str | None = Field(
+        None, max_length=MAX_NAME_LENGTH, description="PriorityClass of the pods."
+    )
+    scheduler_name: str | None = Field(
+        None,
+        max_length=MAX_NAME_LENGTH,
+        description="Scheduler for the pods (for example a gang scheduler).",
+    )
+    service_account_name: str | None = Field(
+        None, max_length=MAX_NAME_LENGTH, description="ServiceAccount the pods run as."
+    )
+    image_pull_secrets: list[LocalObjectReference] | None = Field(
+        None,
+        max_length=32,
+        description="Secrets for pulling the trainer image.",
+        json_schema_extra=_list_map("name"),
+    )
+    volumes: list[Volume] | None = Field(
+        None,
+        max_length=128,
+        description="Extra pod volumes (core/v1 Volume).",
+        json_schema_extra=_list_map("name"),
+    )
+    volume_mounts: list[VolumeMount] | None = Field(
+        None,
+        max_length=128,
+        description="Mounts of those volumes into the trainer container.",
+        json_schema_extra=_list_map("mountPath"),
+    )
+
+
+def _add_immutability_rules(schema: dict[str, Any], model: type[TrainingJobSpec]) -> None:
+    fields = [
+        field.alias or name
+        for name, field in model.model_fields.items()
+        if name not in model.MUTABLE_FIELDS
+    ]
+    add_rules(schema, immutable_fields_rules(fields, "spec"))
+
+
+class TrainingJobSpec(ApiModel):
+    """Desired state of a TrainingJob."""
+
+    # Fields that may change after creation (by Python name). Empty for now: a running
+    # gang cannot take a new image or node count without a restart, and silently
+    # ignoring an edit is worse than rejecting it. Lifecycle fields (suspend,
+    # deadlines, restart budget) will be listed here when they arrive.
+    MUTABLE_FIELDS: ClassVar[frozenset[str]] = frozenset()
+
+    model_config = ConfigDict(json_schema_extra=_add_immutability_rules)
+
+    num_nodes: int = Field(ge=1, description="Number of nodes (one pod per node).")
+    num_proc_per_node: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Processes per node (torchrun --nproc-per-node). Default: resourcesPerNode.gpus "
+            "when above 0, else 1."
+        ),
+    )
+    image: str = Field(min_length=1, max_length=1024, description="Trainer container image.")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        None,
+        description="Pull policy of the trainer image (Kubernetes default applies when unset).",
+    )
+    command: list[Text] | None = Field(
+        None, max_length=256, description="Entrypoint; the image's ENTRYPOINT when unset."
+    )
+    args: list[Text] | None = Field(
+        None, max_length=1024, description="Arguments; the image's CMD when unset."
+    )
+    working_dir: str | None = Field(
+        None, max_length=MAX_PATH_LENGTH, description="Working directory of the trainer."
+    )
+    env: list[EnvVar] | None = Field(
+        None,
+        max_length=512,
+        description=(
+            "Extra environment variables, set after multinode's own, so values can refer to "
+            "them as $(MASTER_ADDR)."
+        ),
+        json_schema_extra=_list_map("name"),
+    )
+    resources_per_node: ResourcesPerNode = Field(
+        default_factory=ResourcesPerNode,
+        description="GPUs, CPU and memory of each node's trainer container.",
+        json_schema_extra=_DEFAULT_EMPTY_OBJECT,
+    )
+    accelerator: LabelValue | None = Field(
+        None,
+        min_length=1,
+        description=(
+            "GPU model, matched against the nvidia.com/gpu.product node label, for example "
+            "NVIDIA-H100-80GB-HBM3."
+        ),
+    )
+    shm_size: Quantity | None = Field(
+        None,
+        description=(
+            "Size limit of /dev/shm (always a memory volume; the container default of 64M "
+            "stalls NCCL). Unlimited when unset; counts against memory."
+        ),
+    )
+    network: NetworkSpec = Field(
+        default_factory=NetworkSpec,
+        description="Rendezvous port, host network, Multus, RDMA and NCCL settings.",
+        json_schema_extra=_DEFAULT_EMPTY_OBJECT,
+    )
+    success_policy: SuccessPolicy = Field(
+        SuccessPolicy.ALL_NODES,
+        description="AllNodes: every node must exit 0. LeaderOnly: node 0 exiting 0 suffices.",
+    )
+    pod_template: PodTemplate = Field(
+        default_factory=PodTemplate,
+        description="Labels, scheduling and volumes copied onto every node pod.",
+        json_schema_extra=_DEFAULT_EMPTY_OBJECT,
+    )

@@ -1,0 +1,115 @@
+"""TrainingJob status: written only by the operator, through the status subresource."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from multinode.api.base import ApiModel
+from multinode.api.constants import (
+    CONDITION_CREATED,
+    CONDITION_FAILED,
+    CONDITION_RUNNING,
+    CONDITION_SUCCEEDED,
+)
+
+_DATE_TIME = {"format": "date-time"}
+
+
+class Phase(StrEnum):
+    """Coarse lifecycle phase, for the printer column; conditions carry the detail."""
+
+    # New phases (Restarting, Suspended) are added here; the CRD enum follows.
+    PENDING = "Pending"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class ConditionType(StrEnum):
+    """Condition types the operator sets."""
+
+    CREATED = CONDITION_CREATED
+    RUNNING = CONDITION_RUNNING
+    SUCCEEDED = CONDITION_SUCCEEDED
+    FAILED = CONDITION_FAILED
+
+
+class Condition(ApiModel):
+    """One observation about the job, per the Kubernetes API conventions (metav1.Condition)."""
+
+    # type stays a free string, as in metav1.Condition: adding a condition type must
+    # not need a CRD change that older operators would reject.
+    type: str = Field(
+        max_length=316,
+        pattern=(
+            r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+            r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+        ),
+        description="Condition type: Created, Running, Succeeded or Failed.",
+    )
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        description="CamelCase reason for the last transition, for machines.",
+    )
+    message: str = Field("", max_length=32768, description="Details for humans.")
+    last_transition_time: str = Field(
+        description="RFC3339 time the status last changed.", json_schema_extra=_DATE_TIME
+    )
+    observed_generation: int | None = Field(
+        None, ge=0, description="metadata.generation the condition was computed from."
+    )
+
+
+class NodeStatus(ApiModel):
+    """What the operator last saw of one node's pod."""
+
+    index: int = Field(ge=0, description="Node index (NODE_RANK).")
+    pod: str | None = Field(None, description="Name of the node's current pod.")
+    node: str | None = Field(None, description="Kubernetes node the pod runs on.")
+    phase: str | None = Field(None, description="Pod phase (Pending, Running, Succeeded, Failed).")
+    reason: str | None = Field(None, description="Why the pod is in that phase, when known.")
+    exit_code: int | None = Field(None, description="Exit code of the trainer container.")
+
+
+class TrainingJobStatus(ApiModel):
+    """Observed state of a TrainingJob."""
+
+    observed_generation: int | None = Field(
+        None, ge=0, description="metadata.generation this status reflects."
+    )
+    phase: Phase | None = Field(None, description="Coarse phase, shown by kubectl get.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Conditions (Created, Running, Succeeded, Failed), one per type.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+    ready_nodes: int = Field(0, ge=0, description="Nodes whose pod is running and ready.")
+    num_nodes: int | None = Field(None, ge=0, description="spec.numNodes, for the printer column.")
+    ready: str | None = Field(None, description="readyNodes/numNodes, for example 3/4.")
+    start_time: str | None = Field(
+        None, description="RFC3339 time the operator first created the job's pods.",
+        json_schema_extra=_DATE_TIME,
+    )
+    completion_time: str | None = Field(
+        None, description="RFC3339 time the job succeeded or failed.", json_schema_extra=_DATE_TIME
+    )
+    node_statuses: list[NodeStatus] = Field(
+        default_factory=list,
+        description="Per-node pod state, by index.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["index"],
+        },
+    )
+    attempt: int = Field(0, ge=0, description="Current gang attempt; pods carry it in their name.")
+    restarts: int = Field(0, ge=0, description="Gang restarts so far.")

@@ -1,0 +1,165 @@
+"""TrainingJob objects as the apiserver would return them, shared by the api tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def full_trainingjob() -> dict[str, Any]:
+    """Every spec and status field set, with defaults spelled out, as stored by the apiserver."""
+    return {
+        "apiVersion": "multinode.dev/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {
+            "name": "llama-pretrain",
+            "namespace": "ml",
+            "uid": "3f1c2a9e-0000-4000-8000-000000000001",
+            "generation": 1,
+            "resourceVersion": "4711",
+            "creationTimestamp": "2025-01-02T03:04:05Z",
+            "labels": {"team": "research"},
+            "annotations": {"note": "x"},
+            "finalizers": ["kopf.zalando.org/KopfFinalizerMarker"],
+        },
+        "spec": {
+            "numNodes": 4,
+            "numProcPerNode": 8,
+            "image": "registry.example.com/train:1.2",
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["torchrun", "train.py"],
+            "args": ["--lr", "3e-4"],
+            "workingDir": "/workspace",
+            "env": [
+                {"name": "DATA_DIR", "value": "/data"},
+                {
+                    "name": "HF_TOKEN",
+                    "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}},
+                },
+            ],
+            "resourcesPerNode": {
+                "gpus": 8,
+                "gpuResourceName": "nvidia.com/gpu",
+                "cpu": "32",
+                "memory": "256Gi",
+            },
+            "accelerator": "NVIDIA-H100-80GB-HBM3",
+            "shmSize": "64Gi",
+            "network": {
+                "rendezvousPort": 29500,
+                "hostNetwork": False,
+                "multusNetworks": ["ib-a", "ib-b"],
+                "rdma": {"resourceName": "rdma/hca_shared_devices_a", "count": 1},
+                "nccl": {
+                    "socketIfname": "net1",
+                    "ibHca": "=mlx5_0,mlx5_1",
+                    "debug": "WARN",
+                    "debugSubsys": "INIT,NET",
+                },
+            },
+            "successPolicy": "AllNodes",
+            "podTemplate": {
+                "labels": {"team": "research"},
+                "annotations": {"owner": "alice"},
+                "nodeSelector": {"pool": "h100"},
+                "tolerations": [
+                    {
+                        "key": "nvidia.com/gpu",
+                        "operator": "Exists",
+                        "effect": "NoSchedule",
+                    },
+                    {
+                        "key": "maintenance",
+                        "operator": "Equal",
+                        "value": "soon",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 60,
+                    },
+                ],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "zone", "operator": "In", "values": ["a"]}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+                "priorityClassName": "training",
+                "schedulerName": "volcano",
+                "serviceAccountName": "trainer",
+                "imagePullSecrets": [{"name": "regcred"}],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}},
+                    {"name": "cache", "hostPath": {"path": "/mnt/cache", "type": "Directory"}},
+                ],
+                "volumeMounts": [
+                    {"name": "data", "mountPath": "/data", "readOnly": True},
+                    {"name": "cache", "mountPath": "/cache", "subPath": "llama"},
+                ],
+            },
+        },
+        "status": {
+            "observedGeneration": 1,
+            "phase": "Failed",
+            "conditions": [
+                {
+                    "type": "Created",
+                    "status": "True",
+                    "reason": "PodsCreated",
+                    "message": "created 4 pods",
+                    "lastTransitionTime": "2025-01-02T03:04:06Z",
+                    "observedGeneration": 1,
+                },
+                {
+                    "type": "Running",
+                    "status": "True",
+                    "reason": "AllNodesRunning",
+                    "message": "",
+                    "lastTransitionTime": "2025-01-02T03:05:00Z",
+                },
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "NodeFailed",
+                    "message": "node 3 exited with code 1",
+                    "lastTransitionTime": "2025-01-02T04:00:00Z",
+                },
+            ],
+            "readyNodes": 3,
+            "numNodes": 4,
+            "ready": "3/4",
+            "startTime": "2025-01-02T03:04:06Z",
+            "completionTime": "2025-01-02T04:00:00Z",
+            "nodeStatuses": [
+                {
+                    "index": 0,
+                    "pod": "llama-pretrain-0-a0",
+                    "node": "gpu-17",
+                    "phase": "Running",
+                },
+                {
+                    "index": 3,
+                    "pod": "llama-pretrain-3-a0",
+                    "node": "gpu-02",
+                    "phase": "Failed",
+                    "reason": "Error",
+                    "exitCode": 1,
+                },
+            ],
+            "attempt": 0,
+            "restarts": 0,
+        },
+    }
+
+
+def minimal_trainingjob() -> dict[str, Any]:
+    return {
+        "apiVersion": "multinode.dev/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "tiny", "namespace": "default", "uid": "u-1"},
+        "spec": {"numNodes": 1, "image": "busybox"},
+    }
