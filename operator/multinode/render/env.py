@@ -1,0 +1,89 @@
+"""Environment of a node's containers: the rendezvous contract of docs/env.md.
+
+One set of facts is published under the names each launcher already reads:
+torchrun flags (PET_*), Kubeflow v1 style (MASTER_ADDR, NODE_RANK, ...), Baseten
+Training (BT_*) and multinode's own (MULTINODE_*). Every name set here must be in
+multinode.api.RESERVED_ENV_NAMES, which the CRD refuses in spec.env.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from multinode.api import TrainingJob, effective_num_proc_per_node, world_size
+from multinode.render.names import check_node, job_identity, node_dns_name, service_name
+
+
+def _value(name: str, value: object) -> dict[str, Any]:
+    return {"name": name, "value": str(value)}
+
+
+def _field_ref(name: str, field_path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+
+
+def operator_env(job: TrainingJob, index: int, attempt: int) -> list[dict[str, Any]]:
+    """Variables multinode sets on node `index` of `attempt`, without the user's."""
+    check_node(job, index, attempt)
+    spec = job.spec
+    identity = job_identity(job)
+    leader = node_dns_name(job, 0)
+    port = spec.network.rendezvous_port
+    nodes = spec.num_nodes
+    procs = effective_num_proc_per_node(spec)
+
+    env = [
+        _value("MASTER_ADDR", leader),
+        _value("MASTER_PORT", port),
+        _value("NNODES", nodes),
+        _value("NODE_RANK", index),
+        _value("NPROC_PER_NODE", procs),
+        # Total processes, not pods (Kubeflow v1 sets the pod count here).
+        _value("WORLD_SIZE", world_size(spec)),
+        # torchrun takes the default of every --flag from PET_<FLAG>, so a bare
+        # `torchrun train.py` joins the gang with no arguments.
+        _value("PET_NNODES", nodes),
+        _value("PET_NODE_RANK", index),
+        _value("PET_NPROC_PER_NODE", procs),
+        _value("PET_MASTER_ADDR", leader),
+        _value("PET_MASTER_PORT", port),
+        _value("MULTINODE_JOB_NAME", identity.name),
+        _value("MULTINODE_NAMESPACE", identity.namespace),
+        _value("MULTINODE_NODE_INDEX", index),
+        _value("MULTINODE_ATTEMPT", attempt),
+        _value("MULTINODE_SERVICE", service_name(identity.name)),
+        _field_ref("MULTINODE_POD_NAME", "metadata.name"),
+        _field_ref("MULTINODE_HOST_NODE", "spec.nodeName"),
+        # Baseten Training names, so scripts written for it run unchanged.
+        _value("BT_TRAINING_JOB_NAME", identity.name),
+        _value("BT_NODE_RANK", index),
+        _value("BT_GROUP_SIZE", nodes),
+        _value("BT_LEADER_ADDR", leader),
+        _value("BT_NUM_GPUS", spec.resources_per_node.gpus),
+        # Without it Python buffers stdout and a hung rank's last words never reach the logs.
+        _value("PYTHONUNBUFFERED", 1),
+    ]
+    env.extend(_nccl_env(job))
+    return env
+
+
+def _nccl_env(job: TrainingJob) -> list[dict[str, Any]]:
+    nccl = job.spec.network.nccl
+    if nccl is None:
+        return []
+    pairs = [
+        ("NCCL_SOCKET_IFNAME", nccl.socket_ifname),
+        ("NCCL_IB_HCA", nccl.ib_hca),
+        ("NCCL_DEBUG", nccl.debug),
+        ("NCCL_DEBUG_SUBSYS", nccl.debug_subsys),
+    ]
+    return [_value(name, value) for name, value in pairs if value is not None]
+
+
+def user_env(job: TrainingJob) -> list[dict[str, Any]]:
+    return [var.model_dump(by_alias=True, exclude_none=True) for var in job.spec.env or []]
+
+
+def render_node_env(job: TrainingJob, index: int, attempt: int) -> list[dict[str, Any]]:
+    """The trainer's environment: ours first, so user values can use $(MASTER_ADDR) etc."""
+    return [*operator_env(job, index, attempt), *user_env(job)]

@@ -1,0 +1,171 @@
+"""One pod per node: the trainer container plus a DNS preflight init container."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from multinode.api import TrainingJob
+from multinode.api.constants import (
+    ANNOTATION_MULTUS_NETWORKS,
+    LABEL_GPU_PRODUCT,
+    SHM_MOUNT_PATH,
+    SHM_VOLUME_NAME,
+)
+from multinode.render.env import operator_env, render_node_env
+from multinode.render.names import (
+    check_node,
+    job_identity,
+    node_hostname,
+    node_labels,
+    owner_reference,
+    pod_name,
+    service_name,
+)
+from multinode.render.settings import RenderSettings
+
+TRAINER_CONTAINER = "trainer"
+PREFLIGHT_CONTAINER = "preflight"
+# The preflight only resolves DNS names and probes a port; keep it from
+# competing with the trainer for the node's CPU and memory.
+PREFLIGHT_RESOURCES = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"cpu": "100m", "memory": "128Mi"},
+}
+
+
+def _without_empty(mapping: dict[str, Any]) -> dict[str, Any]:
+    """Drop None, empty dicts and empty lists, so manifests carry no nulls or noise."""
+    return {key: value for key, value in mapping.items() if value not in (None, {}, [])}
+
+
+def _dump_all(models: list[Any] | None) -> list[dict[str, Any]]:
+    return [model.model_dump(by_alias=True, exclude_none=True) for model in models or []]
+
+
+def _trainer_resources(job: TrainingJob) -> dict[str, Any]:
+    resources = job.spec.resources_per_node
+    rdma = job.spec.network.rdma
+    limits: dict[str, str] = {}
+    requests: dict[str, str] = {}
+    # Extended resources (GPUs, RDMA devices) need only limits: requests default to them.
+    if resources.gpus > 0:
+        limits[resources.gpu_resource_name] = str(resources.gpus)
+    if rdma is not None:
+        limits[rdma.resource_name] = str(rdma.count)
+    for name, quantity in (("cpu", resources.cpu), ("memory", resources.memory)):
+        if quantity is not None:
+            limits[name] = quantity
+            requests[name] = quantity
+    return _without_empty({"limits": limits, "requests": requests})
+
+
+def _trainer_container(job: TrainingJob, index: int, attempt: int) -> dict[str, Any]:
+    spec = job.spec
+    mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}]
+    mounts.extend(_dump_all(spec.pod_template.volume_mounts))
+    security_context = None
+    if spec.network.rdma is not None:
+        # Without IPC_LOCK the memlock limit stays at 64 KiB and RDMA memory
+        # registration fails or crawls. Granted only with RDMA: it is a privilege.
+        security_context = {"capabilities": {"add": ["IPC_LOCK"]}}
+    return _without_empty(
+        {
+            "name": TRAINER_CONTAINER,
+            "image": spec.image,
+            "imagePullPolicy": spec.image_pull_policy,
+            "command": spec.command,
+            "args": spec.args,
+            "workingDir": spec.working_dir,
+            "env": render_node_env(job, index, attempt),
+            "resources": _trainer_resources(job),
+            "volumeMounts": mounts,
+            "securityContext": security_context,
+        }
+    )
+
+
+def _preflight_container(
+    job: TrainingJob, index: int, attempt: int, settings: RenderSettings
+) -> dict[str, Any]:
+    return {
+        "name": PREFLIGHT_CONTAINER,
+        "image": settings.operator_image,
+        "command": ["multinode", "preflight"],
+        "args": ["--timeout", str(settings.preflight_timeout_seconds)],
+        # The operator's variables only: the preflight needs the rendezvous facts,
+        # and user env may reference secrets it has no business reading.
+        "env": operator_env(job, index, attempt),
+        "resources": {kind: dict(values) for kind, values in PREFLIGHT_RESOURCES.items()},
+    }
+
+
+def _shm_volume(job: TrainingJob) -> dict[str, Any]:
+    # Always a memory-backed /dev/shm: the container runtime's 64 MB default makes NCCL
+    # slow or hang without a clear error. Without shmSize it is bounded by the pod's
+    # memory limit only.
+    empty_dir = _without_empty({"medium": "Memory", "sizeLimit": job.spec.shm_size})
+    return {"name": SHM_VOLUME_NAME, "emptyDir": empty_dir}
+
+
+def _annotations(job: TrainingJob) -> dict[str, str]:
+    annotations = dict(job.spec.pod_template.annotations or {})
+    networks = job.spec.network.multus_networks
+    if networks:
+        annotations[ANNOTATION_MULTUS_NETWORKS] = ",".join(networks)
+    return annotations
+
+
+def _node_selector(job: TrainingJob) -> dict[str, str]:
+    selector = dict(job.spec.pod_template.node_selector or {})
+    if job.spec.accelerator is not None:
+        selector[LABEL_GPU_PRODUCT] = job.spec.accelerator
+    return selector
+
+
+def render_node_pod(
+    job: TrainingJob, index: int, attempt: int, settings: RenderSettings | None = None
+) -> dict[str, Any]:
+    """The pod of node `index` in gang attempt `attempt`."""
+    check_node(job, index, attempt)
+    settings = settings or RenderSettings()
+    identity = job_identity(job)
+    spec = job.spec
+    template = spec.pod_template
+    host_network = spec.network.host_network
+
+    # User labels first: multinode's labels drive the Service selector and the
+    # controller's bookkeeping, so they must win.
+    labels = {**(template.labels or {}), **node_labels(identity.name, index, attempt)}
+    metadata = _without_empty(
+        {
+            "name": pod_name(identity.name, index, attempt),
+            "namespace": identity.namespace,
+            "labels": labels,
+            "annotations": _annotations(job),
+            "ownerReferences": [owner_reference(job)],
+        }
+    )
+    pod_spec = _without_empty(
+        {
+            "hostname": node_hostname(identity.name, index),
+            "subdomain": service_name(identity.name),
+            # The controller restarts the whole gang; a pod restarting alone cannot
+            # rejoin a torch rendezvous that has moved on.
+            "restartPolicy": "Never",
+            "initContainers": [_preflight_container(job, index, attempt, settings)],
+            "containers": [_trainer_container(job, index, attempt)],
+            "volumes": [_shm_volume(job), *_dump_all(template.volumes)],
+            "nodeSelector": _node_selector(job),
+            "tolerations": _dump_all(template.tolerations),
+            "affinity": template.affinity,
+            "priorityClassName": template.priority_class_name,
+            "schedulerName": template.scheduler_name,
+            "serviceAccountName": template.service_account_name,
+            "imagePullSecrets": _dump_all(template.image_pull_secrets),
+            "hostNetwork": True if host_network else None,
+            # With hostNetwork the default policy would use the node's resolver and
+            # miss the cluster DNS names the rendezvous depends on.
+            "dnsPolicy": "ClusterFirstWithHostNet" if host_network else None,
+        }
+    )
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}

@@ -1,0 +1,27 @@
+"""Operator-wide knobs the renderer needs: operator configuration, not part of any job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_OPERATOR_IMAGE = "ghcr.io/multinode/multinode:0.1.0"
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """Settings that shape every rendered pod.
+
+    operator_image runs the `multinode preflight` init container, which waits until
+    node 0's DNS name resolves before the trainer starts (Kubernetes DNS can lag
+    tens of seconds behind pod creation, and torch's TCPStore treats a failed lookup
+    as fatal).
+    """
+
+    operator_image: str = DEFAULT_OPERATOR_IMAGE
+    preflight_timeout_seconds: int = 300
+
+    def __post_init__(self) -> None:
+        if not self.operator_image:
+            raise ValueError("operator_image must not be empty")
+        if self.preflight_timeout_seconds <= 0:
+            raise ValueError("preflight_timeout_seconds must be positive")

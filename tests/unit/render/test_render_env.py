@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from render_job_factory import make_job
+
+from multinode.api import RESERVED_ENV_NAMES
+from multinode.render import operator_env, render_node_env
+
+
+def as_map(env: list[dict[str, Any]]) -> dict[str, Any]:
+    return {var["name"]: var.get("value", var.get("valueFrom")) for var in env}
+
+
+def test_values_for_a_4_node_8_gpu_job() -> None:
+    env = as_map(render_node_env(make_job(num_nodes=4, resourcesPerNode={"gpus": 8}), 2, 1))
+    leader = "llama-0.llama.ml.svc"
+    assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == env["BT_LEADER_ADDR"] == leader
+    assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "29500"
+    assert env["NNODES"] == env["PET_NNODES"] == env["BT_GROUP_SIZE"] == "4"
+    assert env["NODE_RANK"] == env["PET_NODE_RANK"] == env["BT_NODE_RANK"] == "2"
+    assert env["MULTINODE_NODE_INDEX"] == "2"
+    assert env["NPROC_PER_NODE"] == env["PET_NPROC_PER_NODE"] == "8"
+    assert env["WORLD_SIZE"] == "32"
+    assert env["BT_NUM_GPUS"] == "8"
+    assert env["MULTINODE_JOB_NAME"] == env["BT_TRAINING_JOB_NAME"] == "llama"
+    assert env["MULTINODE_NAMESPACE"] == "ml"
+    assert env["MULTINODE_ATTEMPT"] == "1"
+    assert env["MULTINODE_SERVICE"] == "llama"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["MULTINODE_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["MULTINODE_HOST_NODE"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+
+
+def test_all_values_are_strings() -> None:
+    for var in render_node_env(make_job(network={"nccl": {"debug": "INFO"}}), 0, 0):
+        assert isinstance(var.get("value", ""), str), var
+
+
+def test_num_proc_per_node_overrides_gpu_count() -> None:
+    job = make_job(num_nodes=3, resourcesPerNode={"gpus": 8}, numProcPerNode=2)
+    env = as_map(render_node_env(job, 0, 0))
+    assert (env["NPROC_PER_NODE"], env["WORLD_SIZE"], env["BT_NUM_GPUS"]) == ("2", "6", "8")
+
+
+def test_cpu_job_runs_one_process_per_node() -> None:
+    env = as_map(render_node_env(make_job(num_nodes=5), 4, 0))
+    assert (env["NPROC_PER_NODE"], env["WORLD_SIZE"], env["BT_NUM_GPUS"]) == ("1", "5", "0")
+
+
+def test_custom_rendezvous_port() -> None:
+    env = as_map(render_node_env(make_job(network={"rendezvousPort": 23456}), 1, 0))
+    assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "23456"
+
+
+def test_nccl_variables_only_when_set() -> None:
+    assert not [n for n in as_map(render_node_env(make_job(), 0, 0)) if n.startswith("NCCL_")]
+    nccl = {"socketIfname": "net1", "ibHca": "=mlx5_0,mlx5_1", "debug": "WARN"}
+    env = as_map(render_node_env(make_job(network={"nccl": nccl}), 0, 0))
+    assert env["NCCL_SOCKET_IFNAME"] == "net1"
+    assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1"
+    assert env["NCCL_DEBUG"] == "WARN"
+    assert "NCCL_DEBUG_SUBSYS" not in env
+
+
+def test_user_env_comes_after_ours_unchanged() -> None:
+    user = [
+        {"name": "RDZV", "value": "$(MASTER_ADDR):$(MASTER_PORT)"},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+    ]
+    job = make_job(env=user)
+    env = render_node_env(job, 0, 0)
+    assert env[-2:] == user
+    assert env[:-2] == operator_env(job, 0, 0)
+
+
+def test_reserved_names_are_exactly_the_names_we_set() -> None:
+    nccl = {"socketIfname": "a", "ibHca": "b", "debug": "INFO", "debugSubsys": "ALL"}
+    job = make_job(network={"nccl": nccl})
+    names = [var["name"] for var in operator_env(job, 0, 0)]
+    assert len(names) == len(set(names)), "a variable is set twice"
+    assert set(names) == RESERVED_ENV_NAMES
+
+
+@pytest.mark.parametrize("index", [-1, 2])
+def test_rejects_index_outside_the_gang(index: int) -> None:
+    with pytest.raises(ValueError):
+        render_node_env(make_job(num_nodes=2), index, 0)

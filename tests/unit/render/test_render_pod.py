@@ -1,0 +1,280 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from render_job_factory import make_job
+
+from multinode.render import RenderSettings, render_all, render_node_pod
+
+
+def trainer(pod: dict[str, Any]) -> dict[str, Any]:
+    (container,) = pod["spec"]["containers"]
+    assert container["name"] == "trainer"
+    return container
+
+
+def preflight(pod: dict[str, Any]) -> dict[str, Any]:
+    (container,) = pod["spec"]["initContainers"]
+    assert container["name"] == "preflight"
+    return container
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {var["name"]: var.get("value", var.get("valueFrom")) for var in container["env"]}
+
+
+def contains_none(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return any(contains_none(item) for item in value.values())
+    if isinstance(value, list):
+        return any(contains_none(item) for item in value)
+    return False
+
+
+@pytest.mark.parametrize("num_nodes", [1, 2, 64])
+def test_gang_of_n_nodes(num_nodes: int) -> None:
+    job = make_job(num_nodes=num_nodes, resourcesPerNode={"gpus": 8})
+    service, pods = render_all(job, attempt=3)
+    assert service["metadata"]["name"] == "llama"
+    assert len(pods) == num_nodes
+    assert len({pod["metadata"]["name"] for pod in pods}) == num_nodes
+    for index, pod in enumerate(pods):
+        meta, spec = pod["metadata"], pod["spec"]
+        assert (pod["apiVersion"], pod["kind"]) == ("v1", "Pod")
+        assert meta["name"] == f"llama-{index}-a3"
+        assert meta["namespace"] == "ml"
+        assert meta["labels"] == {
+            "multinode.dev/job-name": "llama",
+            "multinode.dev/node-index": str(index),
+            "multinode.dev/attempt": "3",
+            "app.kubernetes.io/managed-by": "multinode",
+            "app.kubernetes.io/name": "multinode-trainingjob",
+        }
+        (owner,) = meta["ownerReferences"]
+        assert owner == {
+            "apiVersion": "multinode.dev/v1alpha1",
+            "kind": "TrainingJob",
+            "name": "llama",
+            "uid": "uid-123",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        assert spec["hostname"] == f"llama-{index}"
+        assert spec["subdomain"] == "llama"
+        assert spec["restartPolicy"] == "Never"
+        env = env_of(trainer(pod))
+        assert env["NODE_RANK"] == env["PET_NODE_RANK"] == str(index)
+        assert env["MASTER_ADDR"] == "llama-0.llama.ml.svc"
+        assert env["NNODES"] == str(num_nodes)
+        assert env["WORLD_SIZE"] == str(num_nodes * 8)
+        assert env["MULTINODE_ATTEMPT"] == "3"
+        assert not contains_none(pod)
+
+
+def test_trainer_container_fields() -> None:
+    job = make_job(
+        imagePullPolicy="Always",
+        command=["torchrun"],
+        args=["train.py", "--steps", "10"],
+        workingDir="/workspace",
+    )
+    container = trainer(render_node_pod(job, 0, 0))
+    assert container["image"] == "registry/train:1.2"
+    assert container["imagePullPolicy"] == "Always"
+    assert container["command"] == ["torchrun"]
+    assert container["args"] == ["train.py", "--steps", "10"]
+    assert container["workingDir"] == "/workspace"
+
+
+def test_minimal_job_omits_unset_fields() -> None:
+    pod = render_node_pod(make_job(), 0, 0)
+    container = trainer(pod)
+    for key in ("imagePullPolicy", "command", "args", "workingDir", "resources", "securityContext"):
+        assert key not in container
+    for key in ("nodeSelector", "tolerations", "affinity", "hostNetwork", "dnsPolicy",
+                "imagePullSecrets", "priorityClassName", "schedulerName", "serviceAccountName"):
+        assert key not in pod["spec"]
+    assert "annotations" not in pod["metadata"]
+    assert not contains_none(pod)
+
+
+def test_gpu_limits() -> None:
+    pod = render_node_pod(make_job(resourcesPerNode={"gpus": 8}), 0, 0)
+    resources = trainer(pod)["resources"]
+    assert resources == {"limits": {"nvidia.com/gpu": "8"}}
+
+
+def test_cpu_job_has_no_gpu_key_and_one_process() -> None:
+    pod = render_node_pod(make_job(resourcesPerNode={"gpus": 0, "cpu": "4"}), 0, 0)
+    container = trainer(pod)
+    assert container["resources"] == {"limits": {"cpu": "4"}, "requests": {"cpu": "4"}}
+    assert env_of(container)["NPROC_PER_NODE"] == "1"
+
+
+def test_custom_gpu_resource_cpu_and_memory() -> None:
+    job = make_job(
+        resourcesPerNode={
+            "gpus": 4,
+            "gpuResourceName": "amd.com/gpu",
+            "cpu": "32",
+            "memory": "256Gi",
+        }
+    )
+    resources = trainer(render_node_pod(job, 1, 0))["resources"]
+    assert resources == {
+        "limits": {"amd.com/gpu": "4", "cpu": "32", "memory": "256Gi"},
+        "requests": {"cpu": "32", "memory": "256Gi"},
+    }
+
+
+def test_rdma_adds_devices_and_ipc_lock() -> None:
+    job = make_job(
+        resourcesPerNode={"gpus": 8}, network={"rdma": {"resourceName": "rdma/ib", "count": 2}}
+    )
+    container = trainer(render_node_pod(job, 0, 0))
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "rdma/ib": "2"}
+    assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+
+
+def test_no_ipc_lock_without_rdma() -> None:
+    container = trainer(render_node_pod(make_job(resourcesPerNode={"gpus": 8}), 0, 0))
+    assert "securityContext" not in container
+    assert not [name for name in container["resources"]["limits"] if name.startswith("rdma/")]
+
+
+def test_shm_is_always_a_memory_volume() -> None:
+    unsized = render_node_pod(make_job(), 0, 0)
+    assert unsized["spec"]["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory"}}
+    assert trainer(unsized)["volumeMounts"][0] == {"name": "dshm", "mountPath": "/dev/shm"}
+    sized = render_node_pod(make_job(shmSize="64Gi"), 0, 0)
+    assert sized["spec"]["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
+
+
+def test_user_volumes_and_mounts_follow_shm() -> None:
+    job = make_job(
+        podTemplate={
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}],
+            "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}],
+        }
+    )
+    pod = render_node_pod(job, 0, 0)
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["dshm", "data"]
+    assert pod["spec"]["volumes"][1] == {
+        "name": "data",
+        "persistentVolumeClaim": {"claimName": "datasets"},
+    }
+    assert trainer(pod)["volumeMounts"][1] == {
+        "name": "data",
+        "mountPath": "/data",
+        "readOnly": True,
+    }
+
+
+def test_multus_annotation_joins_networks_in_order() -> None:
+    job = make_job(
+        network={"multusNetworks": ["ib-a", "ib-b"]},
+        podTemplate={"annotations": {"owner": "alice"}},
+    )
+    annotations = render_node_pod(job, 0, 0)["metadata"]["annotations"]
+    assert annotations == {"owner": "alice", "k8s.v1.cni.cncf.io/networks": "ib-a,ib-b"}
+
+
+def test_host_network_switches_dns_policy() -> None:
+    pod_spec = render_node_pod(make_job(network={"hostNetwork": True}), 0, 0)["spec"]
+    assert pod_spec["hostNetwork"] is True
+    assert pod_spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+
+
+def test_accelerator_joins_the_node_selector() -> None:
+    job = make_job(
+        accelerator="NVIDIA-H100-80GB-HBM3", podTemplate={"nodeSelector": {"pool": "a"}}
+    )
+    assert render_node_pod(job, 0, 0)["spec"]["nodeSelector"] == {
+        "pool": "a",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    }
+
+
+def test_template_labels_never_override_ours() -> None:
+    job = make_job(
+        podTemplate={"labels": {"team": "research", "multinode.dev/job-name": "spoofed"}}
+    )
+    labels = render_node_pod(job, 1, 0)["metadata"]["labels"]
+    assert labels["team"] == "research"
+    assert labels["multinode.dev/job-name"] == "llama"
+
+
+def test_scheduling_fields_pass_through() -> None:
+    affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    job = make_job(
+        podTemplate={
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+            "affinity": affinity,
+            "priorityClassName": "training",
+            "schedulerName": "volcano",
+            "serviceAccountName": "trainer",
+            "imagePullSecrets": [{"name": "regcred"}],
+        }
+    )
+    spec = render_node_pod(job, 0, 0)["spec"]
+    assert spec["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert spec["affinity"] == affinity
+    assert spec["priorityClassName"] == "training"
+    assert spec["schedulerName"] == "volcano"
+    assert spec["serviceAccountName"] == "trainer"
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_user_env_reaches_the_trainer_only() -> None:
+    secret = {"secretKeyRef": {"name": "hf", "key": "t"}}
+    job = make_job(env=[{"name": "HF_TOKEN", "valueFrom": secret}])
+    pod = render_node_pod(job, 1, 0)
+    trainer_env = trainer(pod)["env"]
+    assert trainer_env[-1]["name"] == "HF_TOKEN"
+    preflight_env = preflight(pod)["env"]
+    assert preflight_env == trainer_env[:-1]
+
+
+def test_preflight_init_container() -> None:
+    settings = RenderSettings(
+        operator_image="example.com/multinode:dev", preflight_timeout_seconds=90
+    )
+    container = preflight(render_node_pod(make_job(), 1, 2, settings))
+    assert container["image"] == "example.com/multinode:dev"
+    assert container["command"] == ["multinode", "preflight"]
+    assert container["args"] == ["--timeout", "90"]
+    assert container["resources"] == {
+        "requests": {"cpu": "50m", "memory": "64Mi"},
+        "limits": {"cpu": "100m", "memory": "128Mi"},
+    }
+    env = env_of(container)
+    assert env["MASTER_ADDR"] == "llama-0.llama.ml.svc"
+    assert env["NODE_RANK"] == "1"
+
+
+def test_default_settings_use_the_released_operator_image() -> None:
+    container = preflight(render_node_pod(make_job(), 0, 0))
+    assert container["image"] == "ghcr.io/multinode/multinode:0.1.0"
+    assert container["args"] == ["--timeout", "300"]
+
+
+@pytest.mark.parametrize("settings", [{"preflight_timeout_seconds": 0}, {"operator_image": ""}])
+def test_settings_reject_nonsense(settings: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        RenderSettings(**settings)
+
+
+def test_rendering_does_not_mutate_the_job() -> None:
+    job = make_job(
+        podTemplate={"labels": {"a": "b"}, "nodeSelector": {"x": "y"}}, accelerator="A100"
+    )
+    before = job.model_dump()
+    render_all(job, attempt=0)
+    assert job.model_dump() == before
