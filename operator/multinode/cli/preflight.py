@@ -110,8 +110,5 @@ def run(args: argparse.Namespace) -> int:
     return 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="multinode preflight", description=__doc__)
-    add_arguments(parser)
+def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s preflight %(message)s", stream=sys.stderr)
-    return run(parser.parse_args(argv))

@@ -1,0 +1,42 @@
+"""`multinode operator`: run the controller (kopf) against the current kubeconfig or in-cluster identity."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from multinode.controller.settings import OperatorSettings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", "-n", action="append", dest="namespaces",
+                        help="watch only this namespace (repeatable); default: MULTINODE_NAMESPACES or all")
+    parser.add_argument("--operator-image", help="image of the preflight init container")
+    parser.add_argument("--workers", type=int, help="jobs reconciled at once")
+    parser.add_argument("--liveness", default=None, help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument("--verbose", "-v", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here so `multinode preflight` (the init container) does not pay for kopf and the client.
+    import kopf
+
+    from multinode.controller.handlers import build_registry
+
+    settings = OperatorSettings.from_env(
+        namespaces=tuple(args.namespaces) if args.namespaces else None,
+        operator_image=args.operator_image, workers=args.workers)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # kopf logs every handler call at INFO; that is noise at our event rates.
+    logging.getLogger("kopf").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    logging.getLogger("kopf.activities.startup").setLevel(logging.INFO)
+    asyncio.run(kopf.operator(
+        registry=build_registry(settings),
+        clusterwide=not settings.namespaces,
+        namespaces=list(settings.namespaces),
+        standalone=True,  # one replica with a Recreate rollout; no peering objects needed
+        liveness_endpoint=args.liveness,
+    ))
+    return 0

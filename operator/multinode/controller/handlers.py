@@ -1,0 +1,93 @@
+"""kopf registrations. Handlers only index objects and mark jobs dirty; the Reconciler does the work.
+
+No change-detecting handlers (on.create/update/resume) are registered on purpose: they make kopf store
+progress and a diff-base in annotations, a PATCH per handler call. Watch events plus indices give us a
+level-triggered controller that writes only what its plans say. kopf starts handling only after every
+index has been filled by its initial LIST, so after an operator restart the first reconcile of a job
+already sees every pod that exists: nothing is created twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from multinode.controller.kube import KubeApi, load_api_client
+from multinode.controller.settings import OperatorSettings
+from multinode.controller.worker import Reconciler
+from multinode.reconcile import observe_pod
+
+OWNED = {LABEL_JOB_NAME: kopf.PRESENT}
+
+
+def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    holder: dict[str, Reconciler] = {}
+
+    def reconciler() -> Reconciler:
+        return holder["reconciler"]
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Events only for warnings: phase changes are posted by the Reconciler, once each.
+        settings.posting.level = logging.WARNING
+        # Long watches, with a client-side timeout a little longer, so a stalled stream is noticed.
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.watching.connect_timeout = 30
+        settings.networking.request_timeout = 60
+        # We name every resource we watch; scanning all API groups needs permissions we do not want.
+        settings.scanning.disabled = True
+        api_client = load_api_client(pool_size=config.api_concurrency)
+        holder["reconciler"] = Reconciler(KubeApi(api_client, config.api_concurrency), config)
+        holder["reconciler"].start()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # The same identity as our own client: in-cluster service account, else the kubeconfig.
+        return kopf.login_via_client(**kwargs)
+
+    @kopf.on.cleanup(registry=registry)
+    async def shutdown(**_: Any) -> None:
+        if "reconciler" in holder:
+            await holder["reconciler"].stop()
+
+    @kopf.index(GROUP, VERSION, PLURAL, id="job_index", registry=registry)
+    async def job_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
+        return {(namespace, name): dict(body)}
+
+    @kopf.index("", "v1", "pods", labels=OWNED, id="pod_index", registry=registry)
+    async def pod_index(namespace: str, body: kopf.Body, **_: Any) -> dict:
+        observed = observe_pod(body)
+        return {} if observed is None else {(namespace, observed.job_name): observed}
+
+    @kopf.index("", "v1", "services", labels=OWNED, id="service_index", registry=registry)
+    async def service_index(namespace: str, labels: kopf.Labels, name: str, **_: Any) -> dict:
+        return {(namespace, labels[LABEL_JOB_NAME]): name}
+
+    def hand_over(kwargs: dict) -> Reconciler:
+        r = reconciler()
+        r.jobs, r.pods, r.services = kwargs["job_index"], kwargs["pod_index"], kwargs["service_index"]
+        return r
+
+    # Handlers are coroutines: they run on the event loop, where the queue lives (sync ones run in threads).
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def job_event(namespace: str, name: str, type: str | None, uid: str, **kwargs: Any) -> None:
+        r = hand_over(kwargs)
+        if type == "DELETED":
+            r.forget((namespace, name), uid)
+        else:
+            r.queue.add((namespace, name))
+
+    @kopf.on.event("", "v1", "pods", labels=OWNED, registry=registry)
+    async def pod_event(namespace: str, labels: kopf.Labels, **kwargs: Any) -> None:
+        hand_over(kwargs).queue.add((namespace, labels[LABEL_JOB_NAME]))
+
+    @kopf.on.event("", "v1", "services", labels=OWNED, registry=registry)
+    async def service_event(namespace: str, labels: kopf.Labels, **kwargs: Any) -> None:
+        hand_over(kwargs).queue.add((namespace, labels[LABEL_JOB_NAME]))
+
+    return registry

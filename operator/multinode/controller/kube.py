@@ -1,0 +1,98 @@
+"""The operator's writes to Kubernetes, as coroutines over the official client (run in threads).
+
+Responses are not deserialised into client models (`_preload_content=False`): the operator never reads
+them, and turning a pod into Python objects costs more than creating it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+
+from kubernetes import client, config
+
+from multinode.api import GROUP, KIND, PLURAL, VERSION
+
+
+class AlreadyExists(Exception):
+    pass
+
+
+def load_api_client(pool_size: int) -> client.ApiClient:
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration)
+
+
+class KubeApi:
+    def __init__(self, api_client: client.ApiClient, concurrency: int):
+        self._core = client.CoreV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
+        self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
+        self._limit = asyncio.Semaphore(concurrency)
+
+    async def _call(self, fn, *args, **kwargs):
+        async with self._limit:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, lambda: fn(*args, _preload_content=False, **kwargs))
+
+    async def create_pod(self, namespace: str, body: dict) -> None:
+        await self._create(self._core.create_namespaced_pod, namespace, body)
+
+    async def create_service(self, namespace: str, body: dict) -> None:
+        await self._create(self._core.create_namespaced_service, namespace, body)
+
+    async def _create(self, fn, namespace: str, body: dict) -> None:
+        try:
+            await self._call(fn, namespace, body)
+        except client.ApiException as e:
+            if e.status == 409:
+                raise AlreadyExists(body["metadata"]["name"]) from e
+            raise
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            await self._call(self._core.delete_namespaced_pod, name, namespace,
+                             body={"propagationPolicy": "Background"})
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+
+    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
+        """Merge-patch .status through the status subresource (spec is never written)."""
+        try:
+            await self._call(self._custom.patch_namespaced_custom_object_status,
+                             GROUP, VERSION, namespace, PLURAL, name, {"status": status})
+        except client.ApiException as e:
+            if e.status != 404:  # the job is gone; nothing to report on
+                raise
+
+    async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "metadata": {"name": f"{job_meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": job_meta["namespace"]},
+            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": job_meta["name"],
+                               "namespace": job_meta["namespace"], "uid": job_meta.get("uid")},
+            "reason": reason, "message": message[:1024], "type": event_type,
+            "source": {"component": "multinode-operator"}, "reportingComponent": "multinode-operator",
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        await self._call(self._core.create_namespaced_event, job_meta["namespace"], body)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def api_error_summary(e: client.ApiException) -> str:
+    """The apiserver's own message (it names the offending field), not the whole HTTP dump."""
+    try:
+        return json.loads(e.body).get("message") or str(e.reason)
+    except (TypeError, ValueError, AttributeError):
+        return f"{e.status} {e.reason}"

@@ -1,0 +1,46 @@
+"""Operator-wide settings, from the command line or MULTINODE_* environment variables (the chart sets those)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from multinode.render import DEFAULT_OPERATOR_IMAGE, RenderSettings
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    # Empty: watch every namespace.
+    namespaces: tuple[str, ...] = ()
+    operator_image: str = DEFAULT_OPERATOR_IMAGE
+    preflight_timeout_seconds: int = 300
+    # Jobs reconciled at once, and API calls in flight at once (pod creation fans out to this many).
+    workers: int = 8
+    api_concurrency: int = 32
+    # A failing reconcile is retried with exponential backoff up to this many seconds.
+    max_retry_delay_seconds: float = 60.0
+    render: RenderSettings = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.api_concurrency < 1:
+            raise ValueError("workers and api_concurrency must be at least 1")
+        object.__setattr__(self, "render", RenderSettings(
+            operator_image=self.operator_image, preflight_timeout_seconds=self.preflight_timeout_seconds))
+
+    @classmethod
+    def from_env(cls, **overrides) -> OperatorSettings:
+        namespaces = tuple(n for n in os.environ.get("MULTINODE_NAMESPACES", "").split(",") if n)
+        values = dict(
+            namespaces=namespaces,
+            operator_image=os.environ.get("MULTINODE_OPERATOR_IMAGE", DEFAULT_OPERATOR_IMAGE),
+            preflight_timeout_seconds=_env_int("MULTINODE_PREFLIGHT_TIMEOUT_SECONDS", 300),
+            workers=_env_int("MULTINODE_WORKERS", 8),
+            api_concurrency=_env_int("MULTINODE_API_CONCURRENCY", 32),
+        )
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)

@@ -1,0 +1,158 @@
+"""Reconcile one queued job: read it and its pods from the in-memory indices, plan, apply the plan.
+
+The only place that turns a Plan into API calls. Reads come from kopf's indices (kept current by the
+watch streams), so a reconcile costs no GET; writes are the plan's creates, deletes, one status patch
+when the status changed, and one event per phase change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Hashable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes import client
+from pydantic import ValidationError
+
+from multinode.api import TrainingJob, TrainingJobStatus
+from multinode.controller.kube import AlreadyExists, KubeApi, api_error_summary
+from multinode.controller.queue import WorkQueue
+from multinode.controller.settings import OperatorSettings
+from multinode.reconcile import ObservedPod, Plan, plan
+from multinode.reconcile.plan import fail_job, mark_failed
+
+log = logging.getLogger("multinode.controller")
+
+JobKey = tuple[str, str]  # (namespace, name)
+
+
+def _dump(status: TrainingJobStatus) -> dict:
+    return status.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _single(store: Any) -> Any:
+    """kopf index values are collections (one entry per object); ours hold exactly one."""
+    for value in store or ():
+        return value
+    return None
+
+
+def describe_validation_error(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors()[:5]:
+        path = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{path}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class Reconciler:
+    def __init__(self, kube: KubeApi, settings: OperatorSettings):
+        self.kube = kube
+        self.settings = settings
+        self.queue = WorkQueue()
+        # Live kopf indices, handed over by the first event handler call (see handlers.py).
+        self.jobs: Mapping[Hashable, Any] = {}
+        self.pods: Mapping[Hashable, Any] = {}
+        self.services: Mapping[Hashable, Any] = {}
+        # The last status this operator wrote, per job uid. The index can lag behind our own write by
+        # one watch event; the operator is the only writer of these fields, so its copy is the newest.
+        self.written: dict[str, TrainingJobStatus] = {}
+        self._failures: dict[JobKey, int] = {}
+        self._tasks: list[asyncio.Task] = []
+
+    def start(self) -> None:
+        for i in range(self.settings.workers):
+            self._tasks.append(asyncio.create_task(self._work(), name=f"multinode-worker-{i}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.queue.shutdown()
+        self.kube.close()
+
+    def forget(self, key: JobKey, uid: str | None) -> None:
+        self.queue.forget(key)
+        self._failures.pop(key, None)
+        if uid:
+            self.written.pop(uid, None)
+
+    async def _work(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.reconcile(key)
+                self._failures.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a worker must survive anything and retry
+                failures = self._failures.get(key, 0) + 1
+                self._failures[key] = failures
+                delay = min(self.settings.max_retry_delay_seconds, 0.5 * 2 ** (failures - 1))
+                summary = api_error_summary(e) if isinstance(e, client.ApiException) else repr(e)
+                log.warning("reconcile of %s/%s failed (%d in a row), retrying in %.1fs: %s",
+                            key[0], key[1], failures, delay, summary)
+                self.queue.add(key, delay=delay)
+            finally:
+                self.queue.done(key)
+
+    async def reconcile(self, key: JobKey) -> None:
+        raw = _single(self.jobs.get(key))
+        if raw is None:
+            return  # deleted; owner references let the garbage collector remove the rest
+        meta = raw.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return
+        try:
+            job = TrainingJob.model_validate(raw)
+        except ValidationError as e:
+            # The CRD schema should make this unreachable; if it is reached, say so on the object.
+            await self._write_failure_for_invalid(raw, describe_validation_error(e))
+            return
+        pods: list[ObservedPod] = list(self.pods.get(key) or ())
+        previous = self.written.get(job.metadata.uid or "")
+        result = plan(job, pods, service_exists=key in self.services, previous=previous,
+                      now=datetime.now(timezone.utc), settings=self.settings.render)
+        try:
+            await self._apply_creates(job, result)
+        except client.ApiException as e:
+            if e.status not in (400, 422):
+                raise
+            # The apiserver refused a manifest we rendered from an admitted spec: retrying cannot help.
+            result = fail_job(result, "PodCreationFailed", api_error_summary(e),
+                              now=datetime.now(timezone.utc), pods=pods)
+        await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
+                               for name in result.pods_to_delete))
+        await self._write_status(job, previous or job.status, result)
+
+    async def _apply_creates(self, job: TrainingJob, result: Plan) -> None:
+        namespace = job.metadata.namespace
+        if result.service is not None:
+            try:
+                await self.kube.create_service(namespace, result.service)
+            except AlreadyExists:
+                pass
+        outcomes = await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in result.pods_to_create),
+                                        return_exceptions=True)
+        errors = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, AlreadyExists)]
+        if errors:
+            raise errors[0]
+
+    async def _write_status(self, job: TrainingJob, before: TrainingJobStatus | None, result: Plan) -> None:
+        desired = _dump(result.status)
+        if before is None or _dump(before) != desired:
+            await self.kube.patch_job_status(job.metadata.namespace, job.metadata.name, desired)
+        self.written[job.metadata.uid or ""] = result.status
+        meta = {"name": job.metadata.name, "namespace": job.metadata.namespace, "uid": job.metadata.uid}
+        for event in result.events:
+            await self.kube.post_event(meta, event.type, event.reason, event.message)
+
+    async def _write_failure_for_invalid(self, raw: Mapping[str, Any], message: str) -> None:
+        meta = raw.get("metadata") or {}
+        if (raw.get("status") or {}).get("phase") == "Failed":
+            return
+        status = TrainingJobStatus()
+        mark_failed(status, "InvalidSpec", message, now=datetime.now(timezone.utc))
+        await self.kube.patch_job_status(meta["namespace"], meta["name"], _dump(status))

@@ -1,0 +1,97 @@
+"""What the reconciler needs to know about a pod, read from the raw object once per watch event.
+
+The controller keeps only these small records in memory (not whole pod objects): a 1000-node job's
+pods cost kilobytes, and the planner never has to dig through raw dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX
+
+TRAINER_CONTAINER = "trainer"
+PREFLIGHT_CONTAINER = "preflight"
+
+
+@dataclass(frozen=True)
+class ObservedPod:
+    name: str
+    job_name: str
+    index: int
+    attempt: int
+    phase: str
+    node: str | None = None
+    terminating: bool = False
+    ready: bool = False
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    # The scheduler's words when it cannot place the pod (PodScheduled=False, Unschedulable).
+    unschedulable: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """Still holds (or is about to hold) resources: the kind of pod a finished job must not leave."""
+        return self.phase in ("Pending", "Running", "Unknown") and not self.terminating
+
+
+def _int_label(labels: Mapping[str, str], key: str) -> int | None:
+    value = labels.get(key)
+    if value is None or not value.isdigit():
+        return None
+    return int(value)
+
+
+def _terminated(statuses: list[Mapping[str, Any]] | None, container: str) -> Mapping[str, Any] | None:
+    for cs in statuses or []:
+        if cs.get("name") == container:
+            return (cs.get("state") or {}).get("terminated")
+    return None
+
+
+def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
+    """Project a raw pod onto what planning needs; None for pods without our labels."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    job_name = labels.get(LABEL_JOB_NAME)
+    index = _int_label(labels, LABEL_NODE_INDEX)
+    attempt = _int_label(labels, LABEL_ATTEMPT)
+    if job_name is None or index is None or attempt is None:
+        return None
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ready = (conditions.get("Ready") or {}).get("status") == "True"
+    scheduled = conditions.get("PodScheduled") or {}
+    unschedulable = None
+    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        unschedulable = scheduled.get("message") or "Unschedulable"
+
+    exit_code = reason = message = None
+    preflight = _terminated(status.get("initContainerStatuses"), PREFLIGHT_CONTAINER)
+    trainer = _terminated(status.get("containerStatuses"), TRAINER_CONTAINER)
+    if preflight is not None and preflight.get("exitCode", 0) != 0:
+        exit_code, reason = preflight.get("exitCode"), "PreflightFailed"
+        message = preflight.get("message") or preflight.get("reason")
+    elif trainer is not None:
+        exit_code, reason, message = trainer.get("exitCode"), trainer.get("reason"), trainer.get("message")
+    if status.get("reason"):  # pod-level reasons (Evicted, DeadlineExceeded, ...) say more
+        reason, message = status.get("reason"), status.get("message") or message
+
+    return ObservedPod(
+        name=meta.get("name", ""),
+        job_name=job_name,
+        index=index,
+        attempt=attempt,
+        phase=status.get("phase") or "Pending",
+        node=spec.get("nodeName"),
+        terminating=meta.get("deletionTimestamp") is not None,
+        ready=ready,
+        exit_code=exit_code,
+        reason=reason,
+        message=message,
+        unschedulable=unschedulable,
+    )
