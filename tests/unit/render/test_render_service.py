@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from render_job_factory import make_job
 
-from multinode.render import render_headless_service
+from multinode.render import render_all, render_headless_service
 
 
 def test_headless_service() -> None:
@@ -25,8 +25,6 @@ def test_headless_service() -> None:
 
 
 def test_service_selects_the_pods_it_names() -> None:
-    from multinode.render import render_all
-
     service, pods = render_all(make_job(num_nodes=3), attempt=1)
     for pod in pods:
         labels = pod["metadata"]["labels"]
