@@ -39,8 +39,9 @@ def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
         settings.watching.client_timeout = 330
         settings.watching.connect_timeout = 30
         settings.networking.request_timeout = 60
-        # We name every resource we watch; scanning all API groups needs permissions we do not want.
-        settings.scanning.disabled = True
+        # We name every resource we watch, so scanning API groups is needed only to follow namespace
+        # patterns (globs like "team-*"), which also needs list/watch on namespaces.
+        settings.scanning.disabled = not any(set(ns) & set("*?![") for ns in config.namespaces)
         api_client = load_api_client(pool_size=config.api_concurrency)
         holder["reconciler"] = Reconciler(KubeApi(api_client, config.api_concurrency), config)
         holder["reconciler"].start()

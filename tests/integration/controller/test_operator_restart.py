@@ -1,0 +1,60 @@
+"""An operator killed in the middle of creating a gang converges, after restart, to exactly N pods."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from multinode.api import LABEL_NODE_INDEX
+from tests.support import jobs
+from tests.support.kube import new_namespace
+from tests.support.operator import OperatorProcess
+from tests.support.waiting import wait_for
+
+NUM_NODES = 100
+
+
+@pytest.fixture
+def own_namespace(core: client.CoreV1Api, crd: str) -> Iterator[str]:
+    # Not watched by the session operator (it watches t-*): this test owns the only operator here.
+    name = new_namespace(core, prefix="restart")
+    yield name
+    core.delete_namespace(name)
+
+
+def test_operator_sigkilled_mid_creation_leaves_exactly_n_pods(
+    core: client.CoreV1Api, api: client.ApiClient, kubeconfig: str, own_namespace: str, tmp_path: Path
+) -> None:
+    ns = own_namespace
+    custom = client.CustomObjectsApi(api)
+    # One API call at a time makes creation take long enough to be interrupted for sure.
+    slow = {"MULTINODE_API_CONCURRENCY": "1"}
+    first = OperatorProcess(kubeconfig, [ns], tmp_path / "first.log", extra_env=slow)
+    first.start()
+    try:
+        # A CPU job: 100 pods fit the fake nodes without GPUs, so all of them can run.
+        jobs.apply(kubeconfig, ns, jobs.training_job("big", NUM_NODES, gpus=0))
+        wait_for(lambda: len(jobs.job_pods(core, ns, "big")) >= 10, timeout=60, what="some pods created")
+        first.kill()
+    finally:
+        first.stop()
+    created_before_kill = len(jobs.job_pods(core, ns, "big"))
+    assert created_before_kill < NUM_NODES, "the operator must be killed while it is still creating pods"
+
+    second = OperatorProcess(kubeconfig, [ns], tmp_path / "second.log")
+    second.start()
+    try:
+        jobs.wait_phase(custom, ns, "big", "Running", timeout=120)
+        pods = jobs.job_pods(core, ns, "big")
+    finally:
+        second.stop()
+
+    indices = Counter(int(p.metadata.labels[LABEL_NODE_INDEX]) for p in pods)
+    assert len(pods) == NUM_NODES
+    assert sorted(indices) == list(range(NUM_NODES)) and max(indices.values()) == 1, "no index twice"
+    job_uid = jobs.get_job(custom, ns, "big")["metadata"]["uid"]
+    assert all(p.metadata.owner_references[0].uid == job_uid for p in pods), "no orphans"

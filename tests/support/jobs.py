@@ -1,0 +1,89 @@
+"""Building, applying and watching TrainingJobs in tests."""
+
+from __future__ import annotations
+
+import threading
+
+import yaml
+from kubernetes import client, watch
+from urllib3.exceptions import ProtocolError
+
+from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from tests.support.kube import kubectl
+from tests.support.waiting import wait_for
+
+START_AFTER = "localcluster.multinode.dev/start-after"
+FINISH_AFTER = "localcluster.multinode.dev/finish-after"
+EXIT_CODE = "localcluster.multinode.dev/exit-code"
+
+
+def training_job(name: str, num_nodes: int, *, gpus: int = 8, pod_annotations: dict | None = None, **spec) -> dict:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TrainingJob",
+        "metadata": {"name": name},
+        "spec": {
+            "numNodes": num_nodes,
+            "image": "registry.example/train:1.0",
+            "command": ["torchrun", "train.py"],
+            "resourcesPerNode": {"gpus": gpus},
+            **spec,
+        },
+    }
+    if pod_annotations:
+        body["spec"].setdefault("podTemplate", {})["annotations"] = pod_annotations
+    return body
+
+
+def apply(kubeconfig: str, namespace: str, manifest: dict) -> None:
+    kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(manifest))
+
+
+def get_job(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict:
+    return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def job_pods(core: client.CoreV1Api, namespace: str, name: str) -> list:
+    return core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={name}").items
+
+
+def wait_phase(custom: client.CustomObjectsApi, namespace: str, name: str, phase: str, timeout: float = 60) -> dict:
+    def probe():
+        job = get_job(custom, namespace, name)
+        return job if (job.get("status") or {}).get("phase") == phase else None
+
+    return wait_for(probe, timeout=timeout, what=f"TrainingJob {namespace}/{name} phase {phase}")
+
+
+def condition(job: dict, type_: str) -> dict | None:
+    return next((c for c in (job.get("status") or {}).get("conditions", []) if c["type"] == type_), None)
+
+
+class PhaseRecorder:
+    """Records every status.phase a job passes through, from a watch stream (no change is missed)."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str):
+        self.phases: list[str] = []
+        self._watch = watch.Watch()
+        self._custom = client.CustomObjectsApi(api)
+        self._args = (GROUP, VERSION, namespace, PLURAL)
+        self._name = name
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PhaseRecorder:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        stream = self._watch.stream(self._custom.list_namespaced_custom_object, *self._args,
+                                    field_selector=f"metadata.name={self._name}", timeout_seconds=120)
+        try:
+            for event in stream:
+                phase = (event["object"].get("status") or {}).get("phase")
+                if phase and (not self.phases or self.phases[-1] != phase):
+                    self.phases.append(phase)
+        except ProtocolError:
+            pass  # __exit__ closed the stream under us
+
+    def __exit__(self, *exc) -> None:
+        self._watch.stop()

@@ -1,0 +1,75 @@
+"""Run `multinode operator` as a real process against the test cluster, and stop it again."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from localcluster import processes
+
+from tests.support.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILE = REPO / "crds" / "trainingjobs.multinode.dev.yaml"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class OperatorProcess:
+    def __init__(self, kubeconfig: str, namespaces: list[str], log_path: Path, extra_env: dict | None = None,
+                 token: str | None = None):
+        self.kubeconfig = kubeconfig
+        self.namespaces = namespaces
+        self.log_path = log_path
+        self.extra_env = extra_env or {}
+        self.port = _free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def marker(self) -> str:
+        return f"127.0.0.1:{self.port}/healthz"
+
+    def start(self, wait_ready: bool = True) -> None:
+        args = [sys.executable, "-m", "multinode.cli.main", "operator", "--liveness", f"http://{self.marker}"]
+        for ns in self.namespaces:
+            args += ["--namespace", ns]
+        env = dict(os.environ, KUBECONFIG=self.kubeconfig, **self.extra_env)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if wait_ready:
+            wait_for(self.healthy, timeout=60, what=f"operator liveness (log: {self.log_path})")
+
+    def healthy(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            raise AssertionError(f"operator exited; log: {self.log_path}\n{self.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"http://{self.marker}", timeout=2) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashing node or an OOM kill would."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            processes.stop(self.proc.pid, self.marker, grace_seconds=10)
+            self.proc.wait(timeout=10)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text().splitlines()[-lines:])
+        except OSError:
+            return ""

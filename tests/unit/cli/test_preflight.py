@@ -1,0 +1,93 @@
+"""`multinode preflight` as a real process, resolving names through the real libc resolver.
+
+Each run gets a private mount namespace in which /etc/hosts is a file this test controls (and
+resolv.conf points at loopback, so a name not in it fails at once instead of waiting on a network).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from multinode.api import TrainingJob
+from multinode.cli.preflight import peers_from_env
+from multinode.render import node_dns_name, render_node_env
+
+ISOLATE = 'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> Path:
+    path = tmp_path / "hosts"
+    path.write_text("127.0.0.1 localhost\n")
+    (tmp_path / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    return path
+
+
+def start_preflight(hosts: Path, peers: list[str], timeout: float) -> subprocess.Popen:
+    cmd = ["unshare", "-m", "sh", "-c", ISOLATE, str(hosts), str(hosts.parent / "resolv.conf"),
+           sys.executable, "-m", "multinode.cli.main", "preflight",
+           "--peers", ",".join(peers), "--timeout", str(timeout), "--interval", "0.1"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def add_host(hosts: Path, name: str, ip: str) -> None:
+    with hosts.open("a") as f:  # in place: the bind mount points at this inode
+        f.write(f"{ip} {name}\n")
+
+
+def test_exits_0_at_once_when_every_peer_resolves(hosts: Path) -> None:
+    peers = [f"job-{i}.job.ns.svc" for i in range(3)]
+    for i, name in enumerate(peers):
+        add_host(hosts, name, f"127.0.1.{i + 1}")
+
+    proc = start_preflight(hosts, peers, timeout=30)
+    out, _ = proc.communicate(timeout=30)
+
+    assert proc.returncode == 0, out
+    assert "all 3 peers resolve" in out
+
+
+def test_waits_for_a_late_peer_then_succeeds(hosts: Path) -> None:
+    add_host(hosts, "job-0.job.ns.svc", "127.0.1.1")
+    proc = start_preflight(hosts, ["job-0.job.ns.svc", "job-1.job.ns.svc"], timeout=60)
+    try:
+        # Wait until it says what it waits for (its first round), then let the late peer appear.
+        line = proc.stdout.readline()
+        while line and "waiting for 1/2 peers" not in line:
+            line = proc.stdout.readline()
+        assert "job-1.job.ns.svc" in line and "job-0.job.ns.svc" not in line.split(":")[-1]
+        assert proc.poll() is None, "must still be waiting"
+        add_host(hosts, "job-1.job.ns.svc", "127.0.1.2")
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    assert "all 2 peers resolve" in out
+
+
+def test_fails_after_the_deadline_naming_only_the_unresolvable_peers(hosts: Path) -> None:
+    add_host(hosts, "job-0.job.ns.svc", "127.0.1.1")
+
+    proc = start_preflight(hosts, ["job-0.job.ns.svc", "job-1.job.ns.svc", "job-2.job.ns.svc"], timeout=1.5)
+    out, _ = proc.communicate(timeout=30)
+
+    assert proc.returncode == 1
+    [failure] = [line for line in out.splitlines() if "PeerDNSUnresolved" in line]
+    assert "2/3 peers did not resolve within 2s" in failure
+    assert "job-1.job.ns.svc" in failure and "job-2.job.ns.svc" in failure
+    assert "job-0.job.ns.svc" not in failure
+
+
+def test_peers_from_the_env_contract_are_the_rendered_dns_names() -> None:
+    # The init container derives names from env; they must be the names the renderer publishes.
+    job = TrainingJob.model_validate({
+        "metadata": {"name": "llm", "namespace": "team-a", "uid": "u1"},
+        "spec": {"numNodes": 3, "image": "img:1"},
+    })
+    env = {e["name"]: e["value"] for e in render_node_env(job, 1, 0) if "value" in e}
+
+    assert peers_from_env(env) == [node_dns_name(job, i) for i in range(3)]
