@@ -50,8 +50,9 @@ test: venv binaries lint
 	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc; }
 
+# -P: the script folder must not go on sys.path, where tools/localcluster would shadow the package.
 demo: venv binaries
-	PATH="$(BIN_PATH):$$PATH" $(PY) tools/demo.py
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/demo.py
 
 clean:
 	-$(PY) -m localcluster down

@@ -1,0 +1,116 @@
+"""`make demo`: the local cluster, the CRD, the operator, and examples/job.yaml applied with kubectl.
+
+Shows the job's phases as they change until it Succeeds. There are no GPUs or containers here: kwok
+plays the kubelet, and this script stands in for the training processes finishing (it asks kwok to end
+them once the job runs).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from kubernetes import client, watch
+from localcluster import ClusterConfig, LocalCluster
+
+from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "job.yaml"
+CRD = REPO / "crds" / "trainingjobs.multinode.dev.yaml"
+NAMESPACE = "default"
+TIMEOUT_SECONDS = 120
+
+
+def say(text: str) -> None:
+    print(f"\033[1m==> {text}\033[0m", flush=True)
+
+
+def kubectl(kubeconfig: str, *args: str, show: bool = True) -> str:
+    if show:
+        print(f"$ kubectl {' '.join(args)}", flush=True)
+    out = subprocess.run(["kubectl", *args], env=dict(os.environ, KUBECONFIG=kubeconfig), check=True,
+                         capture_output=True, text=True).stdout
+    if show:
+        print(out, end="", flush=True)
+    return out
+
+
+def main() -> int:
+    started = time.monotonic()
+    cluster = LocalCluster(ClusterConfig(name="default"))
+    if cluster.is_running():
+        say("local cluster already running")
+    else:
+        say("starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)")
+        cluster.start()
+    kc = str(cluster.kubeconfig)
+    kubectl(kc, "get", "nodes", "-L", "nvidia.com/gpu.product,network.topology.nvidia.com/block")
+
+    say("installing the TrainingJob CRD")
+    kubectl(kc, "apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    kubectl(kc, "wait", "--for=condition=Established", "crd/trainingjobs.multinode.dev", "--timeout=60s")
+
+    job_name = yaml.safe_load(EXAMPLE.read_text())["metadata"]["name"]
+    kubectl(kc, "delete", "trainingjob", job_name, "--ignore-not-found", "--wait=true", show=False)
+
+    log_path = cluster.dir / "logs" / "operator-demo.log"
+    say(f"starting the operator (log: {log_path})")
+    with open(log_path, "ab") as log:
+        operator = subprocess.Popen([sys.executable, "-m", "multinode.cli.main", "operator"],
+                                    env=dict(os.environ, KUBECONFIG=kc), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        say("applying the example job, as a user would")
+        kubectl(kc, "apply", "-f", str(EXAMPLE))
+        final = follow(cluster.api_client(), job_name)
+    finally:
+        operator.terminate()
+        operator.wait(timeout=30)
+
+    say("the result")
+    kubectl(kc, "get", "trainingjob", job_name)
+    kubectl(kc, "get", "pods", "-l", f"{LABEL_JOB_NAME}={job_name}", "-o", "wide")
+    say(f"the env contract of node 1 (docs/env.md has all of it)")
+    env = kubectl(kc, "get", "pod", f"{job_name}-1-a0", "-o",
+                  "jsonpath={range .spec.containers[0].env[*]}{.name}={.value}{'\\n'}{end}", show=False)
+    shown = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "NPROC_PER_NODE", "WORLD_SIZE", "BT_", "NCCL_")
+    print("".join(f"  {line}\n" for line in env.splitlines() if line.startswith(shown)), end="")
+    status = final["status"]
+    say(f"{job_name}: {status['phase']} - {status['numNodes']} nodes, "
+        f"{next(c['message'] for c in status['conditions'] if c['type'] == status['phase'])}; "
+        f"demo took {time.monotonic() - started:.0f}s")
+    print(f"The cluster keeps running: export KUBECONFIG={kc}  (stop it with `make cluster-down`)")
+    return 0 if status["phase"] == "Succeeded" else 1
+
+
+def follow(api: client.ApiClient, name: str) -> dict:
+    """Print each phase change (from a watch: none is missed); once all nodes run, let training finish."""
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    last, finishing = None, False
+    stream = watch.Watch().stream(custom.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL,
+                                  field_selector=f"metadata.name={name}", timeout_seconds=TIMEOUT_SECONDS)
+    for event in stream:
+        job = event["object"]
+        status = job.get("status") or {}
+        phase = status.get("phase")
+        if phase and phase != last:
+            reason = next((c["message"] for c in status.get("conditions", []) if c["type"] == "Running"), "")
+            print(f"  phase: {phase:<10} ready {status.get('ready', '-'):<5} {reason}", flush=True)
+            last = phase
+        if phase in ("Succeeded", "Failed"):
+            return job
+        if phase == "Running" and not finishing:
+            say("all nodes running; simulating the training processes exiting 0 (kwok ends the containers)")
+            for pod in core.list_namespaced_pod(NAMESPACE, label_selector=f"{LABEL_JOB_NAME}={name}").items:
+                core.patch_namespaced_pod(pod.metadata.name, NAMESPACE, {"metadata": {"annotations": {
+                    "localcluster.multinode.dev/finish-after": "2s"}}})
+            finishing = True
+    raise SystemExit(f"{name} did not finish within {TIMEOUT_SECONDS}s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
