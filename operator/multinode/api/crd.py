@@ -120,14 +120,26 @@ def openapi_schema() -> dict[str, Any]:
     """The openAPIV3Schema of the TrainingJob CRD."""
     schema = to_structural(TrainingJob.model_json_schema(by_alias=True))
     properties = schema["properties"]
-    # The apiserver owns these: metadata may only be a bare object, and apiVersion
-    # and kind must not carry the models' Python defaults.
+    # The apiserver owns these: apiVersion and kind must not carry the models' Python
+    # defaults, and metadata may declare nothing but name and generateName as strings.
+    # Declaring name is what lets the root-level name rule point at it (fieldPath
+    # .metadata.name); without it the apiserver rejects that fieldPath, and reports
+    # the rule's failures against the field "<nil>".
     properties["apiVersion"] = {
         "description": "APIVersion of this object: multinode.dev/v1alpha1.",
         "type": "string",
     }
     properties["kind"] = {"description": "Kind of this object: TrainingJob.", "type": "string"}
-    properties["metadata"] = {"type": "object"}
+    properties["metadata"] = {
+        "properties": {
+            "name": {
+                "description": "Job name: a DNS-1035 label; '<name>-<numNodes-1>' must fit 63 "
+                "characters.",
+                "type": "string",
+            }
+        },
+        "type": "object",
+    }
     schema.pop("default", None)
     return schema
 

@@ -13,15 +13,16 @@ from multinode.api.status import TrainingJobStatus
 
 # Pod hostnames are "<job>-<index>" and must be DNS labels (63 characters), and the
 # headless Service is named after the job (DNS-1035). Only a root-level rule can read
-# metadata.name. It carries no fieldPath because the CRD schema may not declare
-# metadata's fields, so the message names the field instead. When spec is malformed,
-# schema validation reports that and this rule only checks the name.
+# metadata.name; fieldPath points the error at it (the CRD declares metadata.name for
+# that, see crd.openapi_schema), and the message names it too, for kubectl users.
+# When spec is malformed, schema validation reports that and this rule only checks the name.
 JOB_NAME_RULE = cel_rule(
     f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}') && "
     "(!has(self.spec) || !has(self.spec.numNodes) || "
     "size(self.metadata.name) + 1 + size(string(self.spec.numNodes - 1)) <= 63)",
     "metadata.name: must be a DNS-1035 label (lowercase letters, digits and '-', starting "
     "with a letter) short enough that '<name>-<index>' fits 63 characters",
+    field_path=".metadata.name",
 )
 
 

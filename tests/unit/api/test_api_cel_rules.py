@@ -39,6 +39,7 @@ def test_every_message_starts_with_the_field_it_is_about(schema: dict[str, Any])
 def test_job_name_rule_keeps_hostnames_within_63_characters(schema: dict[str, Any]) -> None:
     (rule,) = rules(schema, "")
     assert rule["message"].startswith("metadata.name: must be a DNS-1035 label")
+    assert rule["fieldPath"] == ".metadata.name"
     assert f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')" in rule["rule"]
     assert "size(self.metadata.name) + 1 + size(string(self.spec.numNodes - 1)) <= 63" in (
         rule["rule"]

@@ -1,0 +1,129 @@
+"""Every spec field is frozen after creation; metadata stays editable.
+
+One job is created for real; each update is a server-side dry run against it, so the transition rules
+(which compare the new object with the stored one) run exactly as for a real update.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+
+import pytest
+import yaml
+from kubernetes import client
+
+from multinode.api import GROUP, PLURAL, VERSION
+from multinode.api.spec import TrainingJobSpec
+from tests.integration.api.admission import create, maximal_job, replace, replace_rejected
+from tests.support.jobs import apply, training_job
+from tests.support.kube import kubectl
+
+JOB = "frozen"
+
+
+@pytest.fixture(scope="module")
+def stored_job(custom: client.CustomObjectsApi, admission_namespace: str) -> Iterator[dict]:
+    body = maximal_job(JOB)
+    # Absent at creation, so that adding them is an update to test.
+    for field in ("accelerator", "numProcPerNode", "args"):
+        del body["spec"][field]
+    created = create(custom, admission_namespace, body, dry_run=False)
+    yield created
+    custom.delete_namespaced_custom_object(GROUP, VERSION, admission_namespace, PLURAL, JOB)
+
+
+def current(custom: client.CustomObjectsApi, namespace: str) -> dict:
+    return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, JOB)
+
+
+def set_(field: str, value) -> Callable[[dict], None]:
+    return lambda spec: spec.__setitem__(field, value)
+
+
+def remove(field: str) -> Callable[[dict], None]:
+    return lambda spec: spec.pop(field)
+
+
+def nested(field: str, key: str, value) -> Callable[[dict], None]:
+    return lambda spec: spec[field].__setitem__(key, value)
+
+
+# One update per spec field (by wire name): change, add or remove it.
+UPDATES: dict[str, list] = {
+    "numNodes": [pytest.param(set_("numNodes", 8), id="numNodes-change")],
+    "numProcPerNode": [pytest.param(set_("numProcPerNode", 4), id="numProcPerNode-add")],
+    "image": [pytest.param(set_("image", "registry.example.com/train:1.3"), id="image-change")],
+    "imagePullPolicy": [pytest.param(remove("imagePullPolicy"), id="imagePullPolicy-remove")],
+    "command": [pytest.param(set_("command", ["python", "train.py"]), id="command-change")],
+    "args": [pytest.param(set_("args", ["--resume"]), id="args-add")],
+    "workingDir": [pytest.param(remove("workingDir"), id="workingDir-remove")],
+    "env": [pytest.param(lambda spec: spec["env"].append({"name": "NEW", "value": "1"}), id="env-append")],
+    "resourcesPerNode": [pytest.param(nested("resourcesPerNode", "gpus", 4), id="resourcesPerNode-gpus-change")],
+    "accelerator": [pytest.param(set_("accelerator", "NVIDIA-A100-SXM4-80GB"), id="accelerator-add")],
+    "shmSize": [pytest.param(remove("shmSize"), id="shmSize-remove")],
+    "network": [pytest.param(nested("network", "rendezvousPort", 29501), id="network-port-change"),
+                pytest.param(remove("network"), id="network-remove")],
+    "successPolicy": [pytest.param(set_("successPolicy", "AllNodes"), id="successPolicy-change")],
+    "podTemplate": [pytest.param(nested("podTemplate", "labels", {"team": "infra"}), id="podTemplate-labels-change")],
+}
+
+
+def test_every_spec_field_has_an_update_case() -> None:
+    wire_names = {field.alias or name for name, field in TrainingJobSpec.model_fields.items()}
+    assert set(UPDATES) == wire_names
+
+
+def mutable(field: str) -> bool:
+    return any((f.alias or n) == field for n, f in TrainingJobSpec.model_fields.items()
+               if n in TrainingJobSpec.MUTABLE_FIELDS)
+
+
+@pytest.mark.parametrize(("field", "update"), [
+    pytest.param(field, *p.values, id=p.id) for field, params in UPDATES.items() for p in params])
+def test_spec_update(custom: client.CustomObjectsApi, admission_namespace: str, stored_job: dict,
+                     field: str, update: Callable[[dict], None]) -> None:
+    body = current(custom, admission_namespace)
+    before = copy.deepcopy(body["spec"])
+    update(body["spec"])
+    assert body["spec"] != before  # the update really changes the spec
+    if mutable(field):
+        assert replace(custom, admission_namespace, body)["spec"][field] == body["spec"][field]
+        return
+    rejection = replace_rejected(custom, admission_namespace, body)
+    assert rejection.status == 422, rejection
+    assert rejection.fields == (f"spec.{field}",), rejection
+    assert f"spec.{field} is immutable: create a new TrainingJob to change it" in rejection.message
+    assert current(custom, admission_namespace)["spec"] == before
+
+
+def test_reapplying_the_manifest_with_new_labels_is_accepted(kubeconfig: str, custom: client.CustomObjectsApi,
+                                                             admission_namespace: str) -> None:
+    # The usual kubectl flow: the manifest leaves defaulted fields out (network, successPolicy, ...),
+    # and re-applying it must not count the defaults as changes; changing the image still must.
+    manifest = training_job("reapplied", 2)
+    apply(kubeconfig, admission_namespace, manifest)
+    try:
+        manifest["metadata"]["labels"] = {"stage": "eval"}
+        apply(kubeconfig, admission_namespace, manifest)
+        stored = custom.get_namespaced_custom_object(GROUP, VERSION, admission_namespace, PLURAL, "reapplied")
+        assert stored["metadata"]["labels"] == {"stage": "eval"}
+        assert stored["metadata"]["generation"] == 1
+
+        manifest["spec"]["image"] = "registry.example/train:2.0"
+        result = kubectl(kubeconfig, "apply", "-n", admission_namespace, "-f", "-", input=yaml.safe_dump(manifest),
+                         check=False)
+        assert result.returncode != 0, result.stdout
+        assert "spec.image: Invalid value: spec.image is immutable" in result.stderr, result.stderr
+    finally:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, admission_namespace, PLURAL, "reapplied")
+
+
+def test_metadata_labels_stay_editable(custom: client.CustomObjectsApi, admission_namespace: str,
+                                       stored_job: dict) -> None:
+    body = current(custom, admission_namespace)
+    body["metadata"]["labels"] = {**body["metadata"].get("labels", {}), "stage": "eval"}
+    updated = replace(custom, admission_namespace, body, dry_run=False)
+    assert updated["metadata"]["labels"]["stage"] == "eval"
+    assert updated["metadata"]["generation"] == stored_job["metadata"]["generation"]  # spec untouched
+    assert current(custom, admission_namespace)["metadata"]["labels"]["stage"] == "eval"
