@@ -1,0 +1,159 @@
+"""The planner: phases, failure wording, idempotence, and that a finished job is never recreated."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from multinode.api import Phase, TrainingJobStatus
+from multinode.reconcile import ObservedPod, plan
+from multinode.reconcile.plan import fail_job
+from multinode.render import RenderSettings
+from tests.unit.render.render_job_factory import make_job
+
+NOW = datetime(2026, 11, 20, 12, 0, 0, tzinfo=timezone.utc)
+SETTINGS = RenderSettings()
+
+
+def pod(index: int, phase: str = "Running", *, attempt: int = 0, node: str | None = "gpu-node-0", **kw) -> ObservedPod:
+    kw.setdefault("ready", phase == "Running")
+    return ObservedPod(name=f"llama-{index}-a{attempt}", job_name="llama", index=index, attempt=attempt,
+                       phase=phase, node=node, **kw)
+
+
+def run(job, pods, previous=None, service_exists=True, now=NOW):
+    return plan(job, pods, service_exists=service_exists, previous=previous, now=now, settings=SETTINGS)
+
+
+def condition(status: TrainingJobStatus, type_: str):
+    return next(c for c in status.conditions if c.type == type_)
+
+
+def test_a_new_job_gets_its_service_and_every_pod_and_is_pending() -> None:
+    result = run(make_job(3), [], service_exists=False)
+
+    assert result.service["metadata"]["name"] == "llama"
+    assert [p["metadata"]["name"] for p in result.pods_to_create] == ["llama-0-a0", "llama-1-a0", "llama-2-a0"]
+    assert result.status.phase == Phase.PENDING
+    assert result.status.start_time == "2026-11-20T12:00:00Z"
+    assert condition(result.status, "Created").status == "False"
+    assert [(e.type, e.reason) for e in result.events] == [("Normal", "CreatingPods")]
+
+
+def test_replanning_after_the_creates_creates_nothing_more() -> None:
+    first = run(make_job(3), [], service_exists=False)
+    again = run(make_job(3), [pod(0, "Pending", node=None), pod(1, "Pending", node=None), pod(2, "Pending", node=None)],
+                previous=first.status)
+
+    assert again.service is None and again.pods_to_create == [] and again.pods_to_delete == []
+    assert again.status.start_time == first.status.start_time
+    assert again.status.phase == Phase.PENDING and again.events == []  # same phase: no second event
+
+
+def test_only_the_missing_indices_are_created() -> None:
+    result = run(make_job(4), [pod(0), pod(2)])
+
+    assert [p["metadata"]["name"] for p in result.pods_to_create] == ["llama-1-a0", "llama-3-a0"]
+
+
+def test_phase_walks_pending_starting_running() -> None:
+    job = make_job(2)
+    unscheduled = run(job, [pod(0, "Pending", node=None), pod(1, "Pending")])
+    starting = run(job, [pod(0, "Pending"), pod(1, "Running")], previous=unscheduled.status)
+    running = run(job, [pod(0), pod(1)], previous=starting.status)
+
+    assert unscheduled.status.phase == Phase.PENDING
+    assert condition(unscheduled.status, "Running").reason == "WaitingForScheduling"
+    assert starting.status.phase == Phase.STARTING
+    assert condition(starting.status, "Running").message == "1/2 pods running; the rest are scheduled and starting"
+    assert running.status.phase == Phase.RUNNING
+    assert (running.status.ready_nodes, running.status.ready) == (2, "2/2")
+    assert condition(running.status, "Running").status == "True"
+    assert [n.node for n in running.status.node_statuses] == ["gpu-node-0", "gpu-node-0"]
+
+
+def test_unschedulable_pods_are_explained_with_the_schedulers_words() -> None:
+    message = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+    result = run(make_job(2), [pod(0, "Pending", node=None, unschedulable=message), pod(1, "Pending", node=None)])
+
+    running = condition(result.status, "Running")
+    assert result.status.phase == Phase.PENDING
+    assert running.reason == "Unschedulable"
+    assert running.message == f"1/2 pods cannot be scheduled; llama-0-a0: {message}"
+
+
+def test_a_failed_pod_fails_the_job_names_it_and_stops_the_others() -> None:
+    job = make_job(3)
+    running = run(job, [pod(0), pod(1), pod(2)])
+    later = NOW + timedelta(minutes=5)
+    failed = run(job, [pod(0), pod(1, "Failed", exit_code=3, reason="Error"), pod(2)], previous=running.status, now=later)
+
+    assert failed.status.phase == Phase.FAILED
+    cond = condition(failed.status, "Failed")
+    assert (cond.status, cond.reason) == ("True", "PodFailed")
+    assert cond.message == "pod llama-1-a0 (node 1) failed: exit code 3, reason Error"
+    assert failed.pods_to_delete == ["llama-0-a0", "llama-2-a0"]
+    assert failed.status.completion_time == "2026-11-20T12:05:00Z"
+    assert [(e.type, e.reason) for e in failed.events] == [("Warning", "PodFailed")]
+
+
+def test_a_pod_that_vanished_after_being_seen_fails_the_job_instead_of_being_recreated_alone() -> None:
+    job = make_job(2)
+    running = run(job, [pod(0), pod(1)])
+    after_eviction = run(job, [pod(0)], previous=running.status)
+
+    assert after_eviction.pods_to_create == []
+    assert after_eviction.status.phase == Phase.FAILED
+    assert condition(after_eviction.status, "Failed").reason == "PodLost"
+    assert after_eviction.status.node_statuses[1].pod == "llama-1-a0", "what we last saw of it stays"
+
+
+def test_a_finished_job_is_never_recreated_even_with_no_pods_left() -> None:
+    job = make_job(2)
+    done = run(job, [pod(0, "Succeeded"), pod(1, "Succeeded")])
+    assert done.status.phase == Phase.SUCCEEDED
+
+    after_cleanup = run(job, [], previous=done.status, service_exists=False)
+
+    assert after_cleanup.pods_to_create == [] and after_cleanup.service is None
+    assert after_cleanup.status.phase == Phase.SUCCEEDED and after_cleanup.events == []
+
+
+def test_leader_only_success_stops_the_workers() -> None:
+    job = make_job(3, successPolicy="LeaderOnly")
+    result = run(job, [pod(0, "Succeeded"), pod(1), pod(2)])
+
+    assert result.status.phase == Phase.SUCCEEDED
+    assert condition(result.status, "Succeeded").reason == "LeaderSucceeded"
+    assert result.pods_to_delete == ["llama-1-a0", "llama-2-a0"]
+
+
+def test_all_nodes_policy_waits_for_every_pod() -> None:
+    result = run(make_job(2), [pod(0, "Succeeded"), pod(1)])
+
+    assert result.status.phase == Phase.RUNNING
+
+
+def test_pods_of_another_attempt_are_not_counted() -> None:
+    result = run(make_job(2), [pod(0, attempt=1), pod(1, attempt=1)])
+
+    assert len(result.pods_to_create) == 2
+
+
+def test_last_transition_time_moves_only_when_the_status_flips() -> None:
+    job = make_job(2)
+    first = run(job, [pod(0, "Pending", node=None), pod(1, "Pending", node=None)])
+    later = run(job, [pod(0, "Pending"), pod(1, "Running")], previous=first.status, now=NOW + timedelta(seconds=30))
+
+    before, after = condition(first.status, "Running"), condition(later.status, "Running")
+    assert before.message != after.message
+    assert after.last_transition_time == before.last_transition_time == "2026-11-20T12:00:00Z"
+
+
+def test_fail_job_keeps_nothing_running_and_says_why() -> None:
+    result = run(make_job(2), [pod(0)])
+
+    failed = fail_job(result, "PodCreationFailed", "spec.volumes[0]: Invalid value", now=NOW, pods=[pod(0)])
+
+    assert failed.pods_to_create == [] and failed.pods_to_delete == ["llama-0-a0"]
+    assert failed.status.phase == Phase.FAILED
+    assert condition(failed.status, "Failed").message == "spec.volumes[0]: Invalid value"
