@@ -43,6 +43,8 @@ CONDITION_CREATED = "Created"
 CONDITION_RUNNING = "Running"
 CONDITION_SUCCEEDED = "Succeeded"
 CONDITION_FAILED = "Failed"
+# False while training has ended and the mirror's final sync runs; True once it is done.
+CONDITION_CHECKPOINTS_SYNCED = "CheckpointsSynced"
 
 # Every variable the operator sets in the trainer container. Users may not set these
 # in spec.env (the CRD rejects them): two definitions of MASTER_ADDR in one container

@@ -40,6 +40,8 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
      "description": "Ready nodes out of numNodes."},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts",
      "description": "Gang restarts so far."},
+    {"name": "Last Checkpoint", "type": "string", "jsonPath": ".status.checkpoints.latest.name",
+     "description": "Newest complete checkpoint in the backed-up volume."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

@@ -23,7 +23,8 @@ from multinode.api.base import (
     Quantity,
     Text,
 )
-from multinode.api.cel import add_rules, immutable_fields_rules
+from multinode.api.cel import add_rules, cel_rule, immutable_fields_rules
+from multinode.api.checkpointing import CacheSpec, CheckpointingSpec
 from multinode.api.constants import (
     DEFAULT_GPU_RESOURCE_NAME,
     DEFAULT_RDMA_RESOURCE_NAME,
@@ -195,12 +196,24 @@ class PodTemplate(ApiModel):
     )
 
 
-def _add_immutability_rules(schema: dict[str, Any], model: type[TrainingJobSpec]) -> None:
+# Rules between spec fields; each names the field it is about.
+CROSS_FIELD_RULES = [
+    cel_rule("!has(self.checkpointing) || has(self.cache)",
+             "spec.checkpointing requires spec.cache: checkpoints are mirrored from the shared cache",
+             field_path=".checkpointing"),
+    cel_rule("!has(self.checkpointing) || !has(self.cache) || self.checkpointing.mountPath != self.cache.mountPath",
+             "spec.checkpointing.mountPath must differ from spec.cache.mountPath",
+             field_path=".checkpointing.mountPath"),
+]
+
+
+def _add_spec_rules(schema: dict[str, Any], model: type[TrainingJobSpec]) -> None:
     fields = [
         field.alias or name
         for name, field in model.model_fields.items()
         if name not in model.MUTABLE_FIELDS
     ]
+    add_rules(schema, CROSS_FIELD_RULES)
     add_rules(schema, immutable_fields_rules(fields, "spec"))
 
 
@@ -213,7 +226,7 @@ class TrainingJobSpec(ApiModel):
     # deadlines, restart budget) will be listed here when they arrive.
     MUTABLE_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
-    model_config = ConfigDict(json_schema_extra=_add_immutability_rules)
+    model_config = ConfigDict(json_schema_extra=_add_spec_rules)
 
     num_nodes: int = Field(ge=1, description="Number of nodes (one pod per node).")
     num_proc_per_node: int | None = Field(
@@ -280,4 +293,14 @@ class TrainingJobSpec(ApiModel):
         default_factory=PodTemplate,
         description="Labels, scheduling and volumes copied onto every node pod.",
         json_schema_extra=_DEFAULT_EMPTY_OBJECT,
+    )
+    cache: CacheSpec | None = Field(
+        None, description="Shared cache (a ReadWriteMany PVC) mounted on every node; not backed up."
+    )
+    checkpointing: CheckpointingSpec | None = Field(
+        None,
+        description=(
+            "Mirror complete checkpoints from the job's cache directory into a backed-up volume, and "
+            "resume restarts from the latest one. Needs spec.cache."
+        ),
     )

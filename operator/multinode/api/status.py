@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from multinode.api.base import ApiModel
+from multinode.api.base import MAX_PATH_LENGTH, ApiModel
+from multinode.api.checkpointing import CheckpointsStatus
 from multinode.api.constants import (
     CONDITION_CREATED,
     CONDITION_FAILED,
@@ -113,3 +114,10 @@ class TrainingJobStatus(ApiModel):
     )
     attempt: int = Field(0, ge=0, description="Current gang attempt; pods carry it in their name.")
     restarts: int = Field(0, ge=0, description="Gang restarts so far.")
+    resumed_from: str | None = Field(
+        None, max_length=MAX_PATH_LENGTH,
+        description="Checkpoint path the current attempt resumed from (MULTINODE_RESUME_FROM); never pruned.",
+    )
+    checkpoints: CheckpointsStatus | None = Field(
+        None, description="What the checkpoint mirror reports; written only by the job's mirror pod."
+    )

@@ -116,5 +116,11 @@ def maximal_job(name: str) -> dict:
                     {"name": "dshm-extra", "mountPath": "/dev/shmem"},
                 ],
             },
+            "cache": {"claimName": "team-cache", "mountPath": "/mnt/shared-cache"},
+            "checkpointing": {
+                "claimName": "ckpt-backup", "mountPath": "/checkpoints", "completion": "deepspeed", "keep": 5,
+                "intervalSeconds": 15, "settleSeconds": 30, "finalSyncTimeoutSeconds": 600,
+                "resumeFrom": {"trainingJob": "llama-warmup"},
+            },
         },
     }

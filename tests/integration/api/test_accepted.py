@@ -59,7 +59,8 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
 
 def test_maximal_job_sets_every_field_of_the_crd(crd: str) -> None:
     spec_schema = committed_schema(crd)["properties"]["spec"]
-    assert missing_fields(maximal_job("x")["spec"], spec_schema, "spec") == []
+    # resumeFrom takes one of trainingJob and path; VALID below covers path.
+    assert missing_fields(maximal_job("x")["spec"], spec_schema, "spec") == ["spec.checkpointing.resumeFrom.path"]
 
 
 def test_maximal_job_is_accepted_as_sent(custom: client.CustomObjectsApi, admission_namespace: str) -> None:
@@ -74,6 +75,8 @@ VALID = [
     pytest.param(training_job("a" * 61, 1), id="name-61-numNodes-1"),
     pytest.param(training_job("a" * 60, 100), id="name-60-numNodes-100"),
     pytest.param(training_job("j", 1), id="name-one-letter"),
+    pytest.param(training_job("resume", 1, cache={"claimName": "c"}, checkpointing={
+        "claimName": "k", "resumeFrom": {"path": "/checkpoints/other/checkpoint-100"}}), id="resumeFrom-path"),
     pytest.param(training_job("job-2-b", 1000), id="numNodes-1000"),
     pytest.param(training_job("cpu", 2, gpus=0, numProcPerNode=1), id="cpu-only"),
     pytest.param(training_job("port", 2, network={"rendezvousPort": 1}), id="rendezvousPort-1"),
@@ -133,8 +136,9 @@ def test_apiserver_serves_the_committed_schema_with_every_cel_rule(api: client.A
 
     immutable = len(TrainingJobSpec.model_fields) - len(TrainingJobSpec.MUTABLE_FIELDS)
     # One transition rule per immutable spec field, plus: job name, env name reserved,
-    # env value/valueFrom, volume name dshm, mount path /dev/shm.
-    assert rules(served) == immutable + 5
+    # env value/valueFrom, volume name dshm, mount path /dev/shm, checkpointing needs cache,
+    # distinct cache/checkpoint mount paths, resumeFrom one-of.
+    assert rules(served) == immutable + 8
 
 
 def test_committed_crd_compiles_within_the_cel_cost_budget(kubeconfig: str, crd: str) -> None:

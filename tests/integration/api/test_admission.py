@@ -109,6 +109,24 @@ INVALID = [
     case("unknown-nested-field-strict", job(network={"rdma": {"cnt": 2}}), 'unknown field "spec.network.rdma.cnt"',
          "strict decoding error", status=400, strict=True),
     case("spec-missing", without(job(), "spec"), "spec", "Required value"),
+    # cache and checkpointing
+    case("checkpointing-without-cache", job(checkpointing={"claimName": "ckpt"}),
+         "spec.checkpointing", "requires spec.cache"),
+    case("checkpointing-same-mount-as-cache",
+         job(cache={"claimName": "c", "mountPath": "/data"}, checkpointing={"claimName": "k", "mountPath": "/data"}),
+         "spec.checkpointing.mountPath", "must differ from spec.cache.mountPath"),
+    case("resumeFrom-both", job(cache={"claimName": "c"}, checkpointing={
+        "claimName": "k", "resumeFrom": {"trainingJob": "a", "path": "/checkpoints/a/b"}}),
+         "spec.checkpointing.resumeFrom", "exactly one of trainingJob and path"),
+    case("resumeFrom-neither", job(cache={"claimName": "c"}, checkpointing={"claimName": "k", "resumeFrom": {}}),
+         "spec.checkpointing.resumeFrom", "exactly one of trainingJob and path"),
+    case("checkpoint-keep-zero", job(cache={"claimName": "c"}, checkpointing={"claimName": "k", "keep": 0}),
+         "spec.checkpointing.keep", "greater than or equal to 1"),
+    case("checkpoint-completion-unknown", job(cache={"claimName": "c"}, checkpointing={"claimName": "k", "completion": "pickle"}),
+         "spec.checkpointing.completion", "Unsupported value"),
+    case("cache-relative-mount", job(cache={"claimName": "c", "mountPath": "cache"}),
+         "spec.cache.mountPath", "should match"),
+    case("cache-claim-uppercase", job(cache={"claimName": "Team_Cache"}), "spec.cache.claimName", "should match"),
 ]
 
 

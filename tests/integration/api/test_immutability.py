@@ -66,6 +66,9 @@ UPDATES: dict[str, list] = {
                 pytest.param(remove("network"), id="network-remove")],
     "successPolicy": [pytest.param(set_("successPolicy", "AllNodes"), id="successPolicy-change")],
     "podTemplate": [pytest.param(nested("podTemplate", "labels", {"team": "infra"}), id="podTemplate-labels-change")],
+    "cache": [pytest.param(nested("cache", "claimName", "other-cache"), id="cache-claim-change")],
+    "checkpointing": [pytest.param(nested("checkpointing", "keep", 10), id="checkpointing-keep-change"),
+                      pytest.param(remove("checkpointing"), id="checkpointing-remove")],
 }
 
 

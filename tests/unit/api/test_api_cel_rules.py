@@ -109,7 +109,7 @@ def test_shm_volume_name_and_path_are_reserved(schema: dict[str, Any]) -> None:
 
 def test_every_spec_field_is_immutable(schema: dict[str, Any]) -> None:
     spec = node(schema, ".spec")
-    by_path = {rule.get("fieldPath"): rule for rule in rules(schema, ".spec")}
+    by_path = {rule.get("fieldPath"): rule for rule in rules(schema, ".spec") if "is immutable" in rule["message"]}
     assert set(by_path) == {f".{field}" for field in spec["properties"]}
     image = by_path[".image"]
     assert image["message"] == "spec.image is immutable: create a new TrainingJob to change it"
@@ -141,3 +141,11 @@ def test_cel_string_list_is_sorted_and_refuses_quotes() -> None:
     assert cel_string_list(["B", "A"]) == "['A', 'B']"
     with pytest.raises(ValueError):
         cel_string_list(["it's"])
+
+
+def test_checkpointing_needs_a_cache_on_another_mount_path(schema: dict[str, Any]) -> None:
+    by_path = {rule.get("fieldPath"): rule for rule in rules(schema, ".spec") if "is immutable" not in rule["message"]}
+    assert by_path[".checkpointing"]["rule"] == "!has(self.checkpointing) || has(self.cache)"
+    assert "spec.checkpointing.mountPath must differ" in by_path[".checkpointing.mountPath"]["message"]
+    (resume_rule,) = rules(schema, ".spec.checkpointing.resumeFrom")
+    assert resume_rule["rule"] == "has(self.trainingJob) != has(self.path)"

@@ -101,6 +101,17 @@ def full_trainingjob() -> dict[str, Any]:
                     {"name": "cache", "mountPath": "/cache", "subPath": "llama"},
                 ],
             },
+            "cache": {"claimName": "team-cache", "mountPath": "/mnt/cache"},
+            "checkpointing": {
+                "claimName": "ckpt-backup",
+                "mountPath": "/checkpoints",
+                "completion": "auto",
+                "keep": 3,
+                "intervalSeconds": 30,
+                "settleSeconds": 60,
+                "finalSyncTimeoutSeconds": 1800,
+                "resumeFrom": {"trainingJob": "llama-warmup"},
+            },
         },
         "status": {
             "observedGeneration": 1,
@@ -133,6 +144,20 @@ def full_trainingjob() -> dict[str, Any]:
             "numNodes": 4,
             "ready": "3/4",
             "startTime": "2025-01-02T03:04:06Z",
+            "resumedFrom": "/checkpoints/llama-warmup/checkpoint-900",
+            "checkpoints": {
+                "latest": {
+                    "name": "checkpoint-1000",
+                    "path": "/checkpoints/llama-pretrain/checkpoint-1000",
+                    "step": 1000,
+                    "bytes": 123456789,
+                    "mirroredAt": "2025-01-02T03:50:00Z",
+                },
+                "mirrored": 2,
+                "lastSyncTime": "2025-01-02T03:50:00Z",
+                "problem": {"reason": "SourceChanged", "message": "checkpoint-1100/rank_00001.pt changed", "time": "2025-01-02T03:55:00Z"},
+                "finalSyncTime": "2025-01-02T04:01:00Z",
+            },
             "completionTime": "2025-01-02T04:00:00Z",
             "nodeStatuses": [
                 {

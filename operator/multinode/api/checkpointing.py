@@ -1,0 +1,115 @@
+"""The shared cache and checkpoint mirroring: spec fields and the status the mirror reports.
+
+Names follow Baseten Training, which the seeds describe: a project cache every node sees (not backed up)
+and a checkpoint directory that is. `status.checkpoints` is written only by the job's mirror pod; the
+operator never writes it, so the two writers never overwrite each other.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import ConfigDict, Field
+
+from multinode.api.base import MAX_NAME_LENGTH, MAX_PATH_LENGTH, ApiModel
+from multinode.api.cel import cel_rule
+
+ABSOLUTE_PATH_PATTERN = r"^/[^:]*$"
+# PersistentVolumeClaim names are DNS-1123 subdomains.
+CLAIM_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DEFAULT_CACHE_MOUNT_PATH = "/cache"
+DEFAULT_CHECKPOINT_MOUNT_PATH = "/checkpoints"
+_DATE_TIME = {"format": "date-time"}
+
+
+class CompletionRule(StrEnum):
+    """How the mirror decides that a checkpoint directory is complete (docs/checkpoints.md)."""
+
+    AUTO = "auto"
+    MARKER = "marker"
+    DCP = "dcp"
+    MEGATRON = "megatron"
+    DEEPSPEED = "deepspeed"
+    HF = "hf"
+    NEMO = "nemo"
+    ORBAX = "orbax"
+
+
+class CacheSpec(ApiModel):
+    """The shared cache: a PersistentVolumeClaim (ReadWriteMany) mounted on every node. Not backed up."""
+
+    claim_name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=CLAIM_NAME_PATTERN,
+                            description="Name of the PVC in the job's namespace.")
+    mount_path: str = Field(DEFAULT_CACHE_MOUNT_PATH, max_length=MAX_PATH_LENGTH, pattern=ABSOLUTE_PATH_PATTERN,
+                            description="Where every node sees the cache (BT_PROJECT_CACHE_DIR). The job's own "
+                                        "directory is <mountPath>/<job name>, created before the trainer starts.")
+
+
+class ResumeFrom(ApiModel):
+    """Where a first attempt resumes from. Later attempts resume from this job's own latest checkpoint."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [cel_rule(
+        "has(self.trainingJob) != has(self.path)",
+        "spec.checkpointing.resumeFrom: set exactly one of trainingJob and path")]})
+
+    training_job: str | None = Field(
+        None, min_length=1, max_length=63, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
+        description="Another TrainingJob in this namespace: resume from its latest mirrored checkpoint. "
+                    "Both jobs must use the same checkpoint volume.")
+    path: str | None = Field(None, max_length=MAX_PATH_LENGTH, pattern=ABSOLUTE_PATH_PATTERN,
+                             description="An absolute path, as the trainer sees it, to resume from.")
+
+
+class CheckpointingSpec(ApiModel):
+    """Mirror complete checkpoints from the job's cache directory into a backed-up volume."""
+
+    claim_name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=CLAIM_NAME_PATTERN,
+                            description="PVC of the backed-up checkpoint volume, in the job's namespace.")
+    mount_path: str = Field(DEFAULT_CHECKPOINT_MOUNT_PATH, max_length=MAX_PATH_LENGTH, pattern=ABSOLUTE_PATH_PATTERN,
+                            description="Where the checkpoint volume is mounted: read-write in the mirror pod, "
+                                        "read-only on the nodes. Mirrored checkpoints live in <mountPath>/<job name>/.")
+    completion: CompletionRule = Field(CompletionRule.AUTO,
+                                       description="What makes a checkpoint complete: auto recognises a COMPLETE "
+                                                   "marker, PyTorch DCP, Megatron, DeepSpeed, HF Trainer, NeMo and "
+                                                   "Orbax layouts, and never takes temporary or unfinished ones.")
+    keep: int = Field(3, ge=1, le=1000, description="How many mirrored checkpoints to keep (the newest and the one "
+                                                     "a running attempt resumed from are never pruned).")
+    interval_seconds: int = Field(30, ge=1, le=86400, description="How often the mirror looks for new checkpoints.")
+    settle_seconds: int = Field(60, ge=0, le=86400,
+                                description="For layouts whose marker is written before every rank finished "
+                                            "(DeepSpeed latest, HF trainer_state.json): how long the newest "
+                                            "checkpoint must stay unchanged before it counts as complete.")
+    final_sync_timeout_seconds: int = Field(1800, ge=10, le=604800,
+                                            description="How long the job waits, after training ended, for the "
+                                                        "mirror's final sync before finishing without it.")
+    resume_from: ResumeFrom | None = Field(None, description="Resume the first attempt from another job's "
+                                                             "checkpoints or a path.")
+
+
+class MirroredCheckpointStatus(ApiModel):
+    """One checkpoint as the mirror published it."""
+
+    name: str = Field(max_length=MAX_NAME_LENGTH, description="Directory name of the checkpoint.")
+    path: str = Field(max_length=MAX_PATH_LENGTH, description="Where nodes find it (under the checkpoint mountPath).")
+    step: int | None = Field(None, description="Training step, when the name says it.")
+    bytes: int = Field(0, ge=0, description="Total size.")
+    mirrored_at: str = Field(description="RFC3339 time it was published.", json_schema_extra=_DATE_TIME)
+
+
+class MirrorProblemStatus(ApiModel):
+    reason: str = Field(max_length=128, description="CamelCase reason, e.g. DestinationFull, SourceChanged.")
+    message: str = Field("", max_length=4096, description="What went wrong and where.")
+    time: str = Field(description="RFC3339 time it was seen.", json_schema_extra=_DATE_TIME)
+
+
+class CheckpointsStatus(ApiModel):
+    """Written only by the job's mirror pod (its Role allows nothing else)."""
+
+    latest: MirroredCheckpointStatus | None = Field(None, description="Newest complete mirrored checkpoint.")
+    mirrored: int = Field(0, ge=0, description="Checkpoints published by this mirror so far.")
+    last_sync_time: str | None = Field(None, description="RFC3339 time of the last pass that published something.",
+                                       json_schema_extra=_DATE_TIME)
+    problem: MirrorProblemStatus | None = Field(None, description="The last problem of the last pass; "
+                                                                  "absent when it went well.")
+    final_sync_time: str | None = Field(None, description="RFC3339 time the final sync after training finished.",
+                                        json_schema_extra=_DATE_TIME)
