@@ -5,6 +5,7 @@ Imports nothing from the rest of multinode and nothing that talks to Kubernetes.
 
 from multinode.api.constants import (
     API_VERSION,
+    CONDITION_CHECKPOINTS_SYNCED,
     CONDITION_CREATED,
     CONDITION_FAILED,
     CONDITION_RUNNING,
@@ -13,6 +14,7 @@ from multinode.api.constants import (
     GROUP,
     KIND,
     LABEL_ATTEMPT,
+    LABEL_MIRROR_OF,
     LABEL_JOB_NAME,
     LABEL_NODE_INDEX,
     PLURAL,
@@ -51,6 +53,7 @@ from multinode.api.trainingjob import (
 
 __all__ = [
     "API_VERSION",
+    "CONDITION_CHECKPOINTS_SYNCED",
     "CONDITION_CREATED",
     "CONDITION_FAILED",
     "CONDITION_RUNNING",
@@ -59,6 +62,7 @@ __all__ = [
     "GROUP",
     "KIND",
     "LABEL_ATTEMPT",
+    "LABEL_MIRROR_OF",
     "LABEL_JOB_NAME",
     "LABEL_NODE_INDEX",
     "PLURAL",

@@ -21,6 +21,9 @@ CRD_NAME = f"{PLURAL}.{GROUP}"
 LABEL_JOB_NAME = f"{GROUP}/job-name"
 LABEL_NODE_INDEX = f"{GROUP}/node-index"
 LABEL_ATTEMPT = f"{GROUP}/attempt"
+# The mirror pod is labelled apart from node pods, so the headless Service (which selects
+# LABEL_JOB_NAME) never lists it among the rendezvous peers.
+LABEL_MIRROR_OF = f"{GROUP}/mirror-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_APP_NAME = "app.kubernetes.io/name"
 MANAGED_BY_VALUE = "multinode"
@@ -81,6 +84,17 @@ RESERVED_ENV_NAMES: frozenset[str] = frozenset(
         "BT_LEADER_ADDR",
         "BT_NUM_GPUS",
         "PYTHONUNBUFFERED",
+        # restarts, the shared cache and checkpoints (set when spec.cache / spec.checkpointing are)
+        "MULTINODE_RESTART_COUNT",
+        "BT_RETRY_COUNT",
+        "MULTINODE_CACHE_DIR",
+        "MULTINODE_JOB_CACHE_DIR",
+        "BT_PROJECT_CACHE_DIR",
+        "MULTINODE_CHECKPOINT_DIR",
+        "BT_CHECKPOINT_DIR",
+        "MULTINODE_MIRROR_DIR",
+        "MULTINODE_RESUME_FROM",
+        "BT_LOAD_CHECKPOINT_DIR",
         # from spec.network.nccl
         "NCCL_SOCKET_IFNAME",
         "NCCL_IB_HCA",

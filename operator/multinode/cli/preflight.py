@@ -95,9 +95,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait before failing")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between rounds of lookups")
     parser.add_argument("--peers", help="comma-separated names to wait for (default: from the env contract)")
+    parser.add_argument("--make-dir", action="append", default=[], metavar="PATH",
+                        help="create this directory first (the job's cache dir); repeatable")
+
+
+def make_dirs(paths: list[str]) -> str | None:
+    """Create each directory; return a failure message naming the first one that cannot be made."""
+    for path in paths:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            return f"CacheUnavailable: cannot create {path}: {e.strerror or e}"
+        log.info("directory %s is ready", path)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
+    failure = make_dirs(args.make_dir)
+    if failure:
+        log.error("%s", failure)
+        _write_termination_message(failure)
+        return 1
     names = args.peers.split(",") if args.peers else peers_from_env(dict(os.environ))
     log.info("waiting up to %.0fs for %d peers to resolve: %s", args.timeout, len(names), describe(names))
     missing = wait_for_peers(names, timeout=args.timeout, interval=args.interval)

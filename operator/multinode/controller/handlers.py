@@ -14,13 +14,14 @@ from typing import Any
 
 import kopf
 
-from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSION
 from multinode.controller.kube import KubeApi, load_api_client
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.worker import Reconciler
-from multinode.reconcile import observe_pod
+from multinode.reconcile import observe_mirror_pod, observe_pod
 
 OWNED = {LABEL_JOB_NAME: kopf.PRESENT}
+MIRRORS = {LABEL_MIRROR_OF: kopf.PRESENT}
 
 
 def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
@@ -65,6 +66,11 @@ def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
         observed = observe_pod(body)
         return {} if observed is None else {(namespace, observed.job_name): observed}
 
+    @kopf.index("", "v1", "pods", labels=MIRRORS, id="mirror_index", registry=registry)
+    async def mirror_index(namespace: str, body: kopf.Body, **_: Any) -> dict:
+        observed = observe_mirror_pod(body)
+        return {} if observed is None else {(namespace, observed.job_name): observed}
+
     @kopf.index("", "v1", "services", labels=OWNED, id="service_index", registry=registry)
     async def service_index(namespace: str, labels: kopf.Labels, name: str, **_: Any) -> dict:
         return {(namespace, labels[LABEL_JOB_NAME]): name}
@@ -72,6 +78,7 @@ def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
     def hand_over(kwargs: dict) -> Reconciler:
         r = reconciler()
         r.jobs, r.pods, r.services = kwargs["job_index"], kwargs["pod_index"], kwargs["service_index"]
+        r.mirrors = kwargs["mirror_index"]
         return r
 
     # Handlers are coroutines: they run on the event loop, where the queue lives (sync ones run in threads).
@@ -86,6 +93,10 @@ def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
     @kopf.on.event("", "v1", "pods", labels=OWNED, registry=registry)
     async def pod_event(namespace: str, labels: kopf.Labels, **kwargs: Any) -> None:
         hand_over(kwargs).queue.add((namespace, labels[LABEL_JOB_NAME]))
+
+    @kopf.on.event("", "v1", "pods", labels=MIRRORS, registry=registry)
+    async def mirror_event(namespace: str, labels: kopf.Labels, **kwargs: Any) -> None:
+        hand_over(kwargs).queue.add((namespace, labels[LABEL_MIRROR_OF]))
 
     @kopf.on.event("", "v1", "services", labels=OWNED, registry=registry)
     async def service_event(namespace: str, labels: kopf.Labels, **kwargs: Any) -> None:

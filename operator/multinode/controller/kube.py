@@ -35,6 +35,7 @@ class KubeApi:
     def __init__(self, api_client: client.ApiClient, concurrency: int):
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
+        self._rbac = client.RbacAuthorizationV1Api(api_client)
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
         self._limit = asyncio.Semaphore(concurrency)
 
@@ -48,6 +49,16 @@ class KubeApi:
 
     async def create_service(self, namespace: str, body: dict) -> None:
         await self._create(self._core.create_namespaced_service, namespace, body)
+
+    async def create(self, namespace: str, body: dict) -> None:
+        """Create a Pod, ServiceAccount, Role or RoleBinding (the kinds the operator makes)."""
+        creators = {
+            "Pod": self._core.create_namespaced_pod,
+            "ServiceAccount": self._core.create_namespaced_service_account,
+            "Role": self._rbac.create_namespaced_role,
+            "RoleBinding": self._rbac.create_namespaced_role_binding,
+        }
+        await self._create(creators[body["kind"]], namespace, body)
 
     async def _create(self, fn, namespace: str, body: dict) -> None:
         try:

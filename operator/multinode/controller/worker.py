@@ -20,7 +20,7 @@ from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.controller.kube import AlreadyExists, KubeApi, api_error_summary
 from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
-from multinode.reconcile import ObservedPod, Plan, plan
+from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.plan import fail_job, mark_failed
 
 log = logging.getLogger("multinode.controller")
@@ -29,7 +29,8 @@ JobKey = tuple[str, str]  # (namespace, name)
 
 
 def _dump(status: TrainingJobStatus) -> dict:
-    return status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    # status.checkpoints belongs to the mirror: the operator never writes it (nor compares it).
+    return status.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"checkpoints"})
 
 
 def _single(store: Any) -> Any:
@@ -56,6 +57,7 @@ class Reconciler:
         self.jobs: Mapping[Hashable, Any] = {}
         self.pods: Mapping[Hashable, Any] = {}
         self.services: Mapping[Hashable, Any] = {}
+        self.mirrors: Mapping[Hashable, Any] = {}
         # The last status this operator wrote, per job uid. The index can lag behind our own write by
         # one watch event; the operator is the only writer of these fields, so its copy is the newest.
         self.written: dict[str, TrainingJobStatus] = {}
@@ -112,9 +114,11 @@ class Reconciler:
             await self._write_failure_for_invalid(raw, describe_validation_error(e))
             return
         pods: list[ObservedPod] = list(self.pods.get(key) or ())
+        observed = Observed(pods=tuple(pods), service_exists=key in self.services,
+                            mirror=_single(self.mirrors.get(key)),
+                            resume_source_latest=self._resume_source_latest(job))
         previous = self.written.get(job.metadata.uid or "")
-        result = plan(job, pods, service_exists=key in self.services, previous=previous,
-                      now=datetime.now(timezone.utc), settings=self.settings.render)
+        result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
             await self._apply_creates(job, result)
         except client.ApiException as e:
@@ -126,12 +130,28 @@ class Reconciler:
         await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
                                for name in result.pods_to_delete))
         await self._write_status(job, previous or job.status, result)
+        if result.requeue_after is not None:
+            self.queue.add(key, delay=result.requeue_after)
+
+    def _resume_source_latest(self, job: TrainingJob) -> str | None:
+        """The latest mirrored checkpoint of the job named in resumeFrom.trainingJob (same namespace)."""
+        ckpt = job.spec.checkpointing
+        if ckpt is None or ckpt.resume_from is None or ckpt.resume_from.training_job is None:
+            return None
+        source = _single(self.jobs.get((job.metadata.namespace, ckpt.resume_from.training_job)))
+        latest = ((source or {}).get("status") or {}).get("checkpoints", {}).get("latest") or {}
+        return latest.get("path")
 
     async def _apply_creates(self, job: TrainingJob, result: Plan) -> None:
         namespace = job.metadata.namespace
         if result.service is not None:
             try:
                 await self.kube.create_service(namespace, result.service)
+            except AlreadyExists:
+                pass
+        for obj in result.objects_to_create:  # in order: the mirror's identity, then the mirror
+            try:
+                await self.kube.create(namespace, obj)
             except AlreadyExists:
                 pass
         outcomes = await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in result.pods_to_create),

@@ -1,6 +1,6 @@
 """Pure reconciliation: observed pods + the TrainingJob → a Plan of actions and the desired status."""
 
-from multinode.reconcile.observe import ObservedPod, observe_pod
-from multinode.reconcile.plan import Event, Plan, plan
+from multinode.reconcile.observe import ObservedMirror, ObservedPod, observe_mirror_pod, observe_pod
+from multinode.reconcile.plan import Event, Observed, Plan, plan
 
-__all__ = ["Event", "ObservedPod", "Plan", "observe_pod", "plan"]
+__all__ = ["Event", "Observed", "ObservedMirror", "ObservedPod", "Plan", "observe_mirror_pod", "observe_pod", "plan"]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX
+from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_NODE_INDEX
 
 TRAINER_CONTAINER = "trainer"
 PREFLIGHT_CONTAINER = "preflight"
@@ -31,6 +31,8 @@ class ObservedPod:
     message: str | None = None
     # The scheduler's words when it cannot place the pod (PodScheduled=False, Unschedulable).
     unschedulable: str | None = None
+    # MULTINODE_RESUME_FROM as rendered: every pod of one attempt must resume from the same place.
+    resume_from: str | None = None
 
     @property
     def active(self) -> bool:
@@ -82,6 +84,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         reason, message = status.get("reason"), status.get("message") or message
 
     return ObservedPod(
+        resume_from=_env_value(spec, TRAINER_CONTAINER, "MULTINODE_RESUME_FROM"),
         name=meta.get("name", ""),
         job_name=job_name,
         index=index,
@@ -95,3 +98,34 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         message=message,
         unschedulable=unschedulable,
     )
+
+
+def _env_value(spec: Mapping[str, Any], container: str, name: str) -> str | None:
+    for c in spec.get("containers") or []:
+        if c.get("name") == container:
+            for var in c.get("env") or []:
+                if var.get("name") == name:
+                    return var.get("value")
+    return None
+
+
+@dataclass(frozen=True)
+class ObservedMirror:
+    name: str
+    job_name: str
+    phase: str
+    terminating: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.phase in ("Pending", "Running", "Unknown") and not self.terminating
+
+
+def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
+    meta = pod.get("metadata") or {}
+    job_name = (meta.get("labels") or {}).get(LABEL_MIRROR_OF)
+    if job_name is None:
+        return None
+    return ObservedMirror(name=meta.get("name", ""), job_name=job_name,
+                          phase=(pod.get("status") or {}).get("phase") or "Pending",
+                          terminating=meta.get("deletionTimestamp") is not None)

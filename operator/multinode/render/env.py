@@ -12,6 +12,7 @@ from typing import Any
 
 from multinode.api import TrainingJob, effective_num_proc_per_node, world_size
 from multinode.render.names import check_node, job_identity, node_dns_name, service_name
+from multinode.render.storage import storage_env
 
 
 def _value(name: str, value: object) -> dict[str, Any]:
@@ -22,7 +23,9 @@ def _field_ref(name: str, field_path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
 
 
-def operator_env(job: TrainingJob, index: int, attempt: int) -> list[dict[str, Any]]:
+def operator_env(
+    job: TrainingJob, index: int, attempt: int, *, restarts: int = 0, resume_from: str = ""
+) -> list[dict[str, Any]]:
     """Variables multinode sets on node `index` of `attempt`, without the user's."""
     check_node(job, index, attempt)
     spec = job.spec
@@ -63,6 +66,7 @@ def operator_env(job: TrainingJob, index: int, attempt: int) -> list[dict[str, A
         # Without it Python buffers stdout and a hung rank's last words never reach the logs.
         _value("PYTHONUNBUFFERED", 1),
     ]
+    env.extend(_value(name, value) for name, value in storage_env(job, restarts=restarts, resume_from=resume_from))
     env.extend(_nccl_env(job))
     return env
 
@@ -84,6 +88,8 @@ def user_env(job: TrainingJob) -> list[dict[str, Any]]:
     return [var.model_dump(by_alias=True, exclude_none=True) for var in job.spec.env or []]
 
 
-def render_node_env(job: TrainingJob, index: int, attempt: int) -> list[dict[str, Any]]:
+def render_node_env(
+    job: TrainingJob, index: int, attempt: int, *, restarts: int = 0, resume_from: str = ""
+) -> list[dict[str, Any]]:
     """The trainer's environment: ours first, so user values can use $(MASTER_ADDR) etc."""
-    return [*operator_env(job, index, attempt), *user_env(job)]
+    return [*operator_env(job, index, attempt, restarts=restarts, resume_from=resume_from), *user_env(job)]

@@ -11,7 +11,8 @@ from multinode.api.constants import (
     SHM_MOUNT_PATH,
     SHM_VOLUME_NAME,
 )
-from multinode.render.env import operator_env, render_node_env
+from multinode.render.env import operator_env, user_env
+from multinode.render.storage import CACHE_VOLUME, job_cache_dir, node_storage_mounts, storage_volumes
 from multinode.render.names import (
     check_node,
     job_identity,
@@ -59,9 +60,9 @@ def _trainer_resources(job: TrainingJob) -> dict[str, Any]:
     return _without_empty({"limits": limits, "requests": requests})
 
 
-def _trainer_container(job: TrainingJob, index: int, attempt: int) -> dict[str, Any]:
+def _trainer_container(job: TrainingJob, index: int, attempt: int, env: list[dict[str, Any]]) -> dict[str, Any]:
     spec = job.spec
-    mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}]
+    mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}, *node_storage_mounts(job)]
     mounts.extend(_dump_all(spec.pod_template.volume_mounts))
     security_context = None
     if spec.network.rdma is not None:
@@ -76,7 +77,7 @@ def _trainer_container(job: TrainingJob, index: int, attempt: int) -> dict[str, 
             "command": spec.command,
             "args": spec.args,
             "workingDir": spec.working_dir,
-            "env": render_node_env(job, index, attempt),
+            "env": env,
             "resources": _trainer_resources(job),
             "volumeMounts": mounts,
             "securityContext": security_context,
@@ -84,19 +85,25 @@ def _trainer_container(job: TrainingJob, index: int, attempt: int) -> dict[str, 
     )
 
 
-def _preflight_container(
-    job: TrainingJob, index: int, attempt: int, settings: RenderSettings
-) -> dict[str, Any]:
-    return {
+def _preflight_container(job: TrainingJob, env: list[dict[str, Any]], settings: RenderSettings) -> dict[str, Any]:
+    args = ["--timeout", str(settings.preflight_timeout_seconds)]
+    cache_dir = job_cache_dir(job)
+    mounts = None
+    if cache_dir is not None:
+        # The job's cache dir exists before the trainer starts, so scripts can write into it at once.
+        args += ["--make-dir", cache_dir]
+        mounts = [m for m in node_storage_mounts(job) if m["name"] == CACHE_VOLUME]
+    return _without_empty({
         "name": PREFLIGHT_CONTAINER,
         "image": settings.operator_image,
         "command": ["multinode", "preflight"],
-        "args": ["--timeout", str(settings.preflight_timeout_seconds)],
+        "args": args,
         # The operator's variables only: the preflight needs the rendezvous facts,
         # and user env may reference secrets it has no business reading.
-        "env": operator_env(job, index, attempt),
+        "env": env,
         "resources": {kind: dict(values) for kind, values in PREFLIGHT_RESOURCES.items()},
-    }
+        "volumeMounts": mounts,
+    })
 
 
 def _shm_volume(job: TrainingJob) -> dict[str, Any]:
@@ -123,15 +130,25 @@ def _node_selector(job: TrainingJob) -> dict[str, str]:
 
 
 def render_node_pod(
-    job: TrainingJob, index: int, attempt: int, settings: RenderSettings | None = None
+    job: TrainingJob,
+    index: int,
+    attempt: int,
+    settings: RenderSettings | None = None,
+    *,
+    restarts: int = 0,
+    resume_from: str = "",
 ) -> dict[str, Any]:
-    """The pod of node `index` in gang attempt `attempt`."""
+    """The pod of node `index` in gang attempt `attempt` (after `restarts` counted restarts).
+
+    `resume_from` is the checkpoint path the attempt starts from ("" for none).
+    """
     check_node(job, index, attempt)
     settings = settings or RenderSettings()
     identity = job_identity(job)
     spec = job.spec
     template = spec.pod_template
     host_network = spec.network.host_network
+    ours = operator_env(job, index, attempt, restarts=restarts, resume_from=resume_from)
 
     # User labels first: multinode's labels drive the Service selector and the
     # controller's bookkeeping, so they must win.
@@ -152,9 +169,9 @@ def render_node_pod(
             # The controller restarts the whole gang; a pod restarting alone cannot
             # rejoin a torch rendezvous that has moved on.
             "restartPolicy": "Never",
-            "initContainers": [_preflight_container(job, index, attempt, settings)],
-            "containers": [_trainer_container(job, index, attempt)],
-            "volumes": [_shm_volume(job), *_dump_all(template.volumes)],
+            "initContainers": [_preflight_container(job, ours, settings)],
+            "containers": [_trainer_container(job, index, attempt, [*ours, *user_env(job)])],
+            "volumes": [_shm_volume(job), *storage_volumes(job), *_dump_all(template.volumes)],
             "nodeSelector": _node_selector(job),
             "tolerations": _dump_all(template.tolerations),
             "affinity": template.affinity,

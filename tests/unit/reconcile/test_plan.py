@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from multinode.api import Phase, TrainingJobStatus
-from multinode.reconcile import ObservedPod, plan
+from multinode.reconcile import Observed, ObservedPod, plan
 from multinode.reconcile.plan import fail_job
 from multinode.render import RenderSettings
 from tests.unit.render.render_job_factory import make_job
@@ -20,8 +20,9 @@ def pod(index: int, phase: str = "Running", *, attempt: int = 0, node: str | Non
                        phase=phase, node=node, **kw)
 
 
-def run(job, pods, previous=None, service_exists=True, now=NOW):
-    return plan(job, pods, service_exists=service_exists, previous=previous, now=now, settings=SETTINGS)
+def run(job, pods, previous=None, service_exists=True, now=NOW, **observed):
+    return plan(job, Observed(pods=tuple(pods), service_exists=service_exists, **observed),
+                previous=previous, now=now, settings=SETTINGS)
 
 
 def condition(status: TrainingJobStatus, type_: str):

@@ -77,7 +77,7 @@ def test_user_env_comes_after_ours_unchanged() -> None:
 
 def test_reserved_names_are_exactly_the_names_we_set() -> None:
     nccl = {"socketIfname": "a", "ibHca": "b", "debug": "INFO", "debugSubsys": "ALL"}
-    job = make_job(network={"nccl": nccl})
+    job = make_job(network={"nccl": nccl}, cache={"claimName": "c"}, checkpointing={"claimName": "k"})
     names = [var["name"] for var in operator_env(job, 0, 0)]
     assert len(names) == len(set(names)), "a variable is set twice"
     assert set(names) == RESERVED_ENV_NAMES

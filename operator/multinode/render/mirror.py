@@ -1,0 +1,112 @@
+"""The checkpoint mirror of a job: its pod, and an identity that may touch nothing but this job's status.
+
+The mirror runs as its own small CPU pod (not a sidecar): it must outlive the loss of any training
+node, keep running while the gang restarts, and do the final sync after every node has exited.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, TrainingJob
+from multinode.api.constants import LABEL_APP_NAME, LABEL_MANAGED_BY, LABEL_MIRROR_OF, MANAGED_BY_VALUE
+from multinode.render.names import job_identity, owner_reference
+from multinode.render.settings import RenderSettings
+from multinode.render.storage import job_cache_dir, job_mirror_dir, mirror_storage_mounts, storage_volumes
+
+MIRROR_CONTAINER = "mirror"
+METRICS_PORT = 9400
+MIRROR_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+
+
+def mirror_name(job_name: str) -> str:
+    return f"{job_name}-mirror"
+
+
+def mirror_labels(job_name: str) -> dict[str, str]:
+    return {LABEL_MIRROR_OF: job_name, LABEL_MANAGED_BY: MANAGED_BY_VALUE, LABEL_APP_NAME: "multinode-mirror"}
+
+
+def _metadata(job: TrainingJob) -> dict[str, Any]:
+    identity = job_identity(job)
+    return {"name": mirror_name(identity.name), "namespace": identity.namespace,
+            "labels": mirror_labels(identity.name), "ownerReferences": [owner_reference(job)]}
+
+
+def render_mirror_service_account(job: TrainingJob) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(job)}
+
+
+def render_mirror_role(job: TrainingJob) -> dict[str, Any]:
+    """Read and patch this one job's status subresource; nothing else (docs/checkpoints.md)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(job),
+        "rules": [{"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"],
+                   "resourceNames": [job.metadata.name], "verbs": ["get", "patch"]}],
+    }
+
+
+def render_mirror_role_binding(job: TrainingJob) -> dict[str, Any]:
+    name = mirror_name(job.metadata.name)
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(job),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": job.metadata.namespace}],
+    }
+
+
+def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) -> dict[str, Any]:
+    settings = settings or RenderSettings()
+    ckpt = job.spec.checkpointing
+    if ckpt is None or job.spec.cache is None:
+        raise ValueError("a mirror needs spec.cache and spec.checkpointing")
+    identity = job_identity(job)
+    template = job.spec.pod_template
+    args = [
+        "--source", job_cache_dir(job), "--dest", job_mirror_dir(job),
+        "--job", identity.name, "--namespace", identity.namespace,
+        "--completion", ckpt.completion.value, "--keep", str(ckpt.keep),
+        "--interval", str(ckpt.interval_seconds), "--settle", str(ckpt.settle_seconds),
+        "--metrics-port", str(METRICS_PORT),
+    ]
+    container = {
+        "name": MIRROR_CONTAINER,
+        "image": settings.operator_image,
+        "command": ["multinode", "mirror"],
+        "args": args,
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
+        "resources": {kind: dict(values) for kind, values in MIRROR_RESOURCES.items()},
+        "volumeMounts": mirror_storage_mounts(job),
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    # Prefer a node that runs none of the job's training pods: losing one node should not take
+    # both a rank and the only copy process with it.
+    anti_affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100,
+        "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {LABEL_JOB_NAME: identity.name}}},
+    }]}}
+    spec: dict[str, Any] = {
+        "serviceAccountName": mirror_name(identity.name),
+        # A crashed mirror restarts in place; after its final sync it exits 0 and stays Succeeded.
+        "restartPolicy": "OnFailure",
+        "containers": [container],
+        "volumes": storage_volumes(job),
+        "affinity": anti_affinity,
+    }
+    if template.priority_class_name:
+        spec["priorityClassName"] = template.priority_class_name
+    if template.image_pull_secrets:
+        spec["imagePullSecrets"] = [s.model_dump(by_alias=True) for s in template.image_pull_secrets]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _metadata(job), "spec": spec}
+
+
+def render_mirror_objects(job: TrainingJob, settings: RenderSettings | None = None) -> list[dict[str, Any]]:
+    """In creation order: the identity first, so the pod never starts without its permissions."""
+    return [render_mirror_service_account(job), render_mirror_role(job), render_mirror_role_binding(job),
+            render_mirror_pod(job, settings)]

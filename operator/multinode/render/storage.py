@@ -1,0 +1,79 @@
+"""The shared cache and the checkpoint volume on a job's pods: volumes, mounts, and the paths in env.
+
+Layout (docs/checkpoints.md):
+  <cache.mountPath>/                 the project cache, every node, read-write (BT_PROJECT_CACHE_DIR)
+  <cache.mountPath>/<job>/           the job's cache dir: write checkpoints here (BT_CHECKPOINT_DIR)
+  <checkpointing.mountPath>/<job>/   complete, verified copies made by the mirror; read-only on nodes
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from multinode.api import TrainingJob
+
+CACHE_VOLUME = "multinode-cache"
+CHECKPOINT_VOLUME = "multinode-checkpoints"
+
+
+def job_cache_dir(job: TrainingJob) -> str | None:
+    cache = job.spec.cache
+    return posixpath.join(cache.mount_path, job.metadata.name) if cache else None
+
+
+def job_mirror_dir(job: TrainingJob, job_name: str | None = None) -> str | None:
+    """Where the mirror publishes `job_name`'s checkpoints (default: this job's)."""
+    ckpt = job.spec.checkpointing
+    return posixpath.join(ckpt.mount_path, job_name or job.metadata.name) if ckpt else None
+
+
+def storage_volumes(job: TrainingJob) -> list[dict[str, Any]]:
+    volumes = []
+    if job.spec.cache:
+        volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": job.spec.cache.claim_name}})
+    if job.spec.checkpointing:
+        volumes.append({"name": CHECKPOINT_VOLUME,
+                        "persistentVolumeClaim": {"claimName": job.spec.checkpointing.claim_name}})
+    return volumes
+
+
+def node_storage_mounts(job: TrainingJob) -> list[dict[str, Any]]:
+    """Nodes write the cache and only read the backed-up copies (the mirror is their one writer)."""
+    mounts = []
+    if job.spec.cache:
+        mounts.append({"name": CACHE_VOLUME, "mountPath": job.spec.cache.mount_path})
+    if job.spec.checkpointing:
+        mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": job.spec.checkpointing.mount_path, "readOnly": True})
+    return mounts
+
+
+def mirror_storage_mounts(job: TrainingJob) -> list[dict[str, Any]]:
+    """The mirror reads the cache and writes the backed-up volume."""
+    return [
+        {"name": CACHE_VOLUME, "mountPath": job.spec.cache.mount_path, "readOnly": True},
+        {"name": CHECKPOINT_VOLUME, "mountPath": job.spec.checkpointing.mount_path},
+    ]
+
+
+def storage_env(job: TrainingJob, *, restarts: int, resume_from: str) -> list[tuple[str, object]]:
+    """(name, value) pairs: the cache and checkpoint paths under multinode's and Baseten's names."""
+    pairs: list[tuple[str, object]] = [("MULTINODE_RESTART_COUNT", restarts), ("BT_RETRY_COUNT", restarts)]
+    cache_dir = job_cache_dir(job)
+    if cache_dir is not None:
+        pairs += [
+            ("MULTINODE_CACHE_DIR", job.spec.cache.mount_path),
+            ("MULTINODE_JOB_CACHE_DIR", cache_dir),
+            ("BT_PROJECT_CACHE_DIR", job.spec.cache.mount_path),
+        ]
+    if job.spec.checkpointing is not None:
+        pairs += [
+            # Where training writes checkpoints: the job's cache dir, which the mirror watches.
+            ("MULTINODE_CHECKPOINT_DIR", cache_dir),
+            ("BT_CHECKPOINT_DIR", cache_dir),
+            ("MULTINODE_MIRROR_DIR", job_mirror_dir(job)),
+            # Empty on a first start with nothing to resume from: scripts test for emptiness.
+            ("MULTINODE_RESUME_FROM", resume_from),
+            ("BT_LOAD_CHECKPOINT_DIR", resume_from),
+        ]
+    return pairs
