@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from multinode import __version__
-from multinode.cli import operator, preflight
+from multinode.cli import mirror, operator, preflight
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     operator.add_arguments(sub.add_parser("operator", help="run the operator"))
     preflight.add_arguments(sub.add_parser("preflight", help="init container: wait until every peer's DNS name resolves"))
+    mirror.add_arguments(sub.add_parser("mirror", help="mirror complete checkpoints into the backed-up volume"))
     return parser
 
 
@@ -22,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "operator":
         return operator.run(args)
+    if args.command == "mirror":
+        return mirror.run(args)
     if args.command == "preflight":
         preflight.configure_logging()
         return preflight.run(args)

@@ -105,7 +105,8 @@ def _env_value(spec: Mapping[str, Any], container: str, name: str) -> str | None
         if c.get("name") == container:
             for var in c.get("env") or []:
                 if var.get("name") == name:
-                    return var.get("value")
+                    # The apiserver drops an empty value: present without one means "".
+                    return var.get("value") or ""
     return None
 
 

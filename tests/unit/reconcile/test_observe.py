@@ -43,3 +43,13 @@ def test_unschedulable_and_terminating_are_read() -> None:
 
     assert pod.unschedulable == "0/8 nodes are available"
     assert pod.terminating and not pod.active
+
+
+def test_an_empty_resume_path_stored_without_value_still_counts_as_decided() -> None:
+    def with_env(env):
+        return observe_pod({"metadata": {"name": "llama-3-a1", "labels": LABELS},
+                            "spec": {"containers": [{"name": "trainer", "env": env}]}})
+
+    assert with_env([{"name": "MULTINODE_RESUME_FROM"}]).resume_from == ""
+    assert with_env([{"name": "MULTINODE_RESUME_FROM", "value": "/c/x"}]).resume_from == "/c/x"
+    assert with_env([]).resume_from is None

@@ -1,0 +1,42 @@
+"""`multinode mirror`: the job's checkpoint mirror pod (docs/checkpoints.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", required=True, type=Path, help="the job's cache dir (read-only)")
+    parser.add_argument("--dest", required=True, type=Path, help="the job's dir on the backed-up volume")
+    parser.add_argument("--job", required=True, help="TrainingJob name")
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--completion", default="auto")
+    parser.add_argument("--keep", type=int, default=3)
+    parser.add_argument("--interval", type=float, default=30.0, help="seconds between passes")
+    parser.add_argument("--settle", type=float, default=60.0, help="settle time for markers without a barrier")
+    parser.add_argument("--workers", type=int, default=8, help="files copied in parallel")
+    parser.add_argument("--metrics-port", type=int, default=9400, help="0 disables the metrics endpoint")
+    parser.add_argument("--metrics-address", default="0.0.0.0")
+
+
+def run(args: argparse.Namespace) -> int:
+    from prometheus_client import start_http_server
+
+    from multinode.checkpoints import Completion
+    from multinode.metrics.mirror import MirrorMetrics
+    from multinode.mirror.loop import MirrorLoop
+    from multinode.mirror.reporter import StatusReporter, load_client
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s mirror %(message)s", stream=sys.stderr)
+    metrics = MirrorMetrics()
+    if args.metrics_port:
+        start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
+    loop = MirrorLoop(source=args.source, dest=args.dest, reporter=StatusReporter(load_client(), args.namespace, args.job),
+                      completion=Completion(args.completion), keep=args.keep, interval=args.interval,
+                      settle=args.settle, metrics=metrics, workers=args.workers)
+    signal.signal(signal.SIGTERM, lambda *_: loop.stopping.set())
+    return loop.run()

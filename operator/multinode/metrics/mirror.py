@@ -1,0 +1,38 @@
+"""Metrics of one job's checkpoint mirror, served on its metrics port."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class MirrorMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.bytes_copied = Counter("multinode_mirror_copied_bytes_total", "Bytes copied into the checkpoint volume.", registry=r)
+        self.bytes_linked = Counter("multinode_mirror_linked_bytes_total",
+                                    "Bytes deduplicated by reflink or hard link instead of copied.", registry=r)
+        self.checkpoints = Counter("multinode_mirror_checkpoints_total", "Checkpoints published.", registry=r)
+        self.pruned = Counter("multinode_mirror_pruned_checkpoints_total", "Checkpoints removed by retention.", registry=r)
+        self.problems = Counter("multinode_mirror_problems_total", "Problems by reason.", ["reason"], registry=r)
+        self.pass_duration = Histogram("multinode_mirror_pass_duration_seconds", "Duration of one mirror pass.",
+                                       buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600), registry=r)
+        self.lag = Histogram("multinode_mirror_lag_seconds",
+                             "Time from a checkpoint becoming complete to it being published.",
+                             buckets=(1, 5, 15, 30, 60, 120, 300, 900, 3600), registry=r)
+        self.latest_step = Gauge("multinode_mirror_latest_checkpoint_step", "Step of the newest published checkpoint.",
+                                 registry=r)
+
+    def record(self, report) -> None:
+        """Account one SyncReport of multinode.checkpoints."""
+        self.bytes_copied.inc(report.bytes_copied)
+        self.bytes_linked.inc(report.bytes_linked)
+        self.checkpoints.inc(len(report.mirrored))
+        self.pruned.inc(len(report.pruned))
+        self.pass_duration.observe(report.seconds)
+        for lag in report.lag_seconds:
+            self.lag.observe(lag)
+        for problem in report.problems:
+            self.problems.labels(reason=problem.reason).inc()
+        if report.latest is not None and report.latest.step is not None:
+            self.latest_step.set(report.latest.step)

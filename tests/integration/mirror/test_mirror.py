@@ -1,0 +1,189 @@
+"""The checkpoint mirror on the local cluster.
+
+kwok runs no containers, so the mirror pod the operator creates only "runs" in kwok. The real mirror,
+`multinode mirror`, runs here as a local process with the mirror pod's own identity (a token of the
+ServiceAccount the operator made), against real directories standing in for the two volumes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from multinode.api import GROUP, PLURAL, VERSION
+from tests.support import jobs
+from tests.support.jobs import FINISH_AFTER
+from tests.support.kube import client_for_token, kubeconfig_for_token, kubectl, service_account_token
+from tests.support.storage import bound_claim
+from tests.support.waiting import wait_for
+
+CACHE_MOUNT, CKPT_MOUNT = "/cache", "/checkpoints"
+
+
+def checkpointed_job(name: str, num_nodes: int = 2, **checkpointing) -> dict:
+    return jobs.training_job(
+        name, num_nodes, cache={"claimName": "team-cache", "mountPath": CACHE_MOUNT},
+        checkpointing={"claimName": "ckpt-backup", "mountPath": CKPT_MOUNT, "keep": 2, **checkpointing})
+
+
+@pytest.fixture
+def volumes(core: client.CoreV1Api, job_namespace: str) -> Iterator[str]:
+    pvs = [bound_claim(core, job_namespace, "team-cache"), bound_claim(core, job_namespace, "ckpt-backup")]
+    yield job_namespace
+    for pv in pvs:
+        core.delete_persistent_volume(pv)
+
+
+def write_checkpoint(root: Path, name: str, shards: int = 4, size: int = 64 * 1024) -> None:
+    d = root / name
+    d.mkdir(parents=True)
+    for rank in range(shards):
+        (d / f"rank_{rank:05d}.pt").write_bytes(os.urandom(size))
+    (d / "COMPLETE").write_text("")
+
+
+class MirrorProcess:
+    """`multinode mirror` as the mirror pod would run it, with the mirror's ServiceAccount token."""
+
+    def __init__(self, kubeconfig: str, namespace: str, job: str, source: Path, dest: Path, log: Path):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.metrics_port = s.getsockname()[1]
+        args = [sys.executable, "-m", "multinode.cli.main", "mirror", "--source", str(source), "--dest", str(dest),
+                "--job", job, "--namespace", namespace, "--keep", "2", "--interval", "0.2", "--settle", "0",
+                "--metrics-port", str(self.metrics_port), "--metrics-address", "127.0.0.1"]
+        self.log = log
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(args, env=dict(os.environ, KUBECONFIG=kubeconfig),
+                                         stdout=out, stderr=subprocess.STDOUT)
+
+    def metrics(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+def latest_name(custom: client.CustomObjectsApi, ns: str, name: str) -> str | None:
+    status = jobs.get_job(custom, ns, name).get("status") or {}
+    return ((status.get("checkpoints") or {}).get("latest") or {}).get("name")
+
+
+def test_mirror_pod_identity_reporting_and_final_sync(
+    api: client.ApiClient, core: client.CoreV1Api, kubeconfig: str, volumes: str, tmp_path: Path
+) -> None:
+    ns, custom = volumes, client.CustomObjectsApi(api)
+    jobs.apply(kubeconfig, ns, checkpointed_job("ckpt"))
+    job = jobs.wait_phase(custom, ns, "ckpt", "Running")
+
+    # The operator made the mirror pod, with the two volumes mounted the right way round, and its identity.
+    mirror_pod = wait_for(lambda: next((p for p in core.list_namespaced_pod(ns).items
+                                        if p.metadata.name == "ckpt-mirror"), None), timeout=30, what="mirror pod")
+    assert mirror_pod.metadata.owner_references[0].uid == job["metadata"]["uid"]
+    assert mirror_pod.spec.service_account_name == "ckpt-mirror"
+    mounts = {m.mount_path: bool(m.read_only) for m in mirror_pod.spec.containers[0].volume_mounts
+              if m.name.startswith("multinode-")}
+    assert mounts == {CACHE_MOUNT: True, CKPT_MOUNT: False}
+    assert mirror_pod.spec.containers[0].args[:4] == ["--source", f"{CACHE_MOUNT}/ckpt", "--dest", f"{CKPT_MOUNT}/ckpt"]
+    node_pod = core.read_namespaced_pod("ckpt-0-a0", ns)
+    node_env = {e.name: e.value for e in node_pod.spec.containers[0].env}
+    assert node_env["BT_CHECKPOINT_DIR"] == f"{CACHE_MOUNT}/ckpt"
+    assert "MULTINODE_RESUME_FROM" in node_env and not node_env["MULTINODE_RESUME_FROM"]  # "" is stored as absent
+
+    token = service_account_token(core, ns, "ckpt-mirror")
+    source, dest = tmp_path / "cache" / "ckpt", tmp_path / "checkpoints" / "ckpt"
+    source.mkdir(parents=True)
+    mirror = MirrorProcess(kubeconfig_for_token(kubeconfig, token, tmp_path / "mirror.kubeconfig"), ns, "ckpt",
+                           source, dest, tmp_path / "mirror.log")
+    try:
+        write_checkpoint(source, "checkpoint_0000100")
+        wait_for(lambda: latest_name(custom, ns, "ckpt") == "checkpoint_0000100", timeout=30,
+                 what="the mirror to report checkpoint_0000100")
+        assert "checkpoint_0000100" in kubectl(kubeconfig, "get", "tj", "ckpt", "-n", ns).stdout  # printer column
+        assert mirror.metrics()["multinode_mirror_checkpoints_total"] == 1
+
+        # Training ends with one more checkpoint written at the last moment: the final sync must take it.
+        write_checkpoint(source, "checkpoint_0000200")
+        (source / "checkpoint_0000300.tmp").mkdir()  # in progress: never mirrored
+        for i in range(2):
+            core.patch_namespaced_pod(f"ckpt-{i}-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "0s"}}})
+        done = jobs.wait_phase(custom, ns, "ckpt", "Succeeded", timeout=60)
+        assert mirror.proc.wait(timeout=30) == 0, mirror.log.read_text()
+    finally:
+        mirror.stop()
+
+    synced = jobs.condition(done, "CheckpointsSynced")
+    assert (synced["status"], synced["reason"]) == ("True", "FinalSyncDone")
+    checkpoints = done["status"]["checkpoints"]
+    assert checkpoints["latest"]["name"] == "checkpoint_0000200" and checkpoints["finalSyncTime"]
+    assert done["status"]["completionTime"] >= checkpoints["finalSyncTime"]
+    published = sorted(p.name for p in dest.iterdir() if not p.name.startswith("."))
+    assert published == ["checkpoint_0000100", "checkpoint_0000200"]
+
+
+def test_the_mirror_identity_may_touch_only_its_own_jobs_status(
+    api: client.ApiClient, core: client.CoreV1Api, kubeconfig: str, volumes: str
+) -> None:
+    ns, custom = volumes, client.CustomObjectsApi(api)
+    jobs.apply(kubeconfig, ns, checkpointed_job("mine"))
+    jobs.apply(kubeconfig, ns, checkpointed_job("theirs"))
+    wait_for(lambda: {p.metadata.name for p in core.list_namespaced_pod(ns).items} >= {"mine-mirror", "theirs-mirror"},
+             timeout=30, what="both mirror pods")
+    as_mirror = client_for_token(api, service_account_token(core, ns, "mine-mirror"))
+    mirror_custom, mirror_core = client.CustomObjectsApi(as_mirror), client.CoreV1Api(as_mirror)
+
+    # Allowed: read and patch its own job's status.
+    assert mirror_custom.get_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "mine")["metadata"]["name"] == "mine"
+    mirror_custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "mine",
+                                                        {"status": {"checkpoints": {"mirrored": 0}}})
+
+    refused = {
+        "another job's status": lambda: mirror_custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, ns, PLURAL, "theirs", {"status": {"checkpoints": {"mirrored": 9}}}),
+        "its own job's spec": lambda: mirror_custom.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, "mine", {"spec": {"image": "evil:1"}}),
+        "reading the job object": lambda: mirror_custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "mine"),
+        "listing jobs": lambda: mirror_custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL),
+        "listing pods": lambda: mirror_core.list_namespaced_pod(ns),
+        "reading secrets": lambda: mirror_core.list_namespaced_secret(ns),
+    }
+    for what, call in refused.items():
+        with pytest.raises(client.ApiException) as e:
+            call()
+        assert e.value.status == 403, what
+
+
+def test_a_job_resuming_from_another_gets_its_latest_mirrored_checkpoint(
+    api: client.ApiClient, core: client.CoreV1Api, kubeconfig: str, volumes: str
+) -> None:
+    ns, custom = volumes, client.CustomObjectsApi(api)
+    jobs.apply(kubeconfig, ns, checkpointed_job("first"))
+    jobs.wait_phase(custom, ns, "first", "Running")
+    # What the first job's mirror reported (written here with the mirror's identity, as the pod would).
+    as_mirror = client.CustomObjectsApi(client_for_token(api, service_account_token(core, ns, "first-mirror")))
+    path = f"{CKPT_MOUNT}/first/checkpoint_0000500"
+    as_mirror.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "first", {"status": {"checkpoints": {
+        "latest": {"name": "checkpoint_0000500", "path": path, "step": 500, "bytes": 1,
+                   "mirroredAt": "2026-11-20T12:00:00Z"}}}})
+    wait_for(lambda: latest_name(custom, ns, "first") == "checkpoint_0000500", timeout=10, what="status written")
+
+    jobs.apply(kubeconfig, ns, checkpointed_job("second", resumeFrom={"trainingJob": "first"}))
+    second = jobs.wait_phase(custom, ns, "second", "Running")
+
+    for i in range(2):
+        env = {e.name: e.value for e in core.read_namespaced_pod(f"second-{i}-a0", ns).spec.containers[0].env}
+        assert env["MULTINODE_RESUME_FROM"] == env["BT_LOAD_CHECKPOINT_DIR"] == path
+    assert second["status"]["resumedFrom"] == path
