@@ -1,0 +1,60 @@
+"""What the mirror writes into the job status, and what it reads from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from multinode.checkpoints import MirroredCheckpoint, MirrorProblem, SyncReport
+from multinode.mirror.loop import final_sync_requested, pinned_names, status_update
+
+
+def checkpoint(name: str, step: int) -> MirroredCheckpoint:
+    return MirroredCheckpoint(name=name, path=Path(f"/checkpoints/llama/{name}"), step=step, total_bytes=100,
+                              files=4, mirrored_at="2026-11-20T12:00:00Z", source=f"/cache/llama/{name}",
+                              completed_at="2026-11-20T11:59:50Z")
+
+
+def report(mirrored=(), latest=None, problems=()) -> SyncReport:
+    return SyncReport(mirrored=list(mirrored), pruned=[], problems=list(problems), latest=latest, bytes_copied=0,
+                      bytes_linked=0, seconds=0.1, lag_seconds=[])
+
+
+def test_a_new_checkpoint_is_reported_with_its_path_and_count() -> None:
+    ckpt = checkpoint("checkpoint-100", 100)
+    update = status_update({}, report([ckpt], latest=ckpt), mirrored_total=3)
+
+    assert update == {"latest": {"name": "checkpoint-100", "path": "/checkpoints/llama/checkpoint-100", "step": 100,
+                                 "bytes": 100, "mirroredAt": "2026-11-20T12:00:00Z"},
+                      "mirrored": 3, "lastSyncTime": "2026-11-20T12:00:00Z"}
+
+
+def test_an_uneventful_pass_writes_nothing() -> None:
+    ckpt = checkpoint("checkpoint-100", 100)
+    reported = status_update({}, report([ckpt], latest=ckpt), mirrored_total=1)
+
+    assert status_update(reported, report(latest=ckpt), mirrored_total=1) is None
+
+
+def test_a_problem_is_reported_once_and_cleared_when_gone() -> None:
+    problem = MirrorProblem(reason="DestinationFull", message="no space left writing rank_1.pt", checkpoint="c")
+    first = status_update({}, report(problems=[problem]), mirrored_total=0)
+    assert first["problem"]["reason"] == "DestinationFull"
+
+    assert status_update(first, report(problems=[problem]), mirrored_total=0) is None
+    assert status_update(first, report(), mirrored_total=0) == {"problem": None}
+
+
+def test_final_sync_is_requested_only_by_the_operators_condition() -> None:
+    asked = {"conditions": [{"type": "CheckpointsSynced", "status": "False", "reason": "FinalSyncRequested"}]}
+    done = {"conditions": [{"type": "CheckpointsSynced", "status": "True", "reason": "FinalSyncDone"}]}
+
+    assert final_sync_requested(asked)
+    assert not final_sync_requested(done) and not final_sync_requested({})
+
+
+def test_the_checkpoint_a_running_attempt_resumed_from_is_pinned_only_if_it_is_ours() -> None:
+    dest = Path("/checkpoints/llama")
+
+    assert pinned_names({"resumedFrom": "/checkpoints/llama/checkpoint-100"}, dest) == {"checkpoint-100"}
+    assert pinned_names({"resumedFrom": "/checkpoints/other/checkpoint-100"}, dest) == set()
+    assert pinned_names({}, dest) == set()
