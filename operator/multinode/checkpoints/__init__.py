@@ -1,0 +1,35 @@
+"""Checkpoint mirroring: copy only complete checkpoints from a job's cache into a backed-up volume.
+
+Atomically (staging + rename), verified (sha256 of the bytes written, manifest last), deduplicated
+(reflink or hard link of content already published) and with retention. A standalone library: stdlib
+only, no Kubernetes; the `multinode mirror` pod calls it in a loop and reports the results.
+docs/checkpoints.md describes the layouts, the publish protocol and the problems it reports.
+"""
+
+from multinode.checkpoints.layouts import Completion
+from multinode.checkpoints.manifest import (
+    MANIFEST_NAME,
+    CorruptCheckpoint,
+    MirroredCheckpoint,
+    list_mirrored,
+    verify_mirrored,
+)
+from multinode.checkpoints.mirror import Mirror, MirrorProblem, SyncReport
+from multinode.checkpoints.scan import CheckpointCandidate, latest_complete_checkpoint, scan_checkpoints
+from multinode.checkpoints.settle import SettleTracker
+
+__all__ = [
+    "MANIFEST_NAME",
+    "CheckpointCandidate",
+    "Completion",
+    "CorruptCheckpoint",
+    "Mirror",
+    "MirrorProblem",
+    "MirroredCheckpoint",
+    "SettleTracker",
+    "SyncReport",
+    "latest_complete_checkpoint",
+    "list_mirrored",
+    "scan_checkpoints",
+    "verify_mirrored",
+]

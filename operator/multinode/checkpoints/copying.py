@@ -1,0 +1,218 @@
+"""Moving bytes: copy-while-hashing, hashing without copying, linking a published file, fsync.
+
+Every failure is raised as one of three kinds, so the publisher can say whose fault it was: SourceError
+(reading the cache: a vanished file is FileNotFoundError inside), DestinationError (writing the backed-up
+volume: ENOSPC inside means it is full), SourceChanged (a file changed while it was read).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+from multinode.checkpoints.tree import SourceFile
+
+BUFFER_SIZE = 8 << 20
+FICLONE = 0x40049409          # ioctl(dst_fd, FICLONE, src_fd): share extents (btrfs, XFS, bcachefs)
+PROBE_BLOCK = 64 << 10
+
+
+class SourceError(Exception):
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class DestinationError(Exception):
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class SourceChanged(Exception):
+    pass
+
+
+class Cancelled(Exception):
+    """Another file of the same checkpoint failed: stop early, the checkpoint is abandoned."""
+
+
+def _buffer(size: int) -> bytearray:
+    # Checkpoints can hold thousands of small files: do not zero 8 MiB for each of them.
+    return bytearray(max(1, min(BUFFER_SIZE, size + 1)))
+
+
+def write_all(fd: int, data: memoryview) -> None:
+    """os.write until everything is written (the one place bytes reach the destination)."""
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def _start_writeback(fd: int, start: int, end: int) -> None:
+    """Start writing [start, end) to disk now, and drop what is already on disk from the page cache.
+
+    POSIX_FADV_DONTNEED starts asynchronous writeback of dirty pages and evicts clean ones. Calling it
+    over the previous chunk and the one just written keeps the disk busy while we hash and copy the next
+    chunk (so the final fsync has little left to wait for) and keeps a multi-GB copy from filling memory.
+    """
+    try:
+        os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass   # advice only
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    # ctime as well as mtime: a writer that restores the mtime (utime) still moves the ctime.
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def ensure_unchanged(src: SourceFile, before: os.stat_result) -> None:
+    """Raise SourceChanged unless `src` still is the file we started reading (re-stat after reading)."""
+    try:
+        after = os.stat(src.path)
+    except OSError as e:
+        raise SourceError(e) from None
+    if _identity(after) != _identity(before) or after.st_size != src.size:
+        raise SourceChanged(f"{src.path} changed while it was read (size {src.size} -> {after.st_size})")
+
+
+def _open_source(src: SourceFile):
+    try:
+        f = open(src.path, "rb", buffering=0)
+        before = os.fstat(f.fileno())
+    except OSError as e:
+        raise SourceError(e) from None
+    try:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)   # larger readahead
+    except OSError:
+        pass
+    if before.st_size != src.size or before.st_mtime_ns != src.mtime_ns or before.st_ino != src.ino:
+        f.close()
+        raise SourceChanged(f"{src.path} changed since it was listed")
+    return f, before
+
+
+def _read(f, buf: bytearray) -> int:
+    try:
+        return f.readinto(buf)
+    except OSError as e:
+        raise SourceError(e) from None
+
+
+def copy_and_hash(src: SourceFile, dst: Path, cancel: threading.Event) -> str:
+    """Copy `src` to the new file `dst`, hashing exactly the bytes written; fsync it. Returns the sha256."""
+    f, before = _open_source(src)
+    h = hashlib.sha256()
+    buf = _buffer(src.size)
+    view = memoryview(buf)
+    copied = previous = 0
+    try:
+        try:
+            fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise DestinationError(e) from None
+        try:
+            while n := _read(f, buf):
+                if cancel.is_set():
+                    raise Cancelled()
+                chunk = view[:n]
+                h.update(chunk)
+                try:
+                    write_all(fd, chunk)
+                except OSError as e:
+                    raise DestinationError(e) from None
+                _start_writeback(fd, previous, copied + n)
+                previous, copied = copied, copied + n
+            try:
+                os.fsync(fd)
+            except OSError as e:
+                raise DestinationError(e) from None
+        finally:
+            os.close(fd)
+    finally:
+        f.close()
+    ensure_unchanged(src, before)
+    if copied != src.size:
+        raise SourceChanged(f"{src.path}: read {copied} bytes, expected {src.size}")
+    return h.hexdigest()
+
+
+def hash_source(src: SourceFile, cancel: threading.Event) -> str:
+    """The sha256 of a source file, read only (to find out whether it can be linked instead of copied)."""
+    f, before = _open_source(src)
+    h = hashlib.sha256()
+    buf = _buffer(src.size)
+    view = memoryview(buf)
+    size = 0
+    with f:
+        while n := _read(f, buf):
+            if cancel.is_set():
+                raise Cancelled()
+            h.update(view[:n])
+            size += n
+    ensure_unchanged(src, before)
+    if size != src.size:
+        raise SourceChanged(f"{src.path}: read {size} bytes, expected {src.size}")
+    return h.hexdigest()
+
+
+def probe(path: Path, size: int) -> str:
+    """A cheap fingerprint: sha256 of the size and three sampled blocks (start, middle, end).
+
+    Equal probes make a full hash worth its read; unequal ones prove the files differ. So a changed
+    shard of the same size as a published one is read once (copied), not twice (hashed, then copied).
+    """
+    h = hashlib.sha256(str(size).encode())
+    with open(path, "rb", buffering=0) as f:
+        for offset in sorted({0, max(0, size // 2 - PROBE_BLOCK // 2), max(0, size - PROBE_BLOCK)}):
+            h.update(os.pread(f.fileno(), PROBE_BLOCK, offset))
+    return h.hexdigest()
+
+
+def probe_source(src: SourceFile) -> str:
+    try:
+        return probe(src.path, src.size)
+    except OSError as e:
+        raise SourceError(e) from None
+
+
+def link_published(published: Path, dst: Path) -> str:
+    """Make `dst` share `published`'s data: a reflink where the filesystem can, else a hard link.
+
+    Published files are read-only and never rewritten, so a hard link is as safe as a copy. Returns
+    "reflink" or "hardlink"; raises OSError when neither works (the caller copies instead).
+    """
+    src_fd = os.open(published, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.ioctl(dst_fd, FICLONE, src_fd)
+            os.fsync(dst_fd)
+            return "reflink"
+        except OSError:
+            pass
+        finally:
+            os.close(dst_fd)
+    finally:
+        os.close(src_fd)
+    os.unlink(dst)
+    os.link(published, dst)
+    return "hardlink"
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a directory (or file) by path, so the entries in it survive a crash."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def is_out_of_space(error: OSError) -> bool:
+    return error.errno in (errno.ENOSPC, errno.EDQUOT)

@@ -1,0 +1,209 @@
+"""How each framework marks a checkpoint complete (docs/checkpoints.md has the table).
+
+Each rule looks at one checkpoint directory and returns `Evidence` (complete or not, and why), or None
+when the directory is not of its layout. `auto` asks every rule: any negative evidence wins (a half-
+written checkpoint that looks complete is worse than none), then any positive evidence makes it
+complete; a directory no rule recognises is not complete. An explicit completion mode asks only its rule.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from multinode.checkpoints.names import METADATA_TMP, UNFINISHED_SUFFIX, parse_step
+
+
+class Completion(StrEnum):
+    AUTO = "auto"
+    MARKER = "marker"
+    DCP = "dcp"
+    MEGATRON = "megatron"
+    DEEPSPEED = "deepspeed"
+    HF = "hf"
+    NEMO = "nemo"
+    ORBAX = "orbax"
+
+
+MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
+DEEPSPEED_TRACKER = "latest"
+_MEGATRON_DIR = re.compile(r"^iter_\d+$")
+_DEEPSPEED_DIR = re.compile(r"^global_step\d+$")
+_HF_DIR = re.compile(r"^checkpoint-\d+$")
+_TORCHTITAN_DIR = re.compile(r"^step-\d+$")
+_ORBAX_DIR = re.compile(r"^\d+$")
+_NEMO_NAME = re.compile(r"step=\d+")
+# DCP's .metadata is a pickle naming each shard's file; its names appear verbatim in the bytes.
+_DISTCP_NAME = re.compile(rb"[A-Za-z0-9_.\-]{1,255}\.distcp(?![A-Za-z0-9_])")
+_ORBAX_TOP_FILES = ("_CHECKPOINT_METADATA", "commit_success.txt")
+_ORBAX_ITEM_FILES = ("_METADATA", "manifest.ocdbt", "_sharding", "checkpoint")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    complete: bool
+    framework: str
+    why: str
+
+
+@dataclass
+class SourceView:
+    """What the rules may know about the source directory besides the checkpoint itself."""
+
+    names: set[str]                      # the source's direct children
+    megatron_tracker: str | None         # content of latest_checkpointed_iteration.txt
+    deepspeed_tag: str | None            # the tag `latest` names
+    settled: Callable[[str, Path], tuple[bool, str]]   # the settle rule for one checkpoint
+    settle_seconds: float
+    final: bool
+
+
+Rule = Callable[[str, Path, SourceView, bool], "Evidence | None"]
+
+
+def _settle(framework: str, what: str, name: str, path: Path, src: SourceView) -> Evidence:
+    if src.final:
+        return Evidence(True, framework, f"{what}; the job has ended")
+    ok, words = src.settled(name, path)
+    if ok:
+        return Evidence(True, framework, f"{what}; files unchanged for >= {src.settle_seconds:g}s ({words})")
+    return Evidence(False, framework, f"{what}; waiting until its files are unchanged for "
+                                      f"{src.settle_seconds:g}s ({words})")
+
+
+def marker_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
+    if (path / "COMPLETE").exists():
+        return Evidence(True, "marker", "COMPLETE marker")
+    return Evidence(False, "marker", "no COMPLETE marker") if explicit else None
+
+
+def dcp_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
+    framework = "torchtitan" if _TORCHTITAN_DIR.match(name) else "dcp"
+    metadata = path / ".metadata"
+    if metadata.is_file():
+        present = set(os.listdir(path))
+        missing = [n for n in sorted(_expected_shards(metadata)) if n not in present and n[1:] not in present]
+        if missing:
+            return Evidence(False, framework, f"DCP .metadata names {len(missing)} shard file(s) that are not "
+                                              f"there, e.g. {missing[0]}")
+        return Evidence(True, framework, "DCP .metadata")
+    if (path / METADATA_TMP).exists():
+        return Evidence(False, framework, "DCP save in progress (.metadata.tmp, no .metadata yet)")
+    return Evidence(False, framework, "no DCP .metadata") if explicit else None
+
+
+def _expected_shards(metadata: Path) -> set[str]:
+    """The .distcp file names the DCP metadata refers to (read as bytes: never unpickle)."""
+    names = set()
+    for match in _DISTCP_NAME.finditer(metadata.read_bytes()):
+        # A one-byte pickle length prefix may be printable and glued on: the rule accepts n or n[1:].
+        names.add(match.group(0).decode("ascii"))
+    return names
+
+
+def megatron_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
+    if not (_MEGATRON_DIR.match(name) or name == "release"):
+        return Evidence(False, "megatron", "not a Megatron iter_* directory") if explicit else None
+    tracker = src.megatron_tracker
+    if tracker is None:
+        return Evidence(False, "megatron", f"{MEGATRON_TRACKER} not written yet")
+    if tracker == "release" or name == "release":
+        done = tracker == name
+        return Evidence(done, "megatron", f"{MEGATRON_TRACKER} names {tracker!r}")
+    if not tracker.isdigit():
+        return Evidence(False, "megatron", f"{MEGATRON_TRACKER} is unreadable: {tracker[:40]!r}")
+    newest, step = int(tracker), parse_step(name)
+    if step is not None and step <= newest:
+        return Evidence(True, "megatron", f"{MEGATRON_TRACKER} names iteration {newest}")
+    return Evidence(False, "megatron", f"newer than iteration {newest}, which {MEGATRON_TRACKER} names")
+
+
+def deepspeed_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
+    tag = src.deepspeed_tag
+    if not (_DEEPSPEED_DIR.match(name) or name == tag):
+        return Evidence(False, "deepspeed", "not a DeepSpeed global_step* directory") if explicit else None
+    if tag is None:
+        return Evidence(False, "deepspeed", "no `latest` file names a tag yet")
+    if name == tag:
+        return _settle("deepspeed", "`latest` names it", name, path, src)
+    step, tag_step = parse_step(name), parse_step(tag)
+    if step is not None and tag_step is not None and step < tag_step:
+        return Evidence(True, "deepspeed", f"older than {tag}, which `latest` names")
+    return Evidence(False, "deepspeed", f"`latest` names {tag}, not this one")
+
+
+def hf_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
+    if not _HF_DIR.match(name):
+        return Evidence(False, "hf", "not an HF checkpoint-<step> directory") if explicit else None
+    if not (path / "trainer_state.json").is_file():
+        # Without it the directory may be another layout under an HF-like name; auto then needs other evidence.
+        return Evidence(False, "hf", "trainer_state.json not written yet") if explicit else None
+    return _settle("hf", "trainer_state.json written", name, path, src)
+
+
+def nemo_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
+    # An -unfinished marker is checked for every mode (unfinished_marker); here it is known to be absent.
+    if explicit or _NEMO_NAME.search(name):
+        return Evidence(True, "nemo", "no -unfinished marker")
+    return None
+
+
+def orbax_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
+    if not _ORBAX_DIR.match(name):
+        return Evidence(False, "orbax", "not an Orbax <step> directory") if explicit else None
+    # Orbax commits by renaming <step>.orbax-checkpoint-tmp-<ts> to <step>. In auto mode a bare number
+    # counts only with Orbax's own files in it: other code may write into a numbered directory in place.
+    if explicit or _looks_like_orbax(path):
+        return Evidence(True, "orbax", "Orbax committed name (no tmp suffix)")
+    return None
+
+
+def _looks_like_orbax(path: Path) -> bool:
+    if any((path / f).exists() for f in _ORBAX_TOP_FILES):
+        return True
+    with os.scandir(path) as entries:
+        items = [e.path for e in entries if e.is_dir()]
+    return any(os.path.exists(os.path.join(item, f)) for item in items for f in _ORBAX_ITEM_FILES)
+
+
+def unfinished_marker(name: str, path: Path, src: SourceView) -> str | None:
+    """NeMo's `<ckpt>-unfinished` marker beside the directory or inside it: never take it while it exists."""
+    if name + UNFINISHED_SUFFIX in src.names:
+        return f"NeMo save in progress: {name}{UNFINISHED_SUFFIX} exists beside it"
+    with os.scandir(path) as entries:
+        inner = sorted(e.name for e in entries if e.name.endswith(UNFINISHED_SUFFIX))
+    return f"save in progress: {inner[0]} marker inside it" if inner else None
+
+
+# auto asks the layout-specific rules first, so the framework it reports is the most specific one.
+RULES: dict[Completion, Rule] = {
+    Completion.MEGATRON: megatron_rule,
+    Completion.DEEPSPEED: deepspeed_rule,
+    Completion.HF: hf_rule,
+    Completion.NEMO: nemo_rule,
+    Completion.ORBAX: orbax_rule,
+    Completion.DCP: dcp_rule,
+    Completion.MARKER: marker_rule,
+}
+
+
+def judge(name: str, path: Path, src: SourceView, completion: Completion) -> Evidence:
+    """Whether the checkpoint directory `path` (named `name`) is complete under `completion`."""
+    marker = unfinished_marker(name, path, src)
+    if marker:
+        return Evidence(False, "nemo", marker)
+    if completion != Completion.AUTO:
+        found = RULES[completion](name, path, src, True)
+        assert found is not None  # explicit rules always answer
+        return found
+    evidence = [e for rule in RULES.values() if (e := rule(name, path, src, False)) is not None]
+    against = [e for e in evidence if not e.complete]
+    if against:
+        return against[0]
+    if evidence:
+        return Evidence(True, evidence[0].framework, "; ".join(e.why for e in evidence))
+    return Evidence(False, "", "no completion evidence of any known layout")

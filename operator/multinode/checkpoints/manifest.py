@@ -1,0 +1,190 @@
+"""The manifest of a published checkpoint, and reading the published checkpoints back.
+
+A published checkpoint is a non-hidden directory in the destination whose manifest parses and whose files
+have the sizes the manifest lists (and no others). The manifest is written last, into the staging
+directory, before the rename that publishes it: a directory without a valid one is never a checkpoint.
+The manifest is `mirror-manifest.json`, not `manifest.json`, because checkpoints may carry their own
+`manifest.json` (the seeds' convention does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+
+from multinode.checkpoints.names import order_key
+
+MANIFEST_NAME = "mirror-manifest.json"
+FORMAT_VERSION = 1
+HASH_BUFFER = 8 << 20
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class CorruptCheckpoint(Exception):
+    """A published checkpoint does not match its manifest; `path` is the offending file."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class MirroredCheckpoint:
+    """A published checkpoint in the destination, read from its manifest."""
+
+    name: str
+    path: Path
+    step: int | None
+    total_bytes: int
+    files: int
+    mirrored_at: str            # RFC3339 UTC
+    source: str
+    completed_at: str | None    # when the engine first saw it complete (for lag)
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    path: str          # relative, "/"-separated
+    size: int
+    sha256: str
+    mtime_ns: int | None = None   # of the source file: a dedupe hint
+    probe: str | None = None      # digest of sampled blocks: a dedupe hint (copying.probe)
+
+
+def rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def manifest_document(*, name: str, source: str, step: int | None, framework: str | None,
+                      files: list[ManifestFile], copied_bytes: int, linked_bytes: int,
+                      completed_at: str | None, mirrored_at: str) -> dict:
+    return {
+        "format": FORMAT_VERSION, "name": name, "source": source, "step": step, "framework": framework,
+        "total_bytes": sum(f.size for f in files), "copied_bytes": copied_bytes, "linked_bytes": linked_bytes,
+        "completed_at": completed_at, "mirrored_at": mirrored_at,
+        "files": [{k: v for k, v in vars(f).items() if v is not None} for f in files],
+    }
+
+
+def read_manifest(path: Path) -> tuple[MirroredCheckpoint, list[ManifestFile]]:
+    """Parse and check the manifest of the checkpoint directory `path` (not its files)."""
+    manifest = path / MANIFEST_NAME
+    try:
+        doc = json.loads(manifest.read_bytes())
+    except FileNotFoundError:
+        raise CorruptCheckpoint(manifest, "missing") from None
+    except (OSError, ValueError) as e:
+        raise CorruptCheckpoint(manifest, f"unreadable: {e}") from None
+    try:
+        if doc["format"] != FORMAT_VERSION:
+            raise ValueError(f"format {doc['format']!r}, expected {FORMAT_VERSION}")
+        if doc["name"] != path.name:
+            raise ValueError(f"names {doc['name']!r}, not the directory's name")
+        files = [_manifest_file(entry) for entry in doc["files"]]
+        total = sum(f.size for f in files)
+        if doc["total_bytes"] != total:
+            raise ValueError(f"total_bytes {doc['total_bytes']} but the files add up to {total}")
+        step = doc["step"]
+        if step is not None and (type(step) is not int):
+            raise ValueError(f"step {step!r}")
+        checkpoint = MirroredCheckpoint(name=path.name, path=path, step=step, total_bytes=total, files=len(files),
+                                        mirrored_at=str(doc["mirrored_at"]), source=str(doc["source"]),
+                                        completed_at=doc.get("completed_at"))
+    except (KeyError, TypeError, ValueError) as e:
+        raise CorruptCheckpoint(manifest, f"invalid: {e!r}") from None
+    return checkpoint, files
+
+
+def _manifest_file(entry: dict) -> ManifestFile:
+    rel, size, sha = entry["path"], entry["size"], entry["sha256"]
+    parts = PurePosixPath(rel).parts if isinstance(rel, str) else ()
+    # A manifest names files inside its own directory only.
+    if not parts or rel.startswith("/") or any(p in ("..", ".", "") for p in parts) or rel == MANIFEST_NAME:
+        raise ValueError(f"file path {rel!r}")
+    if type(size) is not int or size < 0 or not isinstance(sha, str) or not _SHA256.match(sha):
+        raise ValueError(f"file entry {entry!r}")
+    return ManifestFile(rel, size, sha, entry.get("mtime_ns"), entry.get("probe"))
+
+
+def check_files(path: Path, files: list[ManifestFile], *, full: bool) -> None:
+    """Every listed file exists with its size (and, if `full`, its sha256), and no other file is there."""
+    listed = {f.path for f in files}
+    for dirpath, _, filenames in os.walk(path):
+        for name in filenames:
+            rel = (Path(dirpath) / name).relative_to(path).as_posix()
+            if rel not in listed and rel != MANIFEST_NAME:
+                raise CorruptCheckpoint(Path(dirpath) / name, "not in the manifest")
+    for f in files:
+        file = path / f.path
+        try:
+            st = os.lstat(file)
+        except OSError:
+            raise CorruptCheckpoint(file, "missing") from None
+        if not os.path.isfile(file) or os.path.islink(file):
+            raise CorruptCheckpoint(file, "not a regular file")
+        if st.st_size != f.size:
+            raise CorruptCheckpoint(file, f"size {st.st_size}, manifest says {f.size}")
+        if full:
+            digest = sha256_of(file)
+            if digest != f.sha256:
+                raise CorruptCheckpoint(file, f"sha256 {digest}, manifest says {f.sha256}")
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(max(1, min(HASH_BUFFER, os.fstat(f.fileno()).st_size + 1)))
+        view = memoryview(buf)
+        while n := f.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+def verify_mirrored(path: Path, *, full: bool = True) -> None:
+    """Raise CorruptCheckpoint, naming the file, unless `path` matches its manifest.
+
+    `full=False` checks the manifest, the file list and sizes; `full=True` also re-hashes every file.
+    """
+    path = Path(path)
+    _, files = read_manifest(path)
+    check_files(path, files, full=full)
+
+
+def read_published(dest: Path) -> tuple[list[tuple[MirroredCheckpoint, list[ManifestFile]]],
+                                        dict[str, CorruptCheckpoint]]:
+    """Published checkpoints (oldest first) with their manifests' files, and the directories that look
+    published but are not (missing or corrupt manifest, wrong sizes)."""
+    good, bad = [], {}
+    try:
+        entries = sorted(os.scandir(dest), key=lambda e: e.name)
+    except FileNotFoundError:
+        return [], {}
+    for entry in entries:
+        if entry.name.startswith(".") or entry.is_symlink() or not entry.is_dir():
+            continue
+        path = Path(entry.path)
+        try:
+            checkpoint, files = read_manifest(path)
+            check_files(path, files, full=False)
+        except CorruptCheckpoint as e:
+            bad[entry.name] = e
+            continue
+        good.append((checkpoint, files))
+    good.sort(key=lambda item: published_order(item[0]))
+    return good, bad
+
+
+def published_order(c: MirroredCheckpoint) -> tuple:
+    return (order_key(c.step, 0), c.mirrored_at, c.name)
+
+
+def list_mirrored(dest: Path) -> list[MirroredCheckpoint]:
+    """The published checkpoints in `dest`, newest last: only those whose manifest parses and whose files
+    have the listed sizes."""
+    return [checkpoint for checkpoint, _ in read_published(Path(dest))[0]]

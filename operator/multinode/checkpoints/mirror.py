@@ -1,0 +1,220 @@
+"""The mirror: one pass copies the complete checkpoints of a job's cache into the backed-up volume.
+
+A pass: take the destination's lock, remove leftovers of a crashed pass, read what is published, scan
+the source, publish what is complete and not yet published (the newest `keep`, oldest first), then prune
+down to `keep`. Expected faults never raise: each becomes a MirrorProblem with a CamelCase reason, logged
+as one WARNING line, and the caller reports them.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from multinode.checkpoints.dedupe import DedupeIndex
+from multinode.checkpoints.layouts import Completion
+from multinode.checkpoints.manifest import MirroredCheckpoint, published_order, read_published, rfc3339
+from multinode.checkpoints.publish import STAGING_PREFIX, PublishFailed, publish
+from multinode.checkpoints.scan import CheckpointCandidate, scan_checkpoints
+from multinode.checkpoints.settle import SettleTracker
+
+TRASH_PREFIX = ".trash-"
+LOCK_NAME = ".mirror.lock"
+MB = 1_000_000
+
+
+@dataclass
+class MirrorProblem:
+    reason: str       # CamelCase: CacheUnavailable, SourceVanished, SourceChanged, DestinationFull, ...
+    message: str
+    checkpoint: str | None = None
+
+
+@dataclass
+class SyncReport:
+    mirrored: list[MirroredCheckpoint] = field(default_factory=list)   # published in this pass
+    pruned: list[str] = field(default_factory=list)
+    problems: list[MirrorProblem] = field(default_factory=list)
+    latest: MirroredCheckpoint | None = None    # newest valid published checkpoint after the pass
+    bytes_copied: int = 0
+    bytes_linked: int = 0
+    seconds: float = 0.0
+    lag_seconds: list[float] = field(default_factory=list)   # per mirrored: published - first seen complete
+
+
+class _Busy(Exception):
+    pass
+
+
+class Mirror:
+    """Mirrors `source` (the job's cache directory) into `dest` (the job's directory on the backed-up volume).
+
+    `pinned()` names checkpoints that must not be pruned (names or paths; the one a running attempt
+    resumed from). `clock` is the wall clock, injectable for tests of the settle rule and of lag.
+    """
+
+    def __init__(self, source: Path, dest: Path, *, completion: Completion = Completion.AUTO, keep: int = 3,
+                 workers: int = 8, settle_seconds: float = 60.0, pinned: Callable[[], set[str]] = lambda: set(),
+                 log: logging.Logger | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.source, self.dest = Path(source), Path(dest)
+        self.completion = Completion(completion)
+        self.keep, self.workers, self.settle_seconds = keep, workers, settle_seconds
+        self.pinned, self.clock = pinned, clock
+        self.log = log or logging.getLogger("multinode.checkpoints")
+        self._settle = SettleTracker()
+        self._first_complete: dict[str, float] = {}
+
+    def sync_once(self, *, final: bool = False) -> SyncReport:
+        """One pass. `final=True` once the job has ended: nothing is being written, so nothing needs to settle."""
+        started = time.monotonic()
+        report = SyncReport()
+        try:
+            self.dest.mkdir(parents=True, exist_ok=True)
+            with self._locked():
+                self._pass(report, final)
+        except _Busy:
+            self._problem(report, "DestinationBusy", f"another mirror holds {self.dest / LOCK_NAME}")
+        except OSError as e:
+            self._problem(report, "DestinationUnavailable", f"{self.dest}: {e.strerror or e}")
+        report.seconds = time.monotonic() - started
+        return report
+
+    def _pass(self, report: SyncReport, final: bool) -> None:
+        self._remove_leftovers(report)
+        published, corrupt = read_published(self.dest)
+        candidates = self._scan(report, final)
+        complete = [c for c in candidates if c.complete]
+        wanted = self._wanted(complete)
+        occupied = {c.name for c, _ in published}
+        for name, error in corrupt.items():
+            if any(c.name == name for c in wanted):
+                fate = "moved aside and mirrored again"
+            elif any(c.name == name for c in complete):
+                fate = f"moved aside; older than the newest {self.keep}, so not mirrored again"
+            else:
+                fate = "left as is: the cache has no complete copy to replace it with"
+            self._problem(report, "CorruptManifest", f"{error}; {fate}", name)
+            if fate.startswith("left") or not self._discard(self.dest / name, report, name):
+                occupied.add(name)
+
+        index = DedupeIndex()
+        for checkpoint, files in published:
+            index.add(checkpoint.path, files)
+        for candidate in wanted:
+            if candidate.name in occupied:
+                continue
+            if not self._publish(candidate, index, published, report) and \
+                    report.problems[-1].reason == "DestinationFull":
+                break   # the next checkpoint would not fit either
+        published.sort(key=lambda item: published_order(item[0]))
+        self._prune([c for c, _ in published], report)
+        report.latest = published[-1][0] if published else None
+
+    def _scan(self, report: SyncReport, final: bool) -> list[CheckpointCandidate]:
+        try:
+            candidates = scan_checkpoints(self.source, self.completion, settle_seconds=self.settle_seconds,
+                                          now=self.clock(), final=final, settle=self._settle)
+        except OSError as e:
+            self._problem(report, "CacheUnavailable", f"cannot read the cache directory {self.source}: "
+                                                      f"{e.strerror or e}")
+            return []
+        now = self.clock()
+        for c in candidates:
+            if c.complete:
+                self._first_complete.setdefault(c.name, now)
+        present = {c.name for c in candidates}
+        self._first_complete = {n: t for n, t in self._first_complete.items() if n in present}
+        return candidates
+
+    def _wanted(self, complete: list[CheckpointCandidate]) -> list[CheckpointCandidate]:
+        """The complete checkpoints retention would keep (oldest first): older ones would be pruned at once."""
+        return complete[-max(1, self.keep):]
+
+    def _publish(self, candidate: CheckpointCandidate, index: DedupeIndex, published: list,
+                 report: SyncReport) -> bool:
+        first_complete = self._first_complete.get(candidate.name)
+        try:
+            result = publish(candidate, self.dest, index=index, workers=self.workers, clock=self.clock,
+                             completed_at=rfc3339(first_complete) if first_complete is not None else None)
+        except PublishFailed as e:
+            self._problem(report, e.reason, e.message, candidate.name)
+            return False
+        except OSError as e:   # anything the publisher did not expect is still only this checkpoint's fault
+            self._problem(report, "CopyFailed", f"{candidate.name}: {e}", candidate.name)
+            return False
+        index.add(result.checkpoint.path, result.files)
+        published.append((result.checkpoint, result.files))
+        report.mirrored.append(result.checkpoint)
+        report.bytes_copied += result.copied_bytes
+        report.bytes_linked += result.linked_bytes
+        if first_complete is not None:
+            report.lag_seconds.append(max(0.0, result.mirrored_time - first_complete))
+        rate = result.copied_bytes / MB / result.seconds if result.seconds > 0 else 0.0
+        self.log.info("mirrored %s (step %s): %.1f MB copied, %.1f MB linked in %.2fs (%.0f MB/s)",
+                      candidate.name, candidate.step, result.copied_bytes / MB, result.linked_bytes / MB,
+                      result.seconds, rate)
+        return True
+
+    def _prune(self, published: list[MirroredCheckpoint], report: SyncReport) -> None:
+        """Keep the newest `keep`, the newest one whatever `keep` says, and every pinned one."""
+        if not published:
+            return
+        try:
+            pinned = {Path(p).name for p in self.pinned()}
+        except Exception as e:  # noqa: BLE001 - the caller's callback: without it, pruning is unsafe
+            self._problem(report, "PinnedUnknown", f"cannot tell which checkpoints are pinned ({e}); nothing pruned")
+            return
+        keep = {c.name for c in published[-max(1, self.keep):]} | pinned
+        for checkpoint in published:
+            if checkpoint.name not in keep and self._discard(checkpoint.path, report, checkpoint.name):
+                report.pruned.append(checkpoint.name)
+                self.log.info("pruned %s (step %s)", checkpoint.name, checkpoint.step)
+
+    def _discard(self, path: Path, report: SyncReport, name: str) -> bool:
+        """Rename to .trash-* first, so a half-deleted directory never looks published; then delete."""
+        trash = self.dest / f"{TRASH_PREFIX}{path.name[:200]}-{secrets.token_hex(4)}"
+        try:
+            os.rename(path, trash)
+        except OSError as e:
+            self._problem(report, "PruneFailed", f"cannot move {path} aside: {e.strerror or e}", name)
+            return False
+        shutil.rmtree(trash, ignore_errors=True)   # a leftover is removed by the next pass
+        return True
+
+    def _remove_leftovers(self, report: SyncReport) -> None:
+        """Staging and trash directories of a pass that crashed (we hold the lock: no pass is running)."""
+        for entry in os.scandir(self.dest):
+            if entry.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) and not entry.is_symlink() and entry.is_dir():
+                shutil.rmtree(entry.path, ignore_errors=True)
+                if os.path.lexists(entry.path):
+                    self._problem(report, "CleanupFailed", f"cannot remove {entry.path}")
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        fd = os.open(self.dest / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise _Busy() from None
+            except OSError as e:
+                if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                # The filesystem cannot lock: one mirror per job is the deployment's guarantee then.
+            yield
+        finally:
+            os.close(fd)
+
+    def _problem(self, report: SyncReport, reason: str, message: str, checkpoint: str | None = None) -> None:
+        report.problems.append(MirrorProblem(reason, message, checkpoint))
+        self.log.warning("%s: %s", reason, message)
+

@@ -1,0 +1,236 @@
+"""Publishing one checkpoint: stage, copy or link every file in parallel, verify, write the manifest
+last, rename into place.
+
+Crash-safe because the destination only ever gains a non-hidden directory by one rename of a staging
+directory whose files and manifest are already written and fsynced. A crash leaves a `.staging-*`
+directory, which the next pass removes. A fault abandons the whole checkpoint (staging removed) and is
+raised as PublishFailed with the reason the caller reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from multinode.checkpoints.copying import (
+    Cancelled,
+    DestinationError,
+    SourceChanged,
+    SourceError,
+    copy_and_hash,
+    fsync_path,
+    hash_source,
+    is_out_of_space,
+    link_published,
+    probe,
+    probe_source,
+)
+from multinode.checkpoints.dedupe import DedupeIndex
+from multinode.checkpoints.manifest import (
+    MANIFEST_NAME,
+    ManifestFile,
+    MirroredCheckpoint,
+    manifest_document,
+    rfc3339,
+)
+from multinode.checkpoints.scan import CheckpointCandidate
+from multinode.checkpoints.tree import SourceFile, walk_files
+
+STAGING_PREFIX = ".staging-"
+READ_ONLY = 0o444
+
+
+class PublishFailed(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class PublishResult:
+    checkpoint: MirroredCheckpoint
+    files: list[ManifestFile]
+    copied_bytes: int
+    linked_bytes: int
+    seconds: float
+    mirrored_time: float   # the clock's reading when it was published
+
+
+def publish(candidate: CheckpointCandidate, dest: Path, *, index: DedupeIndex, workers: int,
+            completed_at: str | None, clock: Callable[[], float]) -> PublishResult:
+    staging = dest / f"{STAGING_PREFIX}{candidate.name[:200]}-{secrets.token_hex(4)}"
+    try:
+        return _Publisher(candidate, dest, staging, index, workers).run(completed_at, clock)
+    except PublishFailed:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    except (SourceError, DestinationError, SourceChanged) as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise _classify(e, candidate, dest) from None
+
+
+def _classify(e: Exception, candidate: CheckpointCandidate, dest: Path) -> PublishFailed:
+    if isinstance(e, SourceChanged):
+        return PublishFailed("SourceChanged", f"{e}; not published, tried again next pass")
+    error = e.error  # type: ignore[attr-defined]
+    where = error.filename or candidate.path
+    if isinstance(e, SourceError):
+        if isinstance(error, (FileNotFoundError, NotADirectoryError)):
+            return PublishFailed("SourceVanished", f"{where} vanished while {candidate.name} was copied")
+        return PublishFailed("CopyFailed", f"cannot read {where}: {error.strerror or error}")
+    if is_out_of_space(error):
+        return PublishFailed("DestinationFull", f"no space left in {dest} while copying {candidate.name} "
+                                                f"({error.strerror}); nothing published")
+    return PublishFailed("CopyFailed", f"cannot write {where}: {error.strerror or error}")
+
+
+class _Publisher:
+    def __init__(self, candidate: CheckpointCandidate, dest: Path, staging: Path, index: DedupeIndex,
+                 workers: int) -> None:
+        self.candidate, self.dest, self.staging, self.index = candidate, dest, staging, index
+        self.workers = max(1, workers)
+        self.cancel = threading.Event()
+
+    def run(self, completed_at: str | None, clock: Callable[[], float]) -> PublishResult:
+        started = time.monotonic()
+        try:
+            files = [f for f in walk_files(self.candidate.path) if f.rel != MANIFEST_NAME]
+        except OSError as e:
+            raise SourceError(e) from None
+        dirs = self._make_dirs(files)
+        entries, copied, linked = self._stage_all(files)
+        self._check_sizes(entries)
+        mirrored_time = clock()
+        doc = manifest_document(name=self.candidate.name, source=str(self.candidate.path), step=self.candidate.step,
+                                framework=self.candidate.framework, files=entries, copied_bytes=copied,
+                                linked_bytes=linked, completed_at=completed_at, mirrored_at=rfc3339(mirrored_time))
+        final = self.dest / self.candidate.name
+        try:
+            for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+                fsync_path(d)
+            self._write_manifest(doc)
+            fsync_path(self.staging)
+            if os.path.lexists(final):
+                raise PublishFailed("CopyFailed", f"{final} appeared while {self.candidate.name} was staged")
+            os.rename(self.staging, final)
+            fsync_path(self.dest)
+        except OSError as e:
+            raise DestinationError(e) from None
+        checkpoint = MirroredCheckpoint(name=self.candidate.name, path=final, step=self.candidate.step,
+                                        total_bytes=doc["total_bytes"], files=len(entries),
+                                        mirrored_at=doc["mirrored_at"], source=doc["source"],
+                                        completed_at=completed_at)
+        return PublishResult(checkpoint, entries, copied, linked, time.monotonic() - started, mirrored_time)
+
+    def _make_dirs(self, files: list[SourceFile]) -> set[Path]:
+        dirs = {self.staging}
+        for f in files:
+            parent = (self.staging / f.rel).parent
+            while parent not in dirs:
+                dirs.add(parent)
+                parent = parent.parent
+        try:
+            for d in sorted(dirs, key=lambda p: len(p.parts)):
+                os.mkdir(d)
+        except OSError as e:
+            raise DestinationError(e) from None
+        return dirs
+
+    def _stage_all(self, files: list[SourceFile]) -> tuple[list[ManifestFile], int, int]:
+        """Stage every file, the biggest first; the first failure cancels the rest and is raised."""
+        results: dict[str, tuple[ManifestFile, int, int]] = {}
+        first_error: BaseException | None = None
+        with ThreadPoolExecutor(max_workers=min(self.workers, max(1, len(files))),
+                                thread_name_prefix="mirror-copy") as pool:
+            futures = [pool.submit(self._stage_one, f) for f in sorted(files, key=lambda f: -f.size)]
+            for future in as_completed(futures):
+                try:
+                    entry, copied, linked = future.result()
+                    results[entry.path] = (entry, copied, linked)
+                except Cancelled:
+                    pass
+                except BaseException as e:  # noqa: BLE001 - re-raised below, after every worker stopped
+                    self.cancel.set()
+                    first_error = first_error or e
+        if first_error is not None:
+            raise first_error
+        ordered = [results[f.rel] for f in files]
+        return [r[0] for r in ordered], sum(r[1] for r in ordered), sum(r[2] for r in ordered)
+
+    def _stage_one(self, f: SourceFile) -> tuple[ManifestFile, int, int]:
+        if self.cancel.is_set():
+            raise Cancelled()
+        try:
+            return self._copy_or_link(f)
+        except BaseException:
+            self.cancel.set()
+            raise
+
+    def _copy_or_link(self, f: SourceFile) -> tuple[ManifestFile, int, int]:
+        dst = self.staging / f.rel
+        expected = None
+        if self.index.worth_hashing(f, probe_source):
+            expected = hash_source(f, self.cancel)
+            known = self.index.find(expected, f.size)
+            if known is not None and self._link(known.path, dst, f.size):
+                fingerprint = known.probe or self._probe(dst, f.size)
+                return ManifestFile(f.rel, f.size, expected, f.mtime_ns, fingerprint), 0, f.size
+        digest = copy_and_hash(f, dst, self.cancel)
+        if expected is not None and digest != expected:
+            raise SourceChanged(f"{f.path} changed between hashing and copying")
+        return ManifestFile(f.rel, f.size, digest, f.mtime_ns, self._probe(dst, f.size)), f.size, 0
+
+    @staticmethod
+    def _link(published: Path, dst: Path, size: int) -> bool:
+        try:
+            link_published(published, dst)
+            if os.stat(dst).st_size == size:
+                return True
+        except OSError as e:
+            if is_out_of_space(e):
+                raise DestinationError(e) from None
+        try:  # the published file vanished or cannot be linked: copy instead
+            os.unlink(dst)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise DestinationError(e) from None
+        return False
+
+    @staticmethod
+    def _probe(path: Path, size: int) -> str:
+        try:
+            return probe(path, size)
+        except OSError as e:
+            raise DestinationError(e) from None
+
+    def _check_sizes(self, entries: list[ManifestFile]) -> None:
+        for entry in entries:
+            path = self.staging / entry.path
+            try:
+                size = os.stat(path).st_size
+                os.chmod(path, READ_ONLY)   # published files are immutable: hard links to them are safe
+            except OSError as e:
+                raise DestinationError(e) from None
+            if size != entry.size:
+                raise PublishFailed("CopyFailed", f"staged {path} has {size} bytes, expected {entry.size}")
+
+    def _write_manifest(self, doc: dict) -> None:
+        data = json.dumps(doc, indent=1).encode()
+        fd = os.open(self.staging / MANIFEST_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, READ_ONLY)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)

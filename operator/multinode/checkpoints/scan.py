@@ -1,0 +1,121 @@
+"""Finding the checkpoints in a job's cache directory and telling which are complete."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from multinode.checkpoints.layouts import DEEPSPEED_TRACKER, MEGATRON_TRACKER, Completion, SourceView, judge
+from multinode.checkpoints.names import never_taken, order_key, parse_step
+from multinode.checkpoints.settle import SettleTracker, settled_by_mtime
+from multinode.checkpoints.tree import Snapshot, take_snapshot
+
+_TRACKER_MAX_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class CheckpointCandidate:
+    """A checkpoint directory found in the source."""
+
+    name: str
+    path: Path
+    step: int | None
+    framework: str | None
+    complete: bool
+    why: str             # a human reason, whether complete or not
+    mtime_ns: int = 0    # of the directory: orders checkpoints of equal step
+
+
+def scan_checkpoints(source: Path, completion: Completion = Completion.AUTO, *, settle_seconds: float = 60.0,
+                     now: float | None = None, final: bool = False,
+                     settle: SettleTracker | None = None) -> list[CheckpointCandidate]:
+    """Every checkpoint directory directly under `source`, oldest first (by step, then mtime).
+
+    `final=True` says the job has ended, so nothing is being written any more: the settle rule is then
+    satisfied at once. `settle` remembers snapshots across calls (the Mirror passes its own); without it
+    the settle rule looks at file ages instead. Raises OSError when `source` cannot be listed.
+    """
+    source = Path(source)
+    now = time.time() if now is None else now
+    with os.scandir(source) as it:
+        entries = list(it)
+    names = {e.name for e in entries}
+    snapshots: dict[str, Snapshot] = {}
+
+    def settled(name: str, path: Path) -> tuple[bool, str]:
+        if name not in snapshots:
+            snapshots[name] = take_snapshot(path)
+        if settle is not None:
+            return settle.check(name, snapshots[name], now, settle_seconds)
+        return settled_by_mtime(snapshots[name], now, settle_seconds)
+
+    view = SourceView(names=names, megatron_tracker=_read_tracker(source / MEGATRON_TRACKER),
+                      deepspeed_tag=_read_tag(source / DEEPSPEED_TRACKER), settled=settled,
+                      settle_seconds=settle_seconds, final=final)
+    candidates = []
+    for entry in entries:
+        candidate = _inspect(entry, view, Completion(completion))
+        if candidate is not None:
+            candidates.append(candidate)
+    if settle is not None:
+        settle.retain(c.name for c in candidates)
+    return sorted(candidates, key=lambda c: (order_key(c.step, c.mtime_ns), c.name))
+
+
+def _inspect(entry: os.DirEntry, view: SourceView, completion: Completion) -> CheckpointCandidate | None:
+    name = entry.name
+    try:
+        # A symlink in the source is an alias (DeepSpeed's `latest` may be one), not a checkpoint.
+        if name.startswith(".") or entry.is_symlink() or not entry.is_dir():
+            return None
+        mtime_ns = entry.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+    path, step = Path(entry.path), parse_step(name)
+    why_not = never_taken(name)
+    if why_not:
+        return CheckpointCandidate(name, path, step, _temporary_framework(name), False, why_not, mtime_ns)
+    try:
+        evidence = judge(name, path, view, completion)
+    except FileNotFoundError:
+        return None   # vanished while we looked
+    except OSError as e:
+        return CheckpointCandidate(name, path, step, None, False, f"cannot inspect: {e}", mtime_ns)
+    return CheckpointCandidate(name, path, step, evidence.framework or None, evidence.complete, evidence.why,
+                               mtime_ns)
+
+
+def _temporary_framework(name: str) -> str | None:
+    if ".orbax-checkpoint-tmp-" in name:
+        return "orbax"
+    if name.endswith("-unfinished"):
+        return "nemo"
+    if name.startswith("tmp-checkpoint-"):
+        return "hf"
+    return None
+
+
+def _read_tracker(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_TRACKER_MAX_BYTES).decode("utf-8", "replace").strip()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    except OSError:
+        return ""   # exists but unreadable: rules treat it as not naming anything
+
+
+def _read_tag(path: Path) -> str | None:
+    """The tag DeepSpeed's `latest` names: the file's content, or a symlink's target."""
+    if path.is_symlink():
+        return os.path.basename(os.readlink(path).rstrip("/")) or None
+    return _read_tracker(path) or None
+
+
+def latest_complete_checkpoint(candidates: Iterable[CheckpointCandidate]) -> CheckpointCandidate | None:
+    """The newest complete candidate (by step, then mtime), or None."""
+    complete = [c for c in candidates if c.complete]
+    return max(complete, key=lambda c: (order_key(c.step, c.mtime_ns), c.name)) if complete else None

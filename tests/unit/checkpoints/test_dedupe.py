@@ -1,0 +1,77 @@
+"""Dedupe: content already published is linked, not copied; changed content is copied in one read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from multinode.checkpoints import list_mirrored, verify_mirrored
+from multinode.checkpoints import publish as publish_module
+from tests.unit.checkpoints import checkpoint_factory as make
+
+SHARD = 1 << 20   # 8 shards of 1 MiB: the metadata files are well under 1% of the total
+
+
+@pytest.fixture
+def first(src: Path, make_mirror):
+    make.sharded(src, "checkpoint_0000100", shard_size=SHARD, seed=1)
+    mirror = make_mirror()
+    report = mirror.sync_once()
+    assert report.bytes_copied == report.mirrored[0].total_bytes > 8 * SHARD
+    return mirror
+
+
+def assert_linked(report, total_bytes: int) -> None:
+    assert report.problems == []
+    assert report.bytes_copied < 0.01 * total_bytes
+    assert report.bytes_copied + report.bytes_linked == total_bytes
+
+
+def test_an_unchanged_checkpoint_under_a_new_name_is_linked(src: Path, dst: Path, first) -> None:
+    os.rename(src / "checkpoint_0000100", src / "checkpoint_0000200")   # same files, same mtimes
+
+    report = first.sync_once()
+
+    [published] = report.mirrored
+    assert published.name == "checkpoint_0000200"
+    assert_linked(report, published.total_bytes)
+    verify_mirrored(published.path, full=True)
+    verify_mirrored(dst / "checkpoint_0000100", full=True)
+
+
+def test_a_copy_with_new_mtimes_is_linked_through_the_probe(src: Path, first) -> None:
+    shutil.copytree(src / "checkpoint_0000100", src / "checkpoint_0000200", copy_function=shutil.copyfile)
+
+    report = first.sync_once()
+
+    assert_linked(report, report.mirrored[0].total_bytes)
+    verify_mirrored(report.mirrored[0].path, full=True)
+
+
+def test_a_removed_destination_entry_is_relinked_from_another(src: Path, dst: Path, first) -> None:
+    shutil.copytree(src / "checkpoint_0000100", src / "checkpoint_0000200")
+    first.sync_once()
+    shutil.rmtree(dst / "checkpoint_0000100")
+
+    report = first.sync_once()
+
+    assert [c.name for c in report.mirrored] == ["checkpoint_0000100"]
+    assert_linked(report, report.mirrored[0].total_bytes)
+    assert [c.name for c in list_mirrored(dst)] == ["checkpoint_0000100", "checkpoint_0000200"]
+
+
+def test_changed_shards_of_the_same_size_are_copied_in_one_read(src: Path, first, monkeypatch) -> None:
+    make.sharded(src, "checkpoint_0000200", shard_size=SHARD, seed=2)   # every weight changed
+    hashed = []
+    real = publish_module.hash_source
+    monkeypatch.setattr(publish_module, "hash_source", lambda f, cancel: hashed.append(f.rel) or real(f, cancel))
+
+    report = first.sync_once()
+
+    # Only the small files whose sampled blocks match (same content) are hashed before copying.
+    assert [h for h in hashed if h.startswith("rank_")] == []
+    assert report.bytes_copied >= 8 * SHARD
+    verify_mirrored(report.mirrored[0].path, full=True)
