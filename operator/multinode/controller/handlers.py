@@ -44,7 +44,8 @@ def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
         # patterns (globs like "team-*"), which also needs list/watch on namespaces.
         settings.scanning.disabled = not any(set(ns) & set("*?![") for ns in config.namespaces)
         api_client = load_api_client(pool_size=config.api_concurrency)
-        holder["reconciler"] = Reconciler(KubeApi(api_client, config.api_concurrency), config)
+        kube = KubeApi(api_client, config.api_concurrency, timeout=config.api_timeout_seconds)
+        holder["reconciler"] = Reconciler(kube, config)
         holder["reconciler"].start()
 
     @kopf.on.login(registry=registry)

@@ -32,7 +32,8 @@ def load_api_client(pool_size: int) -> client.ApiClient:
 
 
 class KubeApi:
-    def __init__(self, api_client: client.ApiClient, concurrency: int):
+    def __init__(self, api_client: client.ApiClient, concurrency: int, timeout: float | None = None):
+        self._timeout = timeout  # seconds per call (urllib3 total timeout); None: wait forever
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self._rbac = client.RbacAuthorizationV1Api(api_client)
@@ -42,7 +43,8 @@ class KubeApi:
     async def _call(self, fn, *args, **kwargs):
         async with self._limit:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, lambda: fn(*args, _preload_content=False, **kwargs))
+            return await loop.run_in_executor(self._executor, lambda: fn(
+                *args, _preload_content=False, _request_timeout=self._timeout, **kwargs))
 
     async def create_pod(self, namespace: str, body: dict) -> None:
         await self._create(self._core.create_namespaced_pod, namespace, body)

@@ -24,11 +24,16 @@ class OperatorSettings:
     api_concurrency: int = 32
     # A failing reconcile is retried with exponential backoff up to this many seconds.
     max_retry_delay_seconds: float = 60.0
+    # Each API call of the operator's client gives up after this long (the reconcile is then retried):
+    # without a timeout, one call to a hung apiserver or over a dead connection stalls its job forever.
+    api_timeout_seconds: float = 30.0
     render: RenderSettings = field(init=False)
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.api_concurrency < 1:
             raise ValueError("workers and api_concurrency must be at least 1")
+        if self.api_timeout_seconds <= 0:
+            raise ValueError("api_timeout_seconds must be positive")
         object.__setattr__(self, "render", RenderSettings(
             operator_image=self.operator_image, preflight_timeout_seconds=self.preflight_timeout_seconds))
 
@@ -41,6 +46,7 @@ class OperatorSettings:
             preflight_timeout_seconds=_env_int("MULTINODE_PREFLIGHT_TIMEOUT_SECONDS", 300),
             workers=_env_int("MULTINODE_WORKERS", 8),
             api_concurrency=_env_int("MULTINODE_API_CONCURRENCY", 32),
+            api_timeout_seconds=float(os.environ.get("MULTINODE_API_TIMEOUT_SECONDS") or 30),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
