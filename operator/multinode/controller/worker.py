@@ -162,7 +162,9 @@ class Reconciler:
 
     async def _write_status(self, job: TrainingJob, before: TrainingJobStatus | None, result: Plan) -> None:
         desired = _dump(result.status)
-        if before is None or _dump(before) != desired:
+        # Compare with the server's copy too: a patch we gave up on (timeout) can still land after a newer one.
+        on_server = None if job.status is None else _dump(job.status)
+        if before is None or _dump(before) != desired or on_server != desired:
             await self.kube.patch_job_status(job.metadata.namespace, job.metadata.name, desired)
         self.written[job.metadata.uid or ""] = result.status
         meta = {"name": job.metadata.name, "namespace": job.metadata.namespace, "uid": job.metadata.uid}
