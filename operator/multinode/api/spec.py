@@ -25,6 +25,7 @@ from multinode.api.base import (
 )
 from multinode.api.cel import add_rules, cel_rule, immutable_fields_rules
 from multinode.api.checkpointing import CacheSpec, CheckpointingSpec
+from multinode.api.lifecycle import CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, Topology
 from multinode.api.constants import (
     DEFAULT_GPU_RESOURCE_NAME,
     DEFAULT_RDMA_RESOURCE_NAME,
@@ -220,11 +221,12 @@ def _add_spec_rules(schema: dict[str, Any], model: type[TrainingJobSpec]) -> Non
 class TrainingJobSpec(ApiModel):
     """Desired state of a TrainingJob."""
 
-    # Fields that may change after creation (by Python name). Empty for now: a running
-    # gang cannot take a new image or node count without a restart, and silently
-    # ignoring an edit is worse than rejecting it. Lifecycle fields (suspend,
-    # deadlines, restart budget) will be listed here when they arrive.
-    MUTABLE_FIELDS: ClassVar[frozenset[str]] = frozenset()
+    # Fields that may change after creation (by Python name): the lifecycle knobs. Everything
+    # that shapes the pods is frozen: a running gang cannot take a new image or node count without
+    # a restart, and silently ignoring an edit is worse than rejecting it.
+    MUTABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"suspend", "active_deadline_seconds", "ttl_seconds_after_finished", "failure_policy"}
+    )
 
     model_config = ConfigDict(json_schema_extra=_add_spec_rules)
 
@@ -303,4 +305,40 @@ class TrainingJobSpec(ApiModel):
             "Mirror complete checkpoints from the job's cache directory into a backed-up volume, and "
             "resume restarts from the latest one. Needs spec.cache."
         ),
+    )
+    failure_policy: FailurePolicy = Field(
+        default_factory=FailurePolicy,
+        description="Gang restarts: budget, strategy, backoff and rules. May be changed while the job runs.",
+        json_schema_extra=_DEFAULT_EMPTY_OBJECT,
+    )
+    suspend: bool = Field(
+        False,
+        description=(
+            "True deletes the pods and keeps status and counters; false again starts a new attempt from the "
+            "latest checkpoint. Created suspended, the job waits (Kueue unsuspends admitted jobs)."
+        ),
+    )
+    active_deadline_seconds: int | None = Field(
+        None, ge=1, description="Fail the job (reason DeadlineExceeded) this long after it started."
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        None, ge=0, description="Delete the TrainingJob this long after it succeeded or failed."
+    )
+    clean_pod_policy: CleanPodPolicy = Field(
+        CleanPodPolicy.RUNNING,
+        description="Pods a finished job deletes: Running (default; finished pods stay for their logs), All, None.",
+    )
+    startup_timeout_seconds: int | None = Field(
+        None, ge=1,
+        description="An attempt whose pods are not all running this long after creation fails with reason "
+                    "StartupTimeout (then the failure policy decides).",
+    )
+    image_consistency: ImageConsistency = Field(
+        default_factory=ImageConsistency,
+        description="Same code on every node: pin the digest, detect mismatches.",
+        json_schema_extra=_DEFAULT_EMPTY_OBJECT,
+    )
+    topology: Topology | None = Field(None, description="Place every node of an attempt in one topology domain.")
+    pod_group: PodGroup | None = Field(
+        None, description="Set gang-scheduling labels/annotations (scheduler-plugins coscheduling, Volcano)."
     )

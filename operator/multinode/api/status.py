@@ -22,10 +22,11 @@ _DATE_TIME = {"format": "date-time"}
 class Phase(StrEnum):
     """Coarse lifecycle phase, for the printer column; conditions carry the detail."""
 
-    # New phases (Restarting, Suspended) are added here; the CRD enum follows.
     PENDING = "Pending"
     STARTING = "Starting"
     RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
@@ -79,6 +80,16 @@ class NodeStatus(ApiModel):
     exit_code: int | None = Field(None, description="Exit code of the trainer container.")
 
 
+class RestartRecord(ApiModel):
+    """Why one gang attempt ended in a restart."""
+
+    attempt: int = Field(ge=0, description="The attempt that failed.")
+    reason: str = Field(max_length=128, description="CamelCase reason, e.g. PodFailed, NodeLost, StartupTimeout.")
+    message: str = Field("", max_length=4096, description="What failed, naming the pod and exit code.")
+    counted: bool = Field(description="Whether it used up one of failurePolicy.maxRestarts.")
+    time: str = Field(description="RFC3339 time the restart was decided.", json_schema_extra=_DATE_TIME)
+
+
 class TrainingJobStatus(ApiModel):
     """Observed state of a TrainingJob."""
 
@@ -121,3 +132,15 @@ class TrainingJobStatus(ApiModel):
     checkpoints: CheckpointsStatus | None = Field(
         None, description="What the checkpoint mirror reports; written only by the job's mirror pod."
     )
+    uncounted_restarts: int = Field(0, ge=0, description="Gang restarts that did not count (node loss, "
+                                                          "disruptions, resume after suspend).")
+    restart_history: list[RestartRecord] = Field(default_factory=list, max_length=10,
+                                                 description="The last restarts, oldest first.")
+    next_attempt_time: str | None = Field(None, description="While Restarting: when the next attempt may "
+                                                            "start (backoff).", json_schema_extra=_DATE_TIME)
+    attempt_start_time: str | None = Field(None, description="When the current attempt's pods were created.",
+                                           json_schema_extra=_DATE_TIME)
+    image_digest: str | None = Field(None, max_length=1024, description="image@sha256:... the first pod ran; "
+                                                                        "later pods use it.")
+    topology_domain: str | None = Field(None, max_length=63, description="Value of topology.sameDomainLabel "
+                                                                         "the current attempt runs in.")

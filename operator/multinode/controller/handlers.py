@@ -19,6 +19,7 @@ from multinode.controller.kube import KubeApi, load_api_client
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.worker import Reconciler
 from multinode.reconcile import observe_mirror_pod, observe_pod
+from multinode.reconcile.placement import observe_node
 
 OWNED = {LABEL_JOB_NAME: kopf.PRESENT}
 MIRRORS = {LABEL_MIRROR_OF: kopf.PRESENT}
@@ -72,6 +73,11 @@ def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
         observed = observe_mirror_pod(body)
         return {} if observed is None else {(namespace, observed.job_name): observed}
 
+    # All nodes under one key: only jobs with spec.topology read it, when an attempt starts.
+    @kopf.index("", "v1", "nodes", id="node_index", registry=registry)
+    async def node_index(body: kopf.Body, **_: Any) -> dict:
+        return {None: observe_node(body)}
+
     @kopf.index("", "v1", "services", labels=OWNED, id="service_index", registry=registry)
     async def service_index(namespace: str, labels: kopf.Labels, name: str, **_: Any) -> dict:
         return {(namespace, labels[LABEL_JOB_NAME]): name}
@@ -79,7 +85,7 @@ def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
     def hand_over(kwargs: dict) -> Reconciler:
         r = reconciler()
         r.jobs, r.pods, r.services = kwargs["job_index"], kwargs["pod_index"], kwargs["service_index"]
-        r.mirrors = kwargs["mirror_index"]
+        r.mirrors, r.nodes = kwargs["mirror_index"], kwargs["node_index"]
         return r
 
     # Handlers are coroutines: they run on the event loop, where the queue lives (sync ones run in threads).

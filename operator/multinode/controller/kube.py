@@ -78,6 +78,15 @@ class KubeApi:
             if e.status != 404:
                 raise
 
+    async def delete_job(self, namespace: str, name: str) -> None:
+        """ttlSecondsAfterFinished: the job goes, its pods and Service follow by owner reference."""
+        try:
+            await self._call(self._custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+                             body={"propagationPolicy": "Background"})
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+
     async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
         """Merge-patch .status through the status subresource (spec is never written)."""
         try:

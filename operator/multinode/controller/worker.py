@@ -58,6 +58,7 @@ class Reconciler:
         self.pods: Mapping[Hashable, Any] = {}
         self.services: Mapping[Hashable, Any] = {}
         self.mirrors: Mapping[Hashable, Any] = {}
+        self.nodes: Mapping[Hashable, Any] = {}
         # The last status this operator wrote, per job uid. The index can lag behind our own write by
         # one watch event; the operator is the only writer of these fields, so its copy is the newest.
         self.written: dict[str, TrainingJobStatus] = {}
@@ -116,7 +117,8 @@ class Reconciler:
         pods: list[ObservedPod] = list(self.pods.get(key) or ())
         observed = Observed(pods=tuple(pods), service_exists=key in self.services,
                             mirror=_single(self.mirrors.get(key)),
-                            resume_source_latest=self._resume_source_latest(job))
+                            resume_source_latest=self._resume_source_latest(job),
+                            nodes=tuple(self.nodes.get(None) or ()) if job.spec.topology else ())
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
@@ -130,6 +132,9 @@ class Reconciler:
         await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
                                for name in result.pods_to_delete))
         await self._write_status(job, previous or job.status, result)
+        if result.delete_job:
+            await self.kube.delete_job(job.metadata.namespace, job.metadata.name)
+            return
         if result.requeue_after is not None:
             self.queue.add(key, delay=result.requeue_after)
 

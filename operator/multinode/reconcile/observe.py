@@ -33,6 +33,15 @@ class ObservedPod:
     unschedulable: str | None = None
     # MULTINODE_RESUME_FROM as rendered: every pod of one attempt must resume from the same place.
     resume_from: str | None = None
+    # Reason of a DisruptionTarget condition (DeletionByTaintManager, EvictionByEvictionAPI, ...).
+    disruption: str | None = None
+    # Why a container waits (ErrImagePull, ImagePullBackOff, CrashLoopBackOff, ...), and its words.
+    waiting_reason: str | None = None
+    waiting_message: str | None = None
+    # The preflight init container is still waiting for peers' DNS names.
+    in_preflight: bool = False
+    # imageID the runtime reported for the trainer (registry/image@sha256:...).
+    image_id: str | None = None
 
     @property
     def active(self) -> bool:
@@ -83,8 +92,24 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     if status.get("reason"):  # pod-level reasons (Evicted, DeadlineExceeded, ...) say more
         reason, message = status.get("reason"), status.get("message") or message
 
+    disruption = conditions.get("DisruptionTarget") or {}
+    waiting_reason = waiting_message = None
+    for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (cs.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason") not in (None, "PodInitializing", "ContainerCreating"):
+            waiting_reason, waiting_message = waiting.get("reason"), waiting.get("message")
+            break
+    in_preflight = any(cs.get("name") == PREFLIGHT_CONTAINER and "running" in (cs.get("state") or {})
+                       for cs in status.get("initContainerStatuses") or [])
+    image_id = next((cs.get("imageID") for cs in status.get("containerStatuses") or []
+                     if cs.get("name") == TRAINER_CONTAINER and cs.get("imageID")), None)
     return ObservedPod(
         resume_from=_env_value(spec, TRAINER_CONTAINER, "MULTINODE_RESUME_FROM"),
+        disruption=disruption.get("reason") if disruption.get("status") == "True" else None,
+        waiting_reason=waiting_reason,
+        waiting_message=waiting_message,
+        in_preflight=in_preflight,
+        image_id=image_id,
         name=meta.get("name", ""),
         job_name=job_name,
         index=index,

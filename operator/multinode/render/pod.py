@@ -60,7 +60,7 @@ def _trainer_resources(job: TrainingJob) -> dict[str, Any]:
     return _without_empty({"limits": limits, "requests": requests})
 
 
-def _trainer_container(job: TrainingJob, index: int, attempt: int, env: list[dict[str, Any]]) -> dict[str, Any]:
+def _trainer_container(job: TrainingJob, env: list[dict[str, Any]], image: str) -> dict[str, Any]:
     spec = job.spec
     mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}, *node_storage_mounts(job)]
     mounts.extend(_dump_all(spec.pod_template.volume_mounts))
@@ -72,7 +72,7 @@ def _trainer_container(job: TrainingJob, index: int, attempt: int, env: list[dic
     return _without_empty(
         {
             "name": TRAINER_CONTAINER,
-            "image": spec.image,
+            "image": image,
             "imagePullPolicy": spec.image_pull_policy,
             "command": spec.command,
             "args": spec.args,
@@ -122,6 +122,25 @@ def _annotations(job: TrainingJob) -> dict[str, str]:
     return annotations
 
 
+# Gang schedulers: scheduler-plugins' coscheduling reads the label, Volcano the annotation. Each expects
+# a PodGroup object of that name (with minMember) from the cluster's scheduler integration.
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+MIN_MEMBER_ANNOTATION = "multinode.dev/pod-group-min-member"
+
+
+def pod_group_labels(job: TrainingJob) -> dict[str, str]:
+    return {POD_GROUP_LABEL: job.metadata.name} if job.spec.pod_group is not None else {}
+
+
+def pod_group_annotations(job: TrainingJob) -> dict[str, str]:
+    group = job.spec.pod_group
+    if group is None:
+        return {}
+    return {VOLCANO_GROUP_ANNOTATION: job.metadata.name,
+            MIN_MEMBER_ANNOTATION: str(group.min_member or job.spec.num_nodes)}
+
+
 def _node_selector(job: TrainingJob) -> dict[str, str]:
     selector = dict(job.spec.pod_template.node_selector or {})
     if job.spec.accelerator is not None:
@@ -137,10 +156,13 @@ def render_node_pod(
     *,
     restarts: int = 0,
     resume_from: str = "",
+    image: str | None = None,
+    node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The pod of node `index` in gang attempt `attempt` (after `restarts` counted restarts).
 
-    `resume_from` is the checkpoint path the attempt starts from ("" for none).
+    `resume_from` is the checkpoint path the attempt starts from ("" for none); `image` replaces
+    spec.image (the pinned digest); `node_selector` is added to the job's (the chosen topology domain).
     """
     check_node(job, index, attempt)
     settings = settings or RenderSettings()
@@ -152,13 +174,13 @@ def render_node_pod(
 
     # User labels first: multinode's labels drive the Service selector and the
     # controller's bookkeeping, so they must win.
-    labels = {**(template.labels or {}), **node_labels(identity.name, index, attempt)}
+    labels = {**(template.labels or {}), **pod_group_labels(job), **node_labels(identity.name, index, attempt)}
     metadata = _without_empty(
         {
             "name": pod_name(identity.name, index, attempt),
             "namespace": identity.namespace,
             "labels": labels,
-            "annotations": _annotations(job),
+            "annotations": {**_annotations(job), **pod_group_annotations(job)},
             "ownerReferences": [owner_reference(job)],
         }
     )
@@ -170,9 +192,9 @@ def render_node_pod(
             # rejoin a torch rendezvous that has moved on.
             "restartPolicy": "Never",
             "initContainers": [_preflight_container(job, ours, settings)],
-            "containers": [_trainer_container(job, index, attempt, [*ours, *user_env(job)])],
+            "containers": [_trainer_container(job, [*ours, *user_env(job)], image or spec.image)],
             "volumes": [_shm_volume(job), *storage_volumes(job), *_dump_all(template.volumes)],
-            "nodeSelector": _node_selector(job),
+            "nodeSelector": {**_node_selector(job), **(node_selector or {})},
             "tolerations": _dump_all(template.tolerations),
             "affinity": template.affinity,
             "priorityClassName": template.priority_class_name,

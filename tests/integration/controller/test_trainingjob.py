@@ -80,14 +80,15 @@ def test_a_failed_pod_fails_the_job_naming_pod_exit_code_and_reason(
     core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str
 ) -> None:
     ns = job_namespace
-    jobs.apply(kubeconfig, ns, jobs.training_job("crashy", 2))
+    # No restarts left, so the first failure is the job's (restarts: test_lifecycle.py).
+    jobs.apply(kubeconfig, ns, jobs.training_job("crashy", 2, failurePolicy={"maxRestarts": 0}))
     jobs.wait_phase(custom, ns, "crashy", "Running")
 
     core.patch_namespaced_pod("crashy-1-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "0s", EXIT_CODE: "3"}}})
 
     job = jobs.wait_phase(custom, ns, "crashy", "Failed")
     failed = jobs.condition(job, "Failed")
-    assert failed["status"] == "True" and failed["reason"] == "PodFailed"
+    assert failed["status"] == "True" and failed["reason"] == "RestartLimitExceeded"
     assert "crashy-1-a0" in failed["message"] and "exit code 3" in failed["message"] and "Error" in failed["message"]
     # The healthy worker does not keep its GPUs after the job failed.
     wait_for(lambda: all(p.metadata.deletion_timestamp or p.status.phase != "Running"

@@ -116,6 +116,8 @@ def test_phase_values_match_printer_vocabulary() -> None:
         "Pending",
         "Starting",
         "Running",
+        "Restarting",
+        "Suspended",
         "Succeeded",
         "Failed",
     ]

@@ -112,6 +112,23 @@ def full_trainingjob() -> dict[str, Any]:
                 "finalSyncTimeoutSeconds": 1800,
                 "resumeFrom": {"trainingJob": "llama-warmup"},
             },
+            "failurePolicy": {
+                "maxRestarts": 5,
+                "restartStrategy": "BlockingRecreate",
+                "backoff": {"initialSeconds": 10, "maxSeconds": 600},
+                "rules": [
+                    {"action": "FailJob", "onExitCodes": [{"min": 1, "max": 127}]},
+                    {"action": "RestartWithoutCounting", "onReasons": ["OOMKilled"], "onNodeLoss": True},
+                ],
+            },
+            "suspend": False,
+            "activeDeadlineSeconds": 86400,
+            "ttlSecondsAfterFinished": 3600,
+            "cleanPodPolicy": "Running",
+            "startupTimeoutSeconds": 900,
+            "imageConsistency": {"pinDigest": True, "onMismatch": "FailAttempt"},
+            "topology": {"sameDomainLabel": "network.topology.nvidia.com/block"},
+            "podGroup": {"minMember": 4},
         },
         "status": {
             "observedGeneration": 1,
@@ -176,7 +193,18 @@ def full_trainingjob() -> dict[str, Any]:
                 },
             ],
             "attempt": 0,
-            "restarts": 0,
+            "restarts": 1,
+            "uncountedRestarts": 1,
+            "restartHistory": [
+                {"attempt": 0, "reason": "NodeLost", "message": "pod llama-pretrain-2-a0 of node 2 was deleted",
+                 "counted": False, "time": "2025-01-02T03:20:00Z"},
+                {"attempt": 1, "reason": "PodFailed", "message": "pod llama-pretrain-3-a1 (node 3) failed: exit code 1",
+                 "counted": True, "time": "2025-01-02T03:40:00Z"},
+            ],
+            "nextAttemptTime": "2025-01-02T03:40:05Z",
+            "attemptStartTime": "2025-01-02T03:40:06Z",
+            "imageDigest": "registry.example.com/train@sha256:" + "ab" * 32,
+            "topologyDomain": "block-7",
         },
     }
 

@@ -82,8 +82,8 @@ def test_unschedulable_pods_are_explained_with_the_schedulers_words() -> None:
     assert running.message == f"1/2 pods cannot be scheduled; llama-0-a0: {message}"
 
 
-def test_a_failed_pod_fails_the_job_names_it_and_stops_the_others() -> None:
-    job = make_job(3)
+def test_a_failed_pod_with_a_fail_job_rule_fails_the_job_names_it_and_stops_the_others() -> None:
+    job = make_job(3, failurePolicy={"rules": [{"action": "FailJob", "onExitCodes": [{"min": 3, "max": 3}]}]})
     running = run(job, [pod(0), pod(1), pod(2)])
     later = NOW + timedelta(minutes=5)
     failed = run(job, [pod(0), pod(1, "Failed", exit_code=3, reason="Error"), pod(2)], previous=running.status, now=later)
@@ -91,21 +91,23 @@ def test_a_failed_pod_fails_the_job_names_it_and_stops_the_others() -> None:
     assert failed.status.phase == Phase.FAILED
     cond = condition(failed.status, "Failed")
     assert (cond.status, cond.reason) == ("True", "PodFailed")
-    assert cond.message == "pod llama-1-a0 (node 1) failed: exit code 3, reason Error"
+    assert cond.message == ("pod llama-1-a0 (node 1) failed: exit code 3, reason Error "
+                            "(failurePolicy.rules[0]: FailJob)")
     assert failed.pods_to_delete == ["llama-0-a0", "llama-2-a0"]
     assert failed.status.completion_time == "2026-11-20T12:05:00Z"
     assert [(e.type, e.reason) for e in failed.events] == [("Warning", "PodFailed")]
 
 
-def test_a_pod_that_vanished_after_being_seen_fails_the_job_instead_of_being_recreated_alone() -> None:
+def test_a_pod_that_vanished_after_being_seen_restarts_the_gang_without_counting() -> None:
     job = make_job(2)
     running = run(job, [pod(0), pod(1)])
     after_eviction = run(job, [pod(0)], previous=running.status)
 
-    assert after_eviction.pods_to_create == []
-    assert after_eviction.status.phase == Phase.FAILED
-    assert condition(after_eviction.status, "Failed").reason == "PodLost"
-    assert after_eviction.status.node_statuses[1].pod == "llama-1-a0", "what we last saw of it stays"
+    assert after_eviction.pods_to_create == [], "never one pod recreated alone"
+    assert after_eviction.pods_to_delete == ["llama-0-a0"]
+    status = after_eviction.status
+    assert (status.phase, status.attempt, status.restarts, status.uncounted_restarts) == (Phase.RESTARTING, 1, 0, 1)
+    assert status.restart_history[-1].reason == "NodeLost" and not status.restart_history[-1].counted
 
 
 def test_a_finished_job_is_never_recreated_even_with_no_pods_left() -> None:

@@ -93,8 +93,14 @@ def test_success_waits_for_the_final_sync_then_finishes() -> None:
 
 
 def test_failure_stops_the_nodes_at_once_but_waits_for_the_final_sync() -> None:
-    running = run(job(), [pod(0), pod(1)], mirror=running_mirror())
-    failing = run(job(), [pod(0), pod(1, "Failed", exit_code=1)], previous=running.status, mirror=running_mirror())
+    def failing_job():
+        j = job()
+        j.spec.failure_policy.max_restarts = 0
+        return j
+
+    running = run(failing_job(), [pod(0), pod(1)], mirror=running_mirror())
+    failing = run(failing_job(), [pod(0), pod(1, "Failed", exit_code=1)], previous=running.status,
+                  mirror=running_mirror())
 
     assert failing.pods_to_delete == ["llama-0-a0"], "the healthy node gives its GPUs back now"
     assert failing.status.phase == Phase.RUNNING

@@ -1,0 +1,121 @@
+"""Lifecycle of a TrainingJob: failure policy and gang restarts, suspend, deadlines, cleanup, same image
+on every node, and placement in one topology domain.
+
+Names follow the peers: JobSet's failurePolicy (maxRestarts, restartStrategy Recreate/BlockingRecreate,
+rules with actions), Kubeflow's runPolicy (activeDeadlineSeconds, ttlSecondsAfterFinished, suspend,
+cleanPodPolicy), and Kueue's suspend contract.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import ConfigDict, Field
+
+from multinode.api.base import MAX_NAME_LENGTH, QUALIFIED_NAME_PATTERN, ApiModel
+from multinode.api.cel import cel_rule
+
+# Exit codes are 0..255; ranges beyond that could never match.
+_EXIT_CODE = {"ge": 0, "le": 255}
+
+
+class FailureAction(StrEnum):
+    """What a matching rule does with a failed attempt."""
+
+    RESTART = "Restart"  # a gang restart that counts against maxRestarts
+    RESTART_WITHOUT_COUNTING = "RestartWithoutCounting"  # host maintenance, node loss: not the user's fault
+    FAIL_JOB = "FailJob"  # permanent: the job fails at once
+
+
+class RestartStrategy(StrEnum):
+    # JobSet's names. BlockingRecreate waits until every pod of the old attempt is gone before creating
+    # the next one: no two pods share a hostname in DNS, and no GPU is held twice.
+    BLOCKING_RECREATE = "BlockingRecreate"
+    RECREATE = "Recreate"
+
+
+class CleanPodPolicy(StrEnum):
+    """Which pods a finished job deletes (Kubeflow's names)."""
+
+    RUNNING = "Running"  # pods still pending or running; finished pods stay for their logs
+    ALL = "All"
+    NONE = "None"
+
+
+class MismatchAction(StrEnum):
+    FAIL_ATTEMPT = "FailAttempt"  # a failure with reason ImageDigestMismatch; the failure policy decides
+    REPORT = "Report"  # a condition only
+
+
+class ExitCodeRange(ApiModel):
+    min: int = Field(description="Lowest exit code of the range.", **_EXIT_CODE)
+    max: int = Field(description="Highest exit code of the range (inclusive).", **_EXIT_CODE)
+
+
+class FailureRule(ApiModel):
+    """Matches a failure when every matcher it sets matches; rules are tried in order, first match wins."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        cel_rule("has(self.onExitCodes) || has(self.onReasons) || has(self.onNodeLoss)",
+                 "spec.failurePolicy.rules: each rule sets at least one of onExitCodes, onReasons and onNodeLoss"),
+    ]})
+
+    action: FailureAction = Field(description="Restart, RestartWithoutCounting or FailJob.")
+    on_exit_codes: list[ExitCodeRange] | None = Field(
+        None, min_length=1, max_length=32,
+        description="Trainer exit codes, as inclusive ranges: [{min: 1, max: 127}] or [{min: 3, max: 3}].")
+    on_reasons: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
+        None, min_length=1, max_length=32,
+        description="Container or pod reasons: OOMKilled, Error, Evicted, DeadlineExceeded, PreflightFailed, "
+                    "StartupTimeout, ImageDigestMismatch, or a pod condition reason such as "
+                    "DeletionByTaintManager, PreemptionByScheduler, EvictionByEvictionAPI.")
+    on_node_loss: bool | None = Field(
+        None, description="True matches pods that were deleted or disrupted (DisruptionTarget, node NotReady, "
+                          "eviction) instead of exiting.")
+
+
+class Backoff(ApiModel):
+    initial_seconds: int = Field(5, ge=0, le=3600, description="Delay before the first restart.")
+    max_seconds: int = Field(300, ge=0, le=86400, description="Cap of the delay, which doubles per restart.")
+
+
+class FailurePolicy(ApiModel):
+    max_restarts: int = Field(3, ge=0, le=1000,
+                              description="Counted gang restarts allowed before the job fails.")
+    restart_strategy: RestartStrategy = Field(RestartStrategy.BLOCKING_RECREATE,
+                                              description="BlockingRecreate (default) or Recreate.")
+    backoff: Backoff = Field(default_factory=Backoff, description="Exponential backoff between attempts.",
+                             json_schema_extra={"default": {}})
+    rules: list[FailureRule] | None = Field(
+        None, max_length=32,
+        description="Tried in order before the defaults. Defaults: node loss and disruptions restart without "
+                    "counting; any other failure restarts, counted.")
+
+
+class ImageConsistency(ApiModel):
+    """Every node runs the same code: the image digest the first pod ran is pinned for later attempts."""
+
+    pin_digest: bool = Field(True, description="Later attempts use the digest (image@sha256:...) the first "
+                                               "pod reported, not the tag.")
+    on_mismatch: MismatchAction = Field(MismatchAction.FAIL_ATTEMPT,
+                                        description="Pods of one attempt running different digests: FailAttempt (a "
+                                         "failure with reason ImageDigestMismatch, handled by the failure "
+                                         "policy) or Report (a condition only).")
+
+
+class Topology(ApiModel):
+    """Keep every node of an attempt in one topology domain (an IB block, a zone)."""
+
+    same_domain_label: str = Field(
+        min_length=1, max_length=MAX_NAME_LENGTH, pattern=QUALIFIED_NAME_PATTERN,
+        description="Node label whose value is the domain, e.g. network.topology.nvidia.com/block or "
+                    "topology.kubernetes.io/zone. The domain is chosen when an attempt starts (the one with "
+                    "the most matching Ready nodes) and set as a node selector; no pod affinity is used.")
+
+
+class PodGroup(ApiModel):
+    """Labels and annotations gang schedulers (coscheduling, Volcano) read."""
+
+    min_member: int | None = Field(None, ge=1, description="Pods that must be placeable together; default "
+                                                           "numNodes.")
