@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
@@ -185,3 +186,24 @@ def test_an_unwritable_destination_is_a_problem(tmp_path: Path, src: Path) -> No
     report = Mirror(src, blocker / "job").sync_once()
 
     assert reasons(report) == ["DestinationUnavailable"]
+
+
+@pytest.mark.parametrize(("error", "outcome"), [(errno.EIO, "CopyFailed"), (errno.ENOSPC, "DestinationFull"),
+                                                (errno.EINVAL, None)])
+def test_writeback_errors_surface_while_copying(src: Path, dst: Path, make_mirror, monkeypatch,
+                                                error: int, outcome: str | None) -> None:
+    make.sharded(src, CKPT, shards=2, shard_size=256 << 10)
+    monkeypatch.setattr(copying, "BUFFER_SIZE", 64 << 10)
+
+    def sync_file_range(fd: int, offset: int, nbytes: int, flags: int) -> int:
+        ctypes.set_errno(error)
+        return -1
+
+    monkeypatch.setattr(copying, "_sync_file_range", sync_file_range)
+    report = make_mirror().sync_once()
+
+    if outcome is None:   # the filesystem cannot: advice only, and the copy goes on
+        assert report.problems == [] and copying._sync_file_range is None
+        verify_mirrored(dst / CKPT, full=True)
+    else:
+        assert reasons(report) == [outcome] and hidden_dirs(dst) == [] and published_names(dst) == set()
