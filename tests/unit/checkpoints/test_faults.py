@@ -7,6 +7,9 @@ import errno
 import fcntl
 import os
 import shutil
+import sys
+import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -80,13 +83,27 @@ def test_a_missing_cache_is_a_problem_not_an_exception(src: Path, dst: Path, mak
     assert report.latest.name == CKPT and report.pruned == []   # what is published stays, and is reported
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any directory")
-def test_an_unreadable_cache_is_a_problem(src: Path, make_mirror) -> None:
+def test_an_unreadable_cache_is_a_problem() -> None:
+    # Root reads any directory, so the pass runs as an unprivileged user (uid 65534), as a process,
+    # under a base it can reach (pytest's own tmp folders are private to root).
+    base = Path(tempfile.mkdtemp(prefix="multinode-unreadable-"))
+    base.chmod(0o755)
+    src, dst = base / "cache", base / "dest"
+    make.sharded(src, CKPT, shards=1)
+    dst.mkdir()
+    os.chown(dst, 65534, 65534)
     os.chmod(src, 0)
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
     try:
-        assert reasons(make_mirror().sync_once()) == ["CacheUnavailable"]
+        result = subprocess.run([*as_nobody, sys.executable, "-m", "multinode.checkpoints.cli_sync", str(src), str(dst)],
+                                capture_output=True, text=True, timeout=60)
     finally:
         os.chmod(src, 0o755)
+        published = [p.name for p in dst.iterdir() if not p.name.startswith(".")]
+        shutil.rmtree(base)
+    assert result.returncode == 1, result.stderr
+    assert "CacheUnavailable" in result.stdout + result.stderr
+    assert published == []
 
 
 def test_a_checkpoint_vanishing_mid_copy_is_source_vanished(src: Path, dst: Path, make_mirror, monkeypatch) -> None:
