@@ -54,6 +54,11 @@ test: venv binaries lint
 demo: venv binaries
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/demo.py
 
+# Benchmarks: not part of `make test`. Each writes .cache/bench/<name>.json and prints a table.
+bench: venv binaries
+	$(PY) -P tools/bench/mirror.py
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery.py
+
 clean:
 	-$(PY) -m localcluster down
 	rm -rf $(VENV) .pytest_cache
