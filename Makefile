@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN_PATH = $(shell $(PY) -m localcluster bin-path 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: help venv binaries cluster-up cluster-down crds lint test test-unit demo bench clean
+.PHONY: help venv binaries cluster-up cluster-down crds docs lint test test-unit demo bench clean
 
 help:
 	@echo "make demo         local cluster + operator + the example 4-node job, end to end"
@@ -17,6 +17,7 @@ help:
 	@echo "make cluster-up   start the local control plane (prints export KUBECONFIG=...)"
 	@echo "make cluster-down stop it"
 	@echo "make crds         regenerate crds/ from the pydantic models"
+	@echo "make docs         regenerate docs/reference.md from the pydantic models"
 	@echo "make bench        benchmarks (not part of make test)"
 
 $(STAMP): pyproject.toml tools/localcluster/pyproject.toml
@@ -38,6 +39,10 @@ cluster-down: venv
 
 crds: venv
 	$(PY) -m multinode.api.crd > crds/trainingjobs.multinode.dev.yaml
+
+# The field reference is generated from the same models as the CRD.
+docs: venv
+	$(PY) -m multinode.api.reference > docs/reference.md
 
 lint: venv
 	$(VENV)/bin/lint-imports
