@@ -44,6 +44,8 @@ from multinode.api.kube import (
 # nested defaults, so stored objects show the same values the Python models assume.
 _DEFAULT_EMPTY_OBJECT = {"default": {}}
 
+MAX_NUM_NODES = 5000
+
 # The operator joins these with commas into the Multus annotation, so no commas here.
 MultusNetworkName = Annotated[
     str, Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=r"^[^,\s]+$")
@@ -230,7 +232,9 @@ class TrainingJobSpec(ApiModel):
 
     model_config = ConfigDict(json_schema_extra=_add_spec_rules)
 
-    num_nodes: int = Field(ge=1, description="Number of nodes (one pod per node).")
+    # Bounded so a typo (10^9) cannot make the operator render a billion pods, and so that
+    # status.nodeStatuses (one entry per node) stays well inside etcd's 1.5 MiB object limit.
+    num_nodes: int = Field(ge=1, le=MAX_NUM_NODES, description="Number of nodes (one pod per node).")
     num_proc_per_node: int | None = Field(
         None,
         ge=1,

@@ -83,6 +83,7 @@ def test_world_size_is_nodes_times_processes_per_node() -> None:
     "fields",
     [
         {"numNodes": 0},
+        {"numNodes": 10**9},  # a typo must not make the operator render a billion pods
         {"numProcPerNode": 0},
         {"image": ""},
         {"imagePullPolicy": "Sometimes"},
