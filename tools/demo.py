@@ -61,7 +61,7 @@ def main() -> int:
     log_path = cluster.dir / "logs" / "operator-demo.log"
     say(f"starting the operator (log: {log_path})")
     with open(log_path, "ab") as log:
-        operator = subprocess.Popen([sys.executable, "-m", "multinode.cli.main", "operator"],
+        operator = subprocess.Popen([sys.executable, "-m", "multinode.cli.main", "operator", "--metrics-port", "0"],
                                     env=dict(os.environ, KUBECONFIG=kc), stdout=log, stderr=subprocess.STDOUT)
     try:
         say("applying the example job, as a user would")

@@ -31,6 +31,7 @@ class OperatorProcess:
         self.log_path = log_path
         self.extra_env = extra_env or {}
         self.port = _free_port()
+        self.metrics_port = _free_port()
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -38,7 +39,8 @@ class OperatorProcess:
         return f"127.0.0.1:{self.port}/healthz"
 
     def start(self, wait_ready: bool = True) -> None:
-        args = [sys.executable, "-m", "multinode.cli.main", "operator", "--liveness", f"http://{self.marker}"]
+        args = [sys.executable, "-m", "multinode.cli.main", "operator", "--liveness", f"http://{self.marker}",
+                "--metrics-port", str(self.metrics_port), "--metrics-address", "127.0.0.1"]
         for ns in self.namespaces:
             args += ["--namespace", ns]
         env = dict(os.environ, KUBECONFIG=self.kubeconfig, **self.extra_env)
@@ -56,6 +58,14 @@ class OperatorProcess:
                 return resp.status == 200
         except OSError:
             return False
+
+    def metrics(self) -> dict[str, list]:
+        """Scraped /metrics, parsed with prometheus-client's parser: family name → samples."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        return {family.name: family.samples for family in text_string_to_metric_families(text)}
 
     def kill(self) -> None:
         """SIGKILL, as a crashing node or an OOM kill would."""

@@ -15,6 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operator-image", help="image of the preflight init container")
     parser.add_argument("--workers", type=int, help="jobs reconciled at once")
     parser.add_argument("--liveness", default=None, help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port; 0 disables it")
+    parser.add_argument("--metrics-address", default="0.0.0.0")
     parser.add_argument("--verbose", "-v", action="store_true")
 
 
@@ -22,7 +24,10 @@ def run(args: argparse.Namespace) -> int:
     # Imported here so `multinode preflight` (the init container) does not pay for kopf and the client.
     import kopf
 
+    from prometheus_client import start_http_server
+
     from multinode.controller.handlers import build_registry
+    from multinode.metrics.operator import OperatorMetrics
 
     settings = OperatorSettings.from_env(
         namespaces=tuple(args.namespaces) if args.namespaces else None,
@@ -32,8 +37,11 @@ def run(args: argparse.Namespace) -> int:
     # kopf logs every handler call at INFO; that is noise at our event rates.
     logging.getLogger("kopf").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     logging.getLogger("kopf.activities.startup").setLevel(logging.INFO)
+    metrics = OperatorMetrics()
+    if args.metrics_port:
+        start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
     asyncio.run(kopf.operator(
-        registry=build_registry(settings),
+        registry=build_registry(settings, metrics),
         clusterwide=not settings.namespaces,
         namespaces=list(settings.namespaces),
         standalone=True,  # one replica with a Recreate rollout; no peering objects needed

@@ -18,6 +18,7 @@ from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSIO
 from multinode.controller.kube import KubeApi, load_api_client
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.worker import Reconciler
+from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import observe_mirror_pod, observe_pod
 from multinode.reconcile.placement import observe_node
 
@@ -25,7 +26,7 @@ OWNED = {LABEL_JOB_NAME: kopf.PRESENT}
 MIRRORS = {LABEL_MIRROR_OF: kopf.PRESENT}
 
 
-def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
+def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     holder: dict[str, Reconciler] = {}
 
@@ -45,9 +46,12 @@ def build_registry(config: OperatorSettings) -> kopf.OperatorRegistry:
         # patterns (globs like "team-*"), which also needs list/watch on namespaces.
         settings.scanning.disabled = not any(set(ns) & set("*?![") for ns in config.namespaces)
         api_client = load_api_client(pool_size=config.api_concurrency)
-        kube = KubeApi(api_client, config.api_concurrency, timeout=config.api_timeout_seconds)
-        holder["reconciler"] = Reconciler(kube, config)
-        holder["reconciler"].start()
+        own_metrics = metrics or OperatorMetrics()
+        kube = KubeApi(api_client, config.api_concurrency, timeout=config.api_timeout_seconds,
+                       on_error=lambda op, code: own_metrics.api_errors.labels(operation=op, code=code).inc())
+        r = holder["reconciler"] = Reconciler(kube, config, own_metrics)
+        own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue))
+        r.start()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

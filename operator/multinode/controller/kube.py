@@ -7,11 +7,13 @@ them, and turning a pod into Python objects costs more than creating it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
+import urllib3
 from kubernetes import client, config
 
 from multinode.api import GROUP, KIND, PLURAL, VERSION
@@ -32,8 +34,11 @@ def load_api_client(pool_size: int) -> client.ApiClient:
 
 
 class KubeApi:
-    def __init__(self, api_client: client.ApiClient, concurrency: int, timeout: float | None = None):
+    def __init__(self, api_client: client.ApiClient, concurrency: int, timeout: float | None = None,
+                 on_error: Callable[[str, str], None] | None = None):
         self._timeout = timeout  # seconds per call (urllib3 total timeout); None: wait forever
+        # Told (operation, code) of every failed call, for multinode_api_errors_total.
+        self._on_error = on_error or (lambda operation, code: None)
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self._rbac = client.RbacAuthorizationV1Api(api_client)
@@ -43,8 +48,15 @@ class KubeApi:
     async def _call(self, fn, *args, **kwargs):
         async with self._limit:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, lambda: fn(
-                *args, _preload_content=False, _request_timeout=self._timeout, **kwargs))
+            try:
+                return await loop.run_in_executor(self._executor, lambda: fn(
+                    *args, _preload_content=False, _request_timeout=self._timeout, **kwargs))
+            except client.ApiException as e:
+                self._on_error(fn.__name__, str(e.status))
+                raise
+            except (OSError, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
+                self._on_error(fn.__name__, type(e).__name__)
+                raise
 
     async def create_pod(self, namespace: str, body: dict) -> None:
         await self._create(self._core.create_namespaced_pod, namespace, body)

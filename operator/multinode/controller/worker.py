@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Hashable, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -16,10 +17,11 @@ from typing import Any
 from kubernetes import client
 from pydantic import ValidationError
 
-from multinode.api import TrainingJob, TrainingJobStatus
+from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.controller.kube import AlreadyExists, KubeApi, api_error_summary
 from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
+from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.plan import fail_job, mark_failed
 
@@ -40,6 +42,18 @@ def _single(store: Any) -> Any:
     return None
 
 
+def _created(status: TrainingJobStatus) -> bool:
+    return any(c.type == "Created" and c.status == "True" for c in status.conditions)
+
+
+def _age_seconds(job: TrainingJob) -> float | None:
+    created = job.metadata.creation_timestamp
+    if not created:
+        return None
+    when = datetime.strptime(str(created), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - when).total_seconds()
+
+
 def describe_validation_error(e: ValidationError) -> str:
     parts = []
     for err in e.errors()[:5]:
@@ -49,10 +63,13 @@ def describe_validation_error(e: ValidationError) -> str:
 
 
 class Reconciler:
-    def __init__(self, kube: KubeApi, settings: OperatorSettings):
+    def __init__(self, kube: KubeApi, settings: OperatorSettings, metrics: OperatorMetrics | None = None):
         self.kube = kube
         self.settings = settings
+        self.metrics = metrics or OperatorMetrics()
         self.queue = WorkQueue()
+        # Phase of every job this operator has reconciled, by uid: multinode_trainingjobs{phase}.
+        self.phases: dict[str, str] = {}
         # Live kopf indices, handed over by the first event handler call (see handlers.py).
         self.jobs: Mapping[Hashable, Any] = {}
         self.pods: Mapping[Hashable, Any] = {}
@@ -81,10 +98,12 @@ class Reconciler:
         self._failures.pop(key, None)
         if uid:
             self.written.pop(uid, None)
+            self.phases.pop(uid, None)
 
     async def _work(self) -> None:
         while True:
             key = await self.queue.get()
+            started = time.monotonic()
             try:
                 await self.reconcile(key)
                 self._failures.pop(key, None)
@@ -99,6 +118,7 @@ class Reconciler:
                             key[0], key[1], failures, delay, summary)
                 self.queue.add(key, delay=delay)
             finally:
+                self.metrics.reconcile_duration.observe(time.monotonic() - started)
                 self.queue.done(key)
 
     async def reconcile(self, key: JobKey) -> None:
@@ -161,6 +181,7 @@ class Reconciler:
                 pass
         outcomes = await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in result.pods_to_create),
                                         return_exceptions=True)
+        self.metrics.pods_created.inc(sum(1 for o in outcomes if not isinstance(o, BaseException)))
         errors = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, AlreadyExists)]
         if errors:
             raise errors[0]
@@ -172,9 +193,28 @@ class Reconciler:
         if before is None or _dump(before) != desired or on_server != desired:
             await self.kube.patch_job_status(job.metadata.namespace, job.metadata.name, desired)
         self.written[job.metadata.uid or ""] = result.status
+        self._account(job, before, result)
         meta = {"name": job.metadata.name, "namespace": job.metadata.namespace, "uid": job.metadata.uid}
         for event in result.events:
             await self.kube.post_event(meta, event.type, event.reason, event.message)
+
+    def _account(self, job: TrainingJob, before: TrainingJobStatus | None, result: Plan) -> None:
+        """Metrics from what this reconcile changed."""
+        status = result.status
+        if status.phase:
+            self.phases[job.metadata.uid or ""] = status.phase.value
+        if any(e.reason == "Restarting" for e in result.events) and status.restart_history:
+            record = status.restart_history[-1]
+            self.metrics.restarts.labels(reason=record.reason, counted=str(record.counted).lower()).inc()
+        age = _age_seconds(job)
+        if age is None:
+            return
+        first_attempt = status.restarts + status.uncounted_restarts == 0
+        if first_attempt and _created(status) and not (before is not None and _created(before)):
+            self.metrics.job_pods_created.observe(age)
+        was_running = before is not None and before.phase == Phase.RUNNING
+        if first_attempt and status.phase == Phase.RUNNING and not was_running:
+            self.metrics.job_running.observe(age)
 
     async def _write_failure_for_invalid(self, raw: Mapping[str, Any], message: str) -> None:
         meta = raw.get("metadata") or {}

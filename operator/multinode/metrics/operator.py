@@ -1,0 +1,55 @@
+"""Metrics of the operator (Prometheus naming: units in names, _total for counters).
+
+Jobs by phase and the work-queue depth are computed when scraped, from the operator's own state, so
+they can never drift from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+# From seconds (small jobs on an idle cluster) to many minutes (1000 nodes, a busy scheduler).
+LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
+
+
+class _StateCollector(Collector):
+    def __init__(self, phases: Callable[[], Mapping[str, str]], queue_depth: Callable[[], int]):
+        self._phases, self._queue_depth = phases, queue_depth
+
+    def collect(self):
+        by_phase = GaugeMetricFamily("multinode_trainingjobs", "TrainingJobs by phase.", labels=["phase"])
+        counts: dict[str, int] = {}
+        for phase in self._phases().values():
+            counts[phase] = counts.get(phase, 0) + 1
+        for phase in ("Pending", "Starting", "Running", "Restarting", "Suspended", "Succeeded", "Failed"):
+            by_phase.add_metric([phase], counts.get(phase, 0))
+        yield by_phase
+        yield GaugeMetricFamily("multinode_work_queue_depth", "Jobs waiting to be reconciled.",
+                                value=self._queue_depth())
+
+
+class OperatorMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.pods_created = Counter("multinode_pods_created_total", "Node pods created.", registry=r)
+        self.restarts = Counter("multinode_restarts_total", "Gang restarts, by failure reason.",
+                                ["reason", "counted"], registry=r)
+        self.reconcile_duration = Histogram("multinode_reconcile_duration_seconds", "Duration of one reconcile.",
+                                            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                                            registry=r)
+        self.job_pods_created = Histogram("multinode_job_pods_created_seconds",
+                                          "From a job's creation to all pods of its first attempt created.",
+                                          buckets=LATENCY_BUCKETS, registry=r)
+        self.job_running = Histogram("multinode_job_running_seconds",
+                                     "From a job's creation to its first Running phase.",
+                                     buckets=LATENCY_BUCKETS, registry=r)
+        self.api_errors = Counter("multinode_api_errors_total", "Failed Kubernetes API calls of the operator.",
+                                  ["operation", "code"], registry=r)
+
+    def watch_state(self, phases: Callable[[], Mapping[str, str]], queue_depth: Callable[[], int]) -> None:
+        self.registry.register(_StateCollector(phases, queue_depth))
