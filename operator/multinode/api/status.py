@@ -17,6 +17,7 @@ from multinode.api.constants import (
 )
 
 _DATE_TIME = {"format": "date-time"}
+MAX_CONDITION_MESSAGE = 32768
 
 
 class Phase(StrEnum):
@@ -60,7 +61,7 @@ class Condition(ApiModel):
         pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
         description="CamelCase reason for the last transition, for machines.",
     )
-    message: str = Field("", max_length=32768, description="Details for humans.")
+    message: str = Field("", max_length=MAX_CONDITION_MESSAGE, description="Details for humans.")
     last_transition_time: str = Field(
         description="RFC3339 time the status last changed.", json_schema_extra=_DATE_TIME
     )

@@ -4,10 +4,22 @@ only when the status flips (a new message alone does not make a transition)."""
 from __future__ import annotations
 
 from multinode.api import Condition
+from multinode.api.status import MAX_CONDITION_MESSAGE
+
+TRUNCATED = " ... (truncated)"
+
+
+def bounded(message: str) -> str:
+    """Messages quote the apiserver, which echoes invalid values (a 70,000-character label key): keep
+    what fits the CRD's bound, or the status patch (and the Condition model) would refuse the message."""
+    if len(message) <= MAX_CONDITION_MESSAGE:
+        return message
+    return message[:MAX_CONDITION_MESSAGE - len(TRUNCATED)] + TRUNCATED
 
 
 def set_condition(conditions: list[Condition], type_: str, status: str, reason: str, message: str,
                   *, now: str, generation: int | None) -> None:
+    message = bounded(message)
     for i, existing in enumerate(conditions):
         if existing.type == type_:
             changed = existing.status != status

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from multinode.api import Phase, TrainingJobStatus
+from multinode.api.status import MAX_CONDITION_MESSAGE
 from multinode.reconcile import Observed, ObservedPod, plan
 from multinode.reconcile.plan import fail_job
 from multinode.render import RenderSettings
@@ -160,3 +161,13 @@ def test_fail_job_keeps_nothing_running_and_says_why() -> None:
     assert failed.pods_to_create == [] and failed.pods_to_delete == ["llama-0-a0"]
     assert failed.status.phase == Phase.FAILED
     assert condition(failed.status, "Failed").message == "spec.volumes[0]: Invalid value"
+
+
+def test_fail_job_with_a_message_too_long_for_a_condition_keeps_its_start() -> None:
+    # The apiserver echoes invalid values: a 70,000-character pod label key makes a 70,000-character refusal.
+    refusal = 'Pod "llama-0-a0" is invalid: metadata.labels: Invalid value: "' + "b" * 70_000 + '"'
+    failed = fail_job(run(make_job(2), []), "PodCreationFailed", refusal, now=NOW, pods=[])
+
+    message = condition(failed.status, "Failed").message
+    assert len(message) == MAX_CONDITION_MESSAGE and message.endswith("(truncated)")
+    assert message.startswith('Pod "llama-0-a0" is invalid: metadata.labels: Invalid value: "bbb')
