@@ -1,0 +1,55 @@
+"""The Argo CD health check (docs/gitops/argocd-health.lua), executed by a real Lua runtime (lupa)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lupa import LuaRuntime
+
+SCRIPT = (Path(__file__).resolve().parents[3] / "docs" / "gitops" / "argocd-health.lua").read_text()
+
+
+def health(obj: dict) -> tuple[str, str]:
+    lua = LuaRuntime(unpack_returned_tuples=True)
+    lua.globals().obj = lua.table_from(obj, recursive=True)
+    # Argo CD runs the script as a chunk with `obj` set; so do we.
+    result = lua.execute(SCRIPT)
+    return result["status"], result["message"]
+
+
+def job(phase: str | None = None, conditions: list | None = None, generation: int = 1, observed: int = 1, **status) -> dict:
+    body: dict = {"apiVersion": "multinode.dev/v1alpha1", "kind": "TrainingJob",
+                  "metadata": {"name": "llm", "generation": generation}}
+    if phase is not None:
+        body["status"] = {"phase": phase, "observedGeneration": observed, "conditions": conditions or [], **status}
+    return body
+
+
+def cond(type_: str, status: str, reason: str, message: str) -> dict:
+    return {"type": type_, "status": status, "reason": reason, "message": message}
+
+
+@pytest.mark.parametrize(("obj", "expected"), [
+    (job(), ("Progressing", "Waiting for the multinode operator to pick the job up")),
+    (job("Pending", [cond("Running", "False", "Unschedulable", "0/8 nodes are available")]),
+     ("Progressing", "0/8 nodes are available")),
+    (job("Starting", [cond("Running", "False", "ImagePullFailing", "llm-1-a0: ImagePullBackOff")]),
+     ("Progressing", "llm-1-a0: ImagePullBackOff")),
+    (job("Running", [cond("Running", "True", "AllNodesRunning", "all 4 nodes running")], ready="4/4"),
+     ("Healthy", "Running, 4/4 nodes ready")),
+    (job("Running", [cond("CheckpointsSynced", "False", "FinalSyncRequested", "waiting for the final sync")]),
+     ("Progressing", "waiting for the final sync")),
+    (job("Restarting", [cond("Running", "False", "PodFailed", "attempt 0 failed: exit code 1")]),
+     ("Progressing", "attempt 0 failed: exit code 1")),
+    (job("Suspended", [cond("Suspended", "True", "Suspended", "spec.suspend is true; no pods run")]),
+     ("Suspended", "spec.suspend is true; no pods run")),
+    (job("Succeeded", [cond("Succeeded", "True", "AllNodesSucceeded", "all 4 nodes succeeded")]),
+     ("Healthy", "all 4 nodes succeeded")),
+    (job("Failed", [cond("Failed", "True", "RestartLimitExceeded", "no restarts left")]),
+     ("Degraded", "no restarts left")),
+    (job("Running", generation=3, observed=2), ("Progressing", "The operator has not seen the latest spec yet")),
+], ids=["no-status", "unschedulable", "image-pull", "running", "final-sync", "restarting", "suspended",
+        "succeeded", "failed", "spec-not-observed"])
+def test_health_of_each_phase(obj: dict, expected: tuple[str, str]) -> None:
+    assert health(obj) == expected
