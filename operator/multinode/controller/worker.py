@@ -57,7 +57,8 @@ def _age_seconds(job: TrainingJob) -> float | None:
 def describe_validation_error(e: ValidationError) -> str:
     parts = []
     for err in e.errors()[:5]:
-        path = ".".join(str(p) for p in err["loc"])
+        loc = err["loc"][1:] if err["loc"] and isinstance(err["loc"][0], int) else err["loc"]  # argument index
+        path = ".".join(str(p) for p in loc)
         parts.append(f"{path}: {err['msg']}")
     return "; ".join(parts)
 
@@ -143,12 +144,15 @@ class Reconciler:
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
             await self._apply_creates(job, result)
-        except client.ApiException as e:
-            if e.status not in (400, 422):
+        except (client.ApiException, ValidationError) as e:
+            if isinstance(e, client.ApiException) and e.status not in (400, 422):
                 raise
-            # The apiserver refused a manifest we rendered from an admitted spec: retrying cannot help.
-            result = fail_job(result, "PodCreationFailed", api_error_summary(e),
-                              now=datetime.now(timezone.utc), pods=pods)
+            # The apiserver, or the client's typed models before sending (a passed-through volume, affinity
+            # or valueFrom of the wrong shape), refused a manifest we rendered from an admitted spec:
+            # retrying cannot help.
+            why = (api_error_summary(e) if isinstance(e, client.ApiException)
+                   else f"the pod does not fit the Kubernetes API: {describe_validation_error(e)}")
+            result = fail_job(result, "PodCreationFailed", why, now=datetime.now(timezone.utc), pods=pods)
         await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
                                for name in result.pods_to_delete))
         await self._write_status(job, previous or job.status, result)

@@ -1,0 +1,68 @@
+"""What the Reconciler writes when the pods it rendered are refused."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from kubernetes import client
+
+from multinode.api import TrainingJob
+from multinode.controller.settings import OperatorSettings
+from multinode.controller.worker import Reconciler
+from tests.unit.render.render_job_factory import make_job
+
+KEY = ("ml", "llama")
+
+
+class FakeKube:
+    """Records the Reconciler's writes; pod creation goes through `create_pod`."""
+
+    def __init__(self, create_pod: Callable[[str, dict], None]):
+        self._create_pod = create_pod
+        self.statuses: list[dict] = []
+
+    async def create_service(self, namespace: str, body: dict) -> None:
+        pass
+
+    async def create(self, namespace: str, body: dict) -> None:
+        pass
+
+    async def create_pod(self, namespace: str, body: dict) -> None:
+        self._create_pod(namespace, body)
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        pass
+
+    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
+        self.statuses.append(status)
+
+    async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
+        pass
+
+
+def reconcile_once(job: TrainingJob, kube: FakeKube) -> None:
+    reconciler = Reconciler(kube, OperatorSettings())  # type: ignore[arg-type]
+    reconciler.jobs = {KEY: [job.model_dump(by_alias=True, exclude_none=True, mode="json")]}
+    asyncio.run(reconciler.reconcile(KEY))
+
+
+def condition(status: dict, type_: str) -> dict:
+    return next(c for c in status["conditions"] if c["type"] == type_)
+
+
+def test_a_pod_the_client_refuses_before_sending_fails_the_job_naming_the_field() -> None:
+    # The official client validates a pod against its typed models before sending it: a passed-through
+    # volume of the wrong shape raises pydantic's ValidationError, not an ApiException.
+    typed_client = client.CoreV1Api(client.ApiClient())
+    kube = FakeKube(lambda namespace, body: typed_client.create_namespaced_pod(namespace, body))
+    job = make_job(2, podTemplate={"volumes": [{"name": "v", "hostPath": 5}]})
+
+    reconcile_once(job, kube)
+
+    status = kube.statuses[-1]
+    assert status["phase"] == "Failed"
+    failed = condition(status, "Failed")
+    assert failed["reason"] == "PodCreationFailed"
+    assert "the pod does not fit the Kubernetes API: spec.volumes." in failed["message"]
+    assert "hostPath" in failed["message"]
