@@ -7,12 +7,11 @@ operator never writes it, so the two writers never overwrite each other.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import ConfigDict, Field
 
 from multinode.api.base import MAX_NAME_LENGTH, MAX_PATH_LENGTH, ApiModel
 from multinode.api.cel import cel_rule
+from multinode.checkpoints.layouts import Completion
 
 ABSOLUTE_PATH_PATTERN = r"^/[^:]*$"
 # PersistentVolumeClaim names are DNS-1123 subdomains.
@@ -22,17 +21,9 @@ DEFAULT_CHECKPOINT_MOUNT_PATH = "/checkpoints"
 _DATE_TIME = {"format": "date-time"}
 
 
-class CompletionRule(StrEnum):
-    """How the mirror decides that a checkpoint directory is complete (docs/checkpoints.md)."""
-
-    AUTO = "auto"
-    MARKER = "marker"
-    DCP = "dcp"
-    MEGATRON = "megatron"
-    DEEPSPEED = "deepspeed"
-    HF = "hf"
-    NEMO = "nemo"
-    ORBAX = "orbax"
+# The engine's own list of completion rules is the API's: a rule the engine does not know cannot be
+# admitted. (The engine imports nothing of multinode, so this dependency points one way only.)
+CompletionRule = Completion
 
 
 class CacheSpec(ApiModel):

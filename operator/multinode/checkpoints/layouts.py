@@ -19,6 +19,8 @@ from multinode.checkpoints.names import METADATA_TMP, UNFINISHED_SUFFIX, parse_s
 
 
 class Completion(StrEnum):
+    """How the mirror decides that a checkpoint directory is complete (docs/checkpoints.md)."""
+
     AUTO = "auto"
     MARKER = "marker"
     DCP = "dcp"

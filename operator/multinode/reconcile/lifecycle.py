@@ -76,21 +76,22 @@ def restart_budget_spent(job: TrainingJob, status: TrainingJobStatus, decision: 
     return status.uncounted_restarts >= MAX_UNCOUNTED_RESTARTS
 
 
-def deadline_exceeded(job: TrainingJob, status: TrainingJobStatus, now: datetime) -> tuple[bool, float | None]:
-    """(exceeded, seconds until it will be) for spec.activeDeadlineSeconds, counted from startTime."""
-    limit = job.spec.active_deadline_seconds
-    if limit is None or status.start_time is None:
+def _time_left(limit: int | None, since: str | None, now: datetime) -> tuple[bool, float | None]:
+    """(passed, seconds left) for a limit counted from an RFC3339 time; (False, None) when either is unset."""
+    if limit is None or since is None:
         return False, None
-    left = limit - (now - parse_time(status.start_time, now)).total_seconds()
+    left = limit - (now - parse_time(since, now)).total_seconds()
     return left <= 0, max(left, 0.0)
+
+
+def deadline_exceeded(job: TrainingJob, status: TrainingJobStatus, now: datetime) -> tuple[bool, float | None]:
+    """spec.activeDeadlineSeconds, counted from startTime."""
+    return _time_left(job.spec.active_deadline_seconds, status.start_time, now)
 
 
 def ttl_expired(job: TrainingJob, status: TrainingJobStatus, now: datetime) -> tuple[bool, float | None]:
-    ttl = job.spec.ttl_seconds_after_finished
-    if ttl is None or status.completion_time is None:
-        return False, None
-    left = ttl - (now - parse_time(status.completion_time, now)).total_seconds()
-    return left <= 0, max(left, 0.0)
+    """spec.ttlSecondsAfterFinished, counted from completionTime."""
+    return _time_left(job.spec.ttl_seconds_after_finished, status.completion_time, now)
 
 
 def finished_job_deletions(job: TrainingJob, pods: list[ObservedPod], mirror: ObservedMirror | None) -> list[str]:
