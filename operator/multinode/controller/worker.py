@@ -23,6 +23,8 @@ from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
+from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.lifecycle import rfc3339
 from multinode.reconcile.plan import fail_job, mark_failed
 
 log = logging.getLogger("multinode.controller")
@@ -145,6 +147,14 @@ class Reconciler:
         try:
             await self._apply_creates(job, result)
         except (client.ApiException, ValidationError) as e:
+            if isinstance(e, client.ApiException) and e.status == 403:
+                # Forbidden by the cluster, not the spec (a missing PriorityClass or ServiceAccount, a quota):
+                # that can change, so the worker retries with backoff; meanwhile the job says why it waits.
+                set_condition(result.status.conditions, "Running", "False", "PodCreationForbidden",
+                              api_error_summary(e), now=rfc3339(datetime.now(timezone.utc)),
+                              generation=job.metadata.generation)
+                await self._write_status(job, previous or job.status, result)
+                raise
             if isinstance(e, client.ApiException) and e.status not in (400, 422):
                 raise
             # The apiserver, or the client's typed models before sending (a passed-through volume, affinity

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 
+import pytest
 from kubernetes import client
 
 from multinode.api import TrainingJob
@@ -66,3 +68,23 @@ def test_a_pod_the_client_refuses_before_sending_fails_the_job_naming_the_field(
     assert failed["reason"] == "PodCreationFailed"
     assert "the pod does not fit the Kubernetes API: spec.volumes." in failed["message"]
     assert "hostPath" in failed["message"]
+
+
+def test_a_pod_the_cluster_forbids_keeps_the_job_pending_and_says_why() -> None:
+    # 403 comes from the cluster, not the spec (a PriorityClass or ServiceAccount not created yet, a
+    # quota): the worker retries it, and until then the job's status says what stops it.
+    def forbid(namespace: str, body: dict) -> None:
+        error = client.ApiException(status=403, reason="Forbidden")
+        error.body = json.dumps({"message": f'pods "{body["metadata"]["name"]}" is forbidden: '
+                                            "no PriorityClass with name training was found"})
+        raise error
+
+    kube = FakeKube(forbid)
+    with pytest.raises(client.ApiException):  # the worker's retry with backoff
+        reconcile_once(make_job(2, podTemplate={"priorityClassName": "training"}), kube)
+
+    status = kube.statuses[-1]
+    assert status["phase"] == "Pending"
+    running = condition(status, "Running")
+    assert running["reason"] == "PodCreationForbidden"
+    assert "is forbidden: no PriorityClass with name training was found" in running["message"]
