@@ -122,5 +122,18 @@ def maximal_job(name: str) -> dict:
                 "intervalSeconds": 15, "settleSeconds": 30, "finalSyncTimeoutSeconds": 600,
                 "resumeFrom": {"trainingJob": "llama-warmup"},
             },
+            "failurePolicy": {
+                "maxRestarts": 5, "restartStrategy": "Recreate", "backoff": {"initialSeconds": 1, "maxSeconds": 60},
+                "rules": [{"action": "FailJob", "onExitCodes": [{"min": 1, "max": 127}], "onReasons": ["Error"],
+                           "onNodeLoss": False}],
+            },
+            "suspend": False,
+            "activeDeadlineSeconds": 86400,
+            "ttlSecondsAfterFinished": 600,
+            "cleanPodPolicy": "All",
+            "startupTimeoutSeconds": 900,
+            "imageConsistency": {"pinDigest": False, "onMismatch": "Report"},
+            "topology": {"sameDomainLabel": "network.topology.nvidia.com/block"},
+            "podGroup": {"minMember": 4},
         },
     }

@@ -54,6 +54,11 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
         "network": {"rendezvousPort": 29500, "hostNetwork": False},
         "successPolicy": "AllNodes",
         "podTemplate": {},
+        "failurePolicy": {"maxRestarts": 3, "restartStrategy": "BlockingRecreate",
+                          "backoff": {"initialSeconds": 5, "maxSeconds": 300}},
+        "suspend": False,
+        "cleanPodPolicy": "Running",
+        "imageConsistency": {"pinDigest": True, "onMismatch": "FailAttempt"},
     }
 
 
@@ -137,8 +142,8 @@ def test_apiserver_serves_the_committed_schema_with_every_cel_rule(api: client.A
     immutable = len(TrainingJobSpec.model_fields) - len(TrainingJobSpec.MUTABLE_FIELDS)
     # One transition rule per immutable spec field, plus: job name, env name reserved,
     # env value/valueFrom, volume name dshm, mount path /dev/shm, checkpointing needs cache,
-    # distinct cache/checkpoint mount paths, resumeFrom one-of.
-    assert rules(served) == immutable + 8
+    # distinct cache/checkpoint mount paths, resumeFrom one-of, a failure rule sets a matcher.
+    assert rules(served) == immutable + 9
 
 
 def test_committed_crd_compiles_within_the_cel_cost_budget(kubeconfig: str, crd: str) -> None:

@@ -69,6 +69,16 @@ UPDATES: dict[str, list] = {
     "cache": [pytest.param(nested("cache", "claimName", "other-cache"), id="cache-claim-change")],
     "checkpointing": [pytest.param(nested("checkpointing", "keep", 10), id="checkpointing-keep-change"),
                       pytest.param(remove("checkpointing"), id="checkpointing-remove")],
+    "cleanPodPolicy": [pytest.param(set_("cleanPodPolicy", "None"), id="cleanPodPolicy-change")],
+    "startupTimeoutSeconds": [pytest.param(remove("startupTimeoutSeconds"), id="startupTimeoutSeconds-remove")],
+    "imageConsistency": [pytest.param(nested("imageConsistency", "pinDigest", True), id="imageConsistency-change")],
+    "topology": [pytest.param(remove("topology"), id="topology-remove")],
+    "podGroup": [pytest.param(nested("podGroup", "minMember", 2), id="podGroup-change")],
+    # Mutable: lifecycle knobs may change while the job exists.
+    "suspend": [pytest.param(set_("suspend", True), id="suspend-change")],
+    "activeDeadlineSeconds": [pytest.param(set_("activeDeadlineSeconds", 3600), id="activeDeadlineSeconds-change")],
+    "ttlSecondsAfterFinished": [pytest.param(set_("ttlSecondsAfterFinished", 60), id="ttl-change")],
+    "failurePolicy": [pytest.param(nested("failurePolicy", "maxRestarts", 9), id="failurePolicy-change")],
 }
 
 
