@@ -37,8 +37,10 @@ cluster-up: venv binaries
 cluster-down: venv
 	@$(PY) -m localcluster down
 
+# The chart installs the same generated CRD (charts/multinode-operator/files/crd.yaml); a test compares both.
 crds: venv
 	$(PY) -m multinode.api.crd > crds/trainingjobs.multinode.dev.yaml
+	cp crds/trainingjobs.multinode.dev.yaml charts/multinode-operator/files/crd.yaml
 
 # The field reference is generated from the same models as the CRD.
 docs: venv

@@ -1,0 +1,117 @@
+{{/* Names, labels, the image reference and the RBAC rules, shared by the templates. */}}
+
+{{- define "multinode-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "multinode-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "multinode-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels: stable across upgrades (a Deployment's selector is immutable). */}}
+{{- define "multinode-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "multinode-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "multinode-operator.labels" -}}
+helm.sh/chart: {{ include "multinode-operator.chart" . }}
+{{ include "multinode-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: multinode
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "multinode-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "multinode-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* repository@digest when a digest is given (it wins), else repository:tag (tag defaults to appVersion). */}}
+{{- define "multinode-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The operator's rights on namespaced resources: exactly its API calls (operator/multinode/controller).
+- trainingjobs: list/watch (kopf's watch feeds the index; the operator never GETs one), delete
+  (ttlSecondsAfterFinished).
+- trainingjobs/status: patch (the operator's status); get as well, because the operator grants the
+  mirror Role get+patch on it and the apiserver lets a Role be created only by someone who holds
+  its rights (RBAC escalation check).
+- pods: list/watch (index), create and delete (gang creation, restarts, cleanup).
+- services: list/watch (index), create (the headless Service).
+- serviceaccounts, roles, rolebindings: create (each checkpointed job's mirror identity).
+- events: create (phase changes; kopf's warnings).
+No get, update or patch of anything but the jobs' status, and never secrets.
+tests/integration/chart runs a job end to end under exactly these rules.
+*/}}
+{{- define "multinode-operator.namespacedRules" -}}
+- apiGroups: ["multinode.dev"]
+  resources: ["trainingjobs"]
+  verbs: ["list", "watch", "delete"]
+- apiGroups: ["multinode.dev"]
+  resources: ["trainingjobs/status"]
+  verbs: ["get", "patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["list", "watch", "create"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["create"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- if .Values.rbac.ownerReferencesPermissionEnforcement }}
+- apiGroups: ["multinode.dev"]
+  resources: ["trainingjobs/finalizers"]
+  verbs: ["update"]
+{{- end }}
+{{- end }}
+
+{{/* Cluster-scoped: nodes, for spec.topology placement (the operator indexes every node). */}}
+{{- define "multinode-operator.clusterRules" -}}
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list", "watch"]
+{{- end }}
+
+{{- define "multinode-operator.crdMetadata" -}}
+metadata:
+  name: trainingjobs.multinode.dev
+  labels:
+    {{- include "multinode-operator.labels" . | nindent 4 }}
+  {{- if .Values.crds.keep }}
+  annotations:
+    helm.sh/resource-policy: keep
+  {{- end }}
+{{- end }}

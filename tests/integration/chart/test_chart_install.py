@@ -1,0 +1,334 @@
+"""The Helm chart on the local cluster: install, the operator running as the chart's identity, upgrade, uninstall.
+
+There is no operator image here (no Docker engine) and kwok runs no containers, so the chart's
+Deployment only proves that the apiserver accepts it, and that its pod is admitted in a namespace that
+enforces PodSecurity `restricted`. The operator itself then runs as a local process with a token of the
+chart's ServiceAccount, against the RBAC-enforcing apiserver: whatever the chart's roles lack, the job
+below cannot finish.
+
+The CRD is cluster-wide and shared with the other tests. The release adopts the one already applied
+(the way docs/install.md describes for a CRD first installed with kubectl), helm upgrades it, and the keep
+policy makes `helm uninstall` leave it; the test gives the CRD back without helm's ownership metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from multinode.api import CRD_NAME, GROUP, PLURAL, VERSION
+from multinode.api.crd import render_crd_yaml
+from tests.support import jobs
+from tests.support.jobs import FINISH_AFTER
+from tests.support.kube import kubeconfig_for_token, kubectl, new_namespace, service_account_token
+from tests.support.operator import OperatorProcess
+from tests.support.storage import bound_claim
+from tests.support.waiting import wait_for
+from tests.unit.chart.chart import CHART_DIR, helm
+
+IMAGE_TAG = "0.0.0-test"
+HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+               "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "stage")
+HELM_ANNOTATIONS = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace", "helm.sh/resource-policy")
+CACHE_MOUNT, CKPT_MOUNT = "/cache", "/checkpoints"
+
+
+@dataclass
+class Release:
+    name: str
+    namespace: str  # the operator's namespace (PodSecurity restricted)
+    jobs_namespace: str  # not watched by the session operator (t-*)
+    kubeconfig: str
+    install_output: str = ""
+    installed: bool = True
+    pvs: list[str] = field(default_factory=list)
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.name}-multinode-operator"
+
+    @property
+    def service_account(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.fullname}"
+
+    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return helm(*args, "--namespace", self.namespace, "--kubeconfig", self.kubeconfig, check=check)
+
+    def can(self, verb: str, resource: str, namespace: str | None = None) -> bool:
+        ns = ["-n", namespace] if namespace else ["--all-namespaces"]
+        resource, _, sub = resource.partition("/")
+        sub_args = [f"--subresource={sub}"] if sub else []
+        out = kubectl(self.kubeconfig, "auth", "can-i", verb, resource, *sub_args, *ns,
+                      f"--as={self.service_account}", check=False).stdout.strip()
+        assert out in ("yes", "no"), out
+        return out == "yes"
+
+
+def crd_object(kubeconfig: str) -> dict:
+    return json.loads(kubectl(kubeconfig, "get", "crd", CRD_NAME, "-o", "json").stdout)
+
+
+def hand_crd_to(kubeconfig: str, release: str | None, namespace: str | None) -> None:
+    """Give the shared CRD to a release (helm adopts an object carrying its ownership metadata), or back."""
+    if release is None:
+        kubectl(kubeconfig, "label", "crd", CRD_NAME, *(f"{k}-" for k in HELM_LABELS), check=False)
+        kubectl(kubeconfig, "annotate", "crd", CRD_NAME, *(f"{k}-" for k in HELM_ANNOTATIONS), check=False)
+        return
+    kubectl(kubeconfig, "label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+    kubectl(kubeconfig, "annotate", "crd", CRD_NAME, "--overwrite",
+            f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}")
+
+
+@pytest.fixture(scope="module")
+def release(core: client.CoreV1Api, kubeconfig: str, crd: str) -> Iterator[Release]:
+    chart_crd = (CHART_DIR / "files" / "crd.yaml").read_text()
+    assert chart_crd == Path(crd).read_text() == render_crd_yaml(), \
+        "the chart's CRD differs from the generated one (run `make crds`); installing it would change the shared CRD"
+    ops_ns = new_namespace(core, prefix="mno")
+    core.patch_namespace(ops_ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted",
+                                                          "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    jobs_ns = new_namespace(core, prefix="cj")
+    rel = Release(name=f"mn{uuid.uuid4().hex[:6]}", namespace=ops_ns, jobs_namespace=jobs_ns, kubeconfig=kubeconfig)
+    install = ("install", rel.name, str(CHART_DIR), "--set", f"image.tag={IMAGE_TAG}", "--set", "operator.workers=4")
+    try:
+        # The CRD exists (applied with kubectl): helm refuses it until it carries the release's metadata.
+        refused = rel.helm(*install, check=False)
+        assert refused.returncode != 0 and "cannot be imported into the current release" in refused.stderr, refused
+        hand_crd_to(kubeconfig, rel.name, ops_ns)
+        rel.install_output = rel.helm(*install).stdout
+        yield rel
+    finally:
+        if rel.installed:
+            rel.helm("uninstall", rel.name, "--wait", check=False)
+        hand_crd_to(kubeconfig, None, None)
+        for ns in (jobs_ns, ops_ns):
+            core.delete_namespace(ns)
+        for pv in rel.pvs:
+            core.delete_persistent_volume(pv)
+
+
+def test_install_is_accepted_and_the_operator_pod_admitted_as_restricted(
+    release: Release, api: client.ApiClient, core: client.CoreV1Api
+) -> None:
+    apps = client.AppsV1Api(api)
+    assert "kubectl get tj" in release.install_output and f"deployment/{release.fullname}" in release.install_output
+
+    deployment = apps.read_namespaced_deployment(release.fullname, release.namespace)
+    assert deployment.spec.replicas == 1 and deployment.spec.strategy.type == "Recreate"
+    (container,) = deployment.spec.template.spec.containers
+    assert container.image == f"ghcr.io/multinode/multinode:{IMAGE_TAG}"
+    # Server-side validation of the whole rendered release, once more, as a dry run.
+    manifest = release.helm("get", "manifest", release.name).stdout
+    kubectl(release.kubeconfig, "apply", "--dry-run=server", "-f", "-", input=manifest)
+
+    # The ReplicaSet's pod passed PodSecurity admission in a namespace that enforces `restricted`.
+    selector = ",".join(f"{k}={v}" for k, v in deployment.spec.selector.match_labels.items())
+    pod = wait_for(lambda: next(iter(core.list_namespaced_pod(release.namespace, label_selector=selector).items), None),
+                   timeout=60, what="the operator pod (admitted under PodSecurity restricted)")
+    assert pod.spec.service_account_name == release.fullname
+    refused = [e.message for e in core.list_namespaced_event(release.namespace).items if e.reason == "FailedCreate"]
+    assert not refused, refused
+
+    crd = crd_object(release.kubeconfig)
+    assert {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Established"] == "True"
+    assert crd["metadata"]["annotations"]["meta.helm.sh/release-name"] == release.name
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> None:
+    ns = release.jobs_namespace
+    for verb, resource in [("list", "trainingjobs.multinode.dev"), ("delete", "trainingjobs.multinode.dev"),
+                           ("patch", "trainingjobs.multinode.dev/status"), ("create", "pods"), ("delete", "pods"),
+                           ("create", "services"), ("create", "serviceaccounts"),
+                           ("create", "roles.rbac.authorization.k8s.io"), ("create", "events")]:
+        assert release.can(verb, resource, ns), (verb, resource)
+    assert release.can("watch", "nodes")
+    for verb, resource in [("get", "secrets"), ("list", "secrets"), ("patch", "trainingjobs.multinode.dev"),
+                           ("get", "trainingjobs.multinode.dev"), ("update", "trainingjobs.multinode.dev/status"),
+                           ("update", "pods"), ("patch", "pods"), ("delete", "services"), ("get", "nodes"),
+                           ("list", "namespaces"), ("create", "clusterroles.rbac.authorization.k8s.io"),
+                           ("escalate", "roles.rbac.authorization.k8s.io"), ("bind", "roles.rbac.authorization.k8s.io"),
+                           ("update", "deployments.apps")]:
+        assert not release.can(verb, resource, ns), (verb, resource)
+
+
+class MirrorProcess:
+    """`multinode mirror` as the job's mirror pod would run it, with the mirror's own token."""
+
+    def __init__(self, kubeconfig: str, namespace: str, job: str, source: Path, dest: Path, log: Path):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        args = [sys.executable, "-m", "multinode.cli.main", "mirror", "--source", str(source), "--dest", str(dest),
+                "--job", job, "--namespace", namespace, "--keep", "2", "--interval", "0.2", "--settle", "0",
+                "--metrics-port", str(port), "--metrics-address", "127.0.0.1"]
+        self.log = log
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(args, env=dict(os.environ, KUBECONFIG=kubeconfig),
+                                         stdout=out, stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+def write_checkpoint(root: Path, name: str, shards: int = 4) -> None:
+    d = root / name
+    d.mkdir(parents=True)
+    for rank in range(shards):
+        (d / f"rank_{rank:05d}.pt").write_bytes(os.urandom(32 * 1024))
+    (d / "COMPLETE").write_text("")
+
+
+def run_operator_as_chart(release: Release, core: client.CoreV1Api, tmp_path: Path, log: str) -> OperatorProcess:
+    token = service_account_token(core, release.namespace, release.fullname)
+    kubeconfig = kubeconfig_for_token(release.kubeconfig, token, tmp_path / f"{log}.kubeconfig")
+    op = OperatorProcess(kubeconfig, [release.jobs_namespace], tmp_path / f"{log}.log",
+                         extra_env={"MULTINODE_OPERATOR_IMAGE": f"ghcr.io/multinode/multinode:{IMAGE_TAG}"})
+    op.start()
+    return op
+
+
+def assert_never_refused(op: OperatorProcess) -> None:
+    text = op.log_path.read_text()
+    assert "403" not in text and "forbidden" not in text.lower(), op.log_tail(80)
+
+
+def checkpointed_job(release: Release, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+                     tmp_path: Path) -> dict:
+    """A 4-node checkpointed job from apply to Succeeded, its mirror reporting with its own identity."""
+    ns = release.jobs_namespace
+    release.pvs += [bound_claim(core, ns, "team-cache"), bound_claim(core, ns, "ckpt-backup")]
+    jobs.apply(release.kubeconfig, ns, jobs.training_job(
+        "ckpt", 4, gpus=0, cache={"claimName": "team-cache", "mountPath": CACHE_MOUNT},
+        checkpointing={"claimName": "ckpt-backup", "mountPath": CKPT_MOUNT, "keep": 2}))
+    jobs.wait_phase(custom, ns, "ckpt", "Running", timeout=90)
+    wait_for(lambda: any(p.metadata.name == "ckpt-mirror" for p in core.list_namespaced_pod(ns).items),
+             timeout=30, what="the mirror pod")
+    # The mirror's identity: ServiceAccount, Role and RoleBinding the operator created under the chart's rights.
+    mirror_token = service_account_token(core, ns, "ckpt-mirror")
+    source, dest = tmp_path / "cache" / "ckpt", tmp_path / "checkpoints" / "ckpt"
+    source.mkdir(parents=True)
+    mirror = MirrorProcess(kubeconfig_for_token(release.kubeconfig, mirror_token, tmp_path / "mirror.kubeconfig"),
+                           ns, "ckpt", source, dest, tmp_path / "mirror.log")
+    try:
+        write_checkpoint(source, "checkpoint_0000100")
+        wait_for(lambda: ((jobs.get_job(custom, ns, "ckpt").get("status") or {}).get("checkpoints") or {})
+                 .get("latest", {}).get("name") == "checkpoint_0000100", timeout=30, what="the mirror's report")
+        write_checkpoint(source, "checkpoint_0000200")
+        for i in range(4):
+            core.patch_namespaced_pod(f"ckpt-{i}-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "0s"}}})
+        done = jobs.wait_phase(custom, ns, "ckpt", "Succeeded", timeout=90)
+        assert mirror.proc.wait(timeout=30) == 0, mirror.log.read_text()
+    finally:
+        mirror.stop()
+    synced = jobs.condition(done, "CheckpointsSynced")
+    assert (synced["status"], synced["reason"]) == ("True", "FinalSyncDone")
+    assert done["status"]["checkpoints"]["latest"]["name"] == "checkpoint_0000200"
+    assert sorted(p.name for p in dest.iterdir() if not p.name.startswith(".")) == \
+        ["checkpoint_0000100", "checkpoint_0000200"]
+    return done
+
+
+def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
+    release: Release, api: client.ApiClient, core: client.CoreV1Api, tmp_path: Path
+) -> None:
+    custom, apps, rbac = client.CustomObjectsApi(api), client.AppsV1Api(api), client.RbacAuthorizationV1Api(api)
+    ns, kubeconfig = release.jobs_namespace, release.kubeconfig
+    # Only the local process below may act: the Deployment's (kwok) pod goes first.
+    kubectl(kubeconfig, "scale", "-n", release.namespace, f"deployment/{release.fullname}", "--replicas=0")
+    wait_for(lambda: not core.list_namespaced_pod(release.namespace).items, timeout=60, what="operator pod gone")
+
+    # 1. All-namespaces RBAC (ClusterRole): a 4-node checkpointed job, with its mirror, to Succeeded.
+    op = run_operator_as_chart(release, core, tmp_path, "operator-cluster")
+    try:
+        first = checkpointed_job(release, core, custom, tmp_path)
+        assert_never_refused(op)
+    finally:
+        op.stop()
+
+    # 2. helm upgrade: watch only the jobs' namespace (Role there, node-only ClusterRole), a new label.
+    out = release.helm("upgrade", release.name, str(CHART_DIR), "--set", f"image.tag={IMAGE_TAG}",
+                       "--set", f"watchNamespaces={{{ns}}}", "--set", "commonLabels.stage=upgraded",
+                       "--set", "replicaCount=0").stdout
+    assert "STATUS: deployed" in out and "REVISION: 2" in out
+    crd = crd_object(kubeconfig)
+    assert crd["metadata"]["labels"]["stage"] == "upgraded", "helm upgrade updates the CRD"
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Established"] == "True"
+    survivor = jobs.get_job(custom, ns, "ckpt")
+    assert survivor["metadata"]["uid"] == first["metadata"]["uid"] and survivor["status"]["phase"] == "Succeeded"
+    cluster_role = rbac.read_cluster_role(release.fullname)
+    assert [(r.resources, r.verbs) for r in cluster_role.rules] == [(["nodes"], ["list", "watch"])]
+    assert rbac.read_namespaced_role(release.fullname, ns).metadata.labels["stage"] == "upgraded"
+    assert release.can("create", "pods", ns) and not release.can("create", "pods", "default")
+    args = apps.read_namespaced_deployment(release.fullname, release.namespace).spec.template.spec.containers[0].args
+    assert f"--namespace={ns}" in args
+
+    # With the namespaced Role: a job that the operator deletes itself once done (ttlSecondsAfterFinished).
+    op = run_operator_as_chart(release, core, tmp_path, "operator-namespaced")
+    try:
+        jobs.apply(kubeconfig, ns, jobs.training_job("brief", 2, gpus=0, ttlSecondsAfterFinished=0))
+        jobs.wait_phase(custom, ns, "brief", "Running", timeout=90)
+        for i in range(2):
+            core.patch_namespaced_pod(f"brief-{i}-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "0s"}}})
+
+        def deleted() -> bool:
+            try:
+                jobs.get_job(custom, ns, "brief")
+                return False
+            except client.ApiException as e:
+                return e.status == 404
+
+        wait_for(deleted, timeout=90, what="the TTL deletion of job brief by the operator")
+        assert_never_refused(op)
+    finally:
+        op.stop()
+
+    # 3. helm uninstall: the operator's objects go; the CRD and the TrainingJobs stay (keep policy).
+    manifest = list(yaml.safe_load_all(release.helm("get", "manifest", release.name).stdout))
+    (crd_doc,) = [d for d in manifest if d and d["kind"] == "CustomResourceDefinition"]
+    assert crd_doc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", \
+        "refusing to uninstall: the shared CRD (and every test's jobs) would be deleted"
+    out = release.helm("uninstall", release.name, "--wait").stdout
+    release.installed = False
+    assert "kept due to the resource policy" in out and CRD_NAME in out
+
+    gone = {
+        "Deployment": lambda: apps.read_namespaced_deployment(release.fullname, release.namespace),
+        "ServiceAccount": lambda: core.read_namespaced_service_account(release.fullname, release.namespace),
+        "Service": lambda: core.read_namespaced_service(f"{release.fullname}-metrics", release.namespace),
+        "ClusterRole": lambda: rbac.read_cluster_role(release.fullname),
+        "ClusterRoleBinding": lambda: rbac.read_cluster_role_binding(release.fullname),
+        "Role": lambda: rbac.read_namespaced_role(release.fullname, ns),
+        "RoleBinding": lambda: rbac.read_namespaced_role_binding(release.fullname, ns),
+    }
+    for kind, read in gone.items():
+        with pytest.raises(client.ApiException) as e:
+            read()
+        assert e.value.status == 404, kind
+    crd = crd_object(kubeconfig)
+    assert {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Established"] == "True"
+    kept = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "ckpt")
+    assert kept["metadata"]["uid"] == first["metadata"]["uid"] and kept["status"]["phase"] == "Succeeded"
+
+    # 4. Reinstalling under the same name and namespace adopts the kept CRD with no manual step.
+    release.helm("install", release.name, str(CHART_DIR), "--set", f"image.tag={IMAGE_TAG}", "--set", "replicaCount=0")
+    release.installed = True
+    assert crd_object(kubeconfig)["metadata"]["uid"] == crd["metadata"]["uid"]
+    assert "kept due to the resource policy" in release.helm("uninstall", release.name, "--wait").stdout
+    release.installed = False
+    assert custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "ckpt")["metadata"]["uid"] == \
+        first["metadata"]["uid"]
