@@ -44,6 +44,16 @@ def _single(store: Any) -> Any:
     return None
 
 
+def status_patch(desired: dict, before: TrainingJobStatus | None, on_server: dict | None) -> dict:
+    """A merge patch that makes the server's status `desired`: a field we cleared is sent as null,
+    which removes it (leaving it out would leave the old value, e.g. a stale nextAttemptTime)."""
+    patch = dict(desired)
+    known = set(on_server or {}) | set(_dump(before) if before is not None else {})
+    for key in known - set(desired) - {"checkpoints"}:  # the mirror's field is never ours to clear
+        patch[key] = None
+    return patch
+
+
 def _created(status: TrainingJobStatus) -> bool:
     return any(c.type == "Created" and c.status == "True" for c in status.conditions)
 
@@ -205,7 +215,8 @@ class Reconciler:
         # Compare with the server's copy too: a patch we gave up on (timeout) can still land after a newer one.
         on_server = None if job.status is None else _dump(job.status)
         if before is None or _dump(before) != desired or on_server != desired:
-            await self.kube.patch_job_status(job.metadata.namespace, job.metadata.name, desired)
+            await self.kube.patch_job_status(job.metadata.namespace, job.metadata.name,
+                                             status_patch(desired, before, on_server))
         self.written[job.metadata.uid or ""] = result.status
         self._account(job, before, result)
         meta = {"name": job.metadata.name, "namespace": job.metadata.namespace, "uid": job.metadata.uid}

@@ -26,7 +26,7 @@ from multinode.render.settings import RenderSettings
 
 TRAINER_CONTAINER = "trainer"
 PREFLIGHT_CONTAINER = "preflight"
-# The preflight only resolves DNS names and probes a port; keep it from
+# The preflight only resolves DNS names (and creates the job's cache dir); keep it from
 # competing with the trainer for the node's CPU and memory.
 PREFLIGHT_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},

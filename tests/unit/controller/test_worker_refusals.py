@@ -88,3 +88,16 @@ def test_a_pod_the_cluster_forbids_keeps_the_job_pending_and_says_why() -> None:
     running = condition(status, "Running")
     assert running["reason"] == "PodCreationForbidden"
     assert "is forbidden: no PriorityClass with name training was found" in running["message"]
+
+
+def test_a_status_field_the_planner_cleared_is_removed_with_an_explicit_null() -> None:
+    from multinode.api import TrainingJobStatus
+    from multinode.controller.worker import status_patch
+
+    before = TrainingJobStatus(phase="Restarting", next_attempt_time="2026-11-20T12:00:05Z", attempt=1)
+    desired = {"phase": "Pending", "attempt": 1}
+    patch = status_patch(desired, before, {"phase": "Restarting", "nextAttemptTime": "2026-11-20T12:00:05Z",
+                                           "checkpoints": {"mirrored": 1}})
+
+    assert patch["nextAttemptTime"] is None and patch["phase"] == "Pending"
+    assert "checkpoints" not in patch, "the mirror's field is never touched"
