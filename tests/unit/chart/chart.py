@@ -20,7 +20,7 @@ KUBE_VERSION = binaries.read_versions()["KUBE_VERSION"]
 def helm_binary() -> str:
     helm = binaries.locate().helm
     if not helm.exists():
-        pytest.skip(f"the pinned helm is not built ({helm}): run `make binaries`")
+        pytest.fail(f"the pinned helm is not built ({helm}): run `make binaries` (make test does)")
     return str(helm)
 
 

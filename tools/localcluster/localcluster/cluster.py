@@ -239,6 +239,22 @@ class LocalCluster:
         self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
         self.kubeconfig.chmod(0o600)
 
+    def kubeconfig_for_token(self, token: str, path: Path) -> Path:
+        """A kubeconfig for this cluster that authenticates with `token` (a ServiceAccount's, say)."""
+        state = self._load_state()
+        config = {
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "multinode-local", "cluster": {
+                "server": f"https://127.0.0.1:{state['api_port']}",
+                "certificate-authority": str(self.dir / "certs" / "apiserver.crt")}}],
+            "users": [{"name": "token", "user": {"token": token}}],
+            "contexts": [{"name": "token", "context": {"cluster": "multinode-local", "user": "token"}}],
+            "current-context": "token",
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
     # ---- nodes ---------------------------------------------------------------------------------
 
     def api_client(self):
