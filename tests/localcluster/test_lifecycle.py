@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +34,7 @@ def test_cluster_down_leaves_no_process(local_cluster: LocalCluster) -> None:
     assert down.returncode == 0, down.stderr
     assert processes.pids_with_marker(cluster.marker) == []
     assert not cluster.is_running()
+    shutil.rmtree(cluster.dir)
 
 
 def test_cluster_dies_with_its_sigkilled_owner(local_cluster: LocalCluster) -> None:
@@ -59,3 +61,4 @@ def test_cluster_dies_with_its_sigkilled_owner(local_cluster: LocalCluster) -> N
     finally:
         owner.kill()
         cluster.stop()
+        shutil.rmtree(cluster.dir, ignore_errors=True)

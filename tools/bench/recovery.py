@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import threading
@@ -81,7 +82,8 @@ class PodClock:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError("benchmark wait timed out")
-                self.cond.wait(left)
+                # Job status changes come without a pod event: look again at least every 100 ms.
+                self.cond.wait(min(left, 0.1))
 
     def stop(self) -> None:
         self._watch.stop()
@@ -155,6 +157,7 @@ def main() -> int:
     finally:
         if own:
             cluster.stop()
+            shutil.rmtree(cluster.dir, ignore_errors=True)
     print(f"{'nodes':>6} {'trials':>6} {'fail→gang median':>18} {'p99':>8} {'gone→gang median':>18} {'p99':>8}")
     for r in results:
         gone = r["old_gone_to_gang_s"] or {"median": float("nan"), "p99": float("nan")}
