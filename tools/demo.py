@@ -102,7 +102,7 @@ def main() -> int:
     say("the result")
     kubectl(kc, "get", "trainingjob", job_name)
     kubectl(kc, "get", "pods", "-l", f"{LABEL_JOB_NAME}={job_name}", "-o", "wide")
-    say(f"the env contract of node 1 (docs/env.md has all of it)")
+    say("the env contract of node 1 (docs/env.md has all of it)")
     env = kubectl(kc, "get", "pod", f"{job_name}-1-a0", "-o",
                   "jsonpath={range .spec.containers[0].env[*]}{.name}={.value}{'\\n'}{end}", show=False)
     shown = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "NPROC_PER_NODE", "WORLD_SIZE", "BT_", "NCCL_")

@@ -43,6 +43,16 @@ def get_job(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict:
     return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
 
 
+def job_gone(custom: client.CustomObjectsApi, namespace: str, name: str) -> bool:
+    try:
+        get_job(custom, namespace, name)
+        return False
+    except client.ApiException as e:
+        if e.status == 404:
+            return True
+        raise
+
+
 def job_pods(core: client.CoreV1Api, namespace: str, name: str) -> list:
     return core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={name}").items
 

@@ -30,7 +30,7 @@ import yaml
 from kubernetes import client, watch
 from localcluster import ClusterConfig, LocalCluster
 
-from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX, PLURAL, VERSION
+from multinode.api import GROUP, LABEL_ATTEMPT, PLURAL, VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))

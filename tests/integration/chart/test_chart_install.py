@@ -14,10 +14,7 @@ policy makes `helm uninstall` leave it; the test gives the CRD back without helm
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,6 +32,7 @@ from tests.support.kube import kubeconfig_for_token, kubectl, new_namespace, ser
 from tests.support.operator import OperatorProcess
 from tests.support.storage import bound_claim
 from tests.support.waiting import wait_for
+from tests.support.mirror import MirrorProcess, write_checkpoint
 from tests.unit.chart.chart import CHART_DIR, helm
 
 IMAGE_TAG = "0.0.0-test"
@@ -163,35 +161,6 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
         assert not release.can(verb, resource, ns), (verb, resource)
 
 
-class MirrorProcess:
-    """`multinode mirror` as the job's mirror pod would run it, with the mirror's own token."""
-
-    def __init__(self, kubeconfig: str, namespace: str, job: str, source: Path, dest: Path, log: Path):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        args = [sys.executable, "-m", "multinode.cli.main", "mirror", "--source", str(source), "--dest", str(dest),
-                "--job", job, "--namespace", namespace, "--keep", "2", "--interval", "0.2", "--settle", "0",
-                "--metrics-port", str(port), "--metrics-address", "127.0.0.1"]
-        self.log = log
-        with open(log, "wb") as out:
-            self.proc = subprocess.Popen(args, env=dict(os.environ, KUBECONFIG=kubeconfig),
-                                         stdout=out, stderr=subprocess.STDOUT)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-
-
-def write_checkpoint(root: Path, name: str, shards: int = 4) -> None:
-    d = root / name
-    d.mkdir(parents=True)
-    for rank in range(shards):
-        (d / f"rank_{rank:05d}.pt").write_bytes(os.urandom(32 * 1024))
-    (d / "COMPLETE").write_text("")
-
-
 def run_operator_as_chart(release: Release, core: client.CoreV1Api, tmp_path: Path, log: str) -> OperatorProcess:
     token = service_account_token(core, release.namespace, release.fullname)
     kubeconfig = kubeconfig_for_token(release.kubeconfig, token, tmp_path / f"{log}.kubeconfig")
@@ -285,14 +254,7 @@ def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
         for i in range(2):
             core.patch_namespaced_pod(f"brief-{i}-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "0s"}}})
 
-        def deleted() -> bool:
-            try:
-                jobs.get_job(custom, ns, "brief")
-                return False
-            except client.ApiException as e:
-                return e.status == 404
-
-        wait_for(deleted, timeout=90, what="the TTL deletion of job brief by the operator")
+        wait_for(lambda: jobs.job_gone(custom, ns, "brief"), timeout=90, what="the TTL deletion of job brief by the operator")
         assert_never_refused(op)
     finally:
         op.stop()

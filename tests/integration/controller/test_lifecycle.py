@@ -178,13 +178,7 @@ def test_deadline_fails_the_job_and_ttl_deletes_a_finished_one(
         assert jobs.condition(slow, "Failed")["reason"] == "DeadlineExceeded"
         wait_for(lambda: "Succeeded" in brief.phases, timeout=30, what="brief Succeeded")
 
-    def deleted() -> bool:
-        try:
-            jobs.get_job(custom, ns, "brief")
-            return False
-        except client.ApiException as e:
-            return e.status == 404
-    wait_for(deleted, timeout=30, what="the finished job deleted by its TTL")
+    wait_for(lambda: jobs.job_gone(custom, ns, "brief"), timeout=30, what="the finished job deleted by its TTL")
 
 
 def test_pods_of_one_attempt_with_different_digests_are_caught(

@@ -7,22 +7,17 @@ ServiceAccount the operator made), against real directories standing in for the 
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 
 from multinode.api import GROUP, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
 from tests.support.kube import client_for_token, kubeconfig_for_token, kubectl, service_account_token
+from tests.support.mirror import MirrorProcess, write_checkpoint
 from tests.support.storage import bound_claim
 from tests.support.waiting import wait_for
 
@@ -41,40 +36,6 @@ def volumes(core: client.CoreV1Api, job_namespace: str) -> Iterator[str]:
     yield job_namespace
     for pv in pvs:
         core.delete_persistent_volume(pv)
-
-
-def write_checkpoint(root: Path, name: str, shards: int = 4, size: int = 64 * 1024) -> None:
-    d = root / name
-    d.mkdir(parents=True)
-    for rank in range(shards):
-        (d / f"rank_{rank:05d}.pt").write_bytes(os.urandom(size))
-    (d / "COMPLETE").write_text("")
-
-
-class MirrorProcess:
-    """`multinode mirror` as the mirror pod would run it, with the mirror's ServiceAccount token."""
-
-    def __init__(self, kubeconfig: str, namespace: str, job: str, source: Path, dest: Path, log: Path):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.metrics_port = s.getsockname()[1]
-        args = [sys.executable, "-m", "multinode.cli.main", "mirror", "--source", str(source), "--dest", str(dest),
-                "--job", job, "--namespace", namespace, "--keep", "2", "--interval", "0.2", "--settle", "0",
-                "--metrics-port", str(self.metrics_port), "--metrics-address", "127.0.0.1"]
-        self.log = log
-        with open(log, "wb") as out:
-            self.proc = subprocess.Popen(args, env=dict(os.environ, KUBECONFIG=kubeconfig),
-                                         stdout=out, stderr=subprocess.STDOUT)
-
-    def metrics(self) -> dict[str, float]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
 
 
 def latest_name(custom: client.CustomObjectsApi, ns: str, name: str) -> str | None:
@@ -137,7 +98,7 @@ def test_mirror_pod_identity_reporting_and_final_sync(
 def test_the_mirror_identity_may_touch_only_its_own_jobs_status(
     api: client.ApiClient, core: client.CoreV1Api, kubeconfig: str, volumes: str
 ) -> None:
-    ns, custom = volumes, client.CustomObjectsApi(api)
+    ns = volumes
     jobs.apply(kubeconfig, ns, checkpointed_job("mine"))
     jobs.apply(kubeconfig, ns, checkpointed_job("theirs"))
     wait_for(lambda: {p.metadata.name for p in core.list_namespaced_pod(ns).items} >= {"mine-mirror", "theirs-mirror"},
