@@ -157,22 +157,7 @@ class Reconciler:
         try:
             await self._apply_creates(job, result)
         except (client.ApiException, ValidationError) as e:
-            if isinstance(e, client.ApiException) and e.status == 403:
-                # Forbidden by the cluster, not the spec (a missing PriorityClass or ServiceAccount, a quota):
-                # that can change, so the worker retries with backoff; meanwhile the job says why it waits.
-                set_condition(result.status.conditions, "Running", "False", "PodCreationForbidden",
-                              api_error_summary(e), now=rfc3339(datetime.now(timezone.utc)),
-                              generation=job.metadata.generation)
-                await self._write_status(job, previous or job.status, result)
-                raise
-            if isinstance(e, client.ApiException) and e.status not in (400, 422):
-                raise
-            # The apiserver, or the client's typed models before sending (a passed-through volume, affinity
-            # or valueFrom of the wrong shape), refused a manifest we rendered from an admitted spec:
-            # retrying cannot help.
-            why = (api_error_summary(e) if isinstance(e, client.ApiException)
-                   else f"the pod does not fit the Kubernetes API: {describe_validation_error(e)}")
-            result = fail_job(result, "PodCreationFailed", why, now=datetime.now(timezone.utc), pods=pods)
+            result = await self._creation_refused(job, previous, result, pods, e)
         await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
                                for name in result.pods_to_delete))
         await self._write_status(job, previous or job.status, result)
@@ -181,6 +166,25 @@ class Reconciler:
             return
         if result.requeue_after is not None:
             self.queue.add(key, delay=result.requeue_after)
+
+    async def _creation_refused(self, job: TrainingJob, previous: TrainingJobStatus | None, result: Plan,
+                                pods: list[ObservedPod], e: Exception) -> Plan:
+        """A create was refused. 403: the cluster may change (a missing PriorityClass or ServiceAccount, a
+        quota), so say why on the job and re-raise to retry with backoff. 400/422, or the client's typed
+        models refusing before sending (a passed-through volume, affinity or valueFrom of the wrong shape):
+        a manifest rendered from an admitted spec will not get better, so the job fails. Anything else is
+        re-raised and retried."""
+        if isinstance(e, client.ApiException) and e.status == 403:
+            set_condition(result.status.conditions, "Running", "False", "PodCreationForbidden",
+                          api_error_summary(e), now=rfc3339(datetime.now(timezone.utc)),
+                          generation=job.metadata.generation)
+            await self._write_status(job, previous or job.status, result)
+            raise e
+        if isinstance(e, client.ApiException) and e.status not in (400, 422):
+            raise e
+        why = (api_error_summary(e) if isinstance(e, client.ApiException)
+               else f"the pod does not fit the Kubernetes API: {describe_validation_error(e)}")
+        return fail_job(result, "PodCreationFailed", why, now=datetime.now(timezone.utc), pods=pods)
 
     def _resume_source_latest(self, job: TrainingJob) -> str | None:
         """The latest mirrored checkpoint of the job named in resumeFrom.trainingJob (same namespace)."""
