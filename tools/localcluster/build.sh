@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane from the Go module proxy (no prebuilt binaries are reachable here).
 #
-#   tools/localcluster/build.sh [component...]     components: kubernetes etcd kwok helm (default: all)
+#   tools/localcluster/build.sh [component...]     components: kubernetes etcd kwok helm (default: these)
+#                                                  and jobset (optional, only for tools/bench)
 #
 # Each component is built once per version into $CACHE/bin/<component>-<version>/ and skipped when the
 # binaries are already there. Kubernetes and etcd need a wrapper module: their go.mod files point staging
@@ -98,6 +99,26 @@ build_helm() {
   mkdir -p "$out.tmp"
   GOBIN="$out.tmp" go install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$v" "helm.sh/helm/v3/cmd/helm@$v"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+# Optional, for the peer benchmarks only: the JobSet controller (plain `go install`, no replaces) and its
+# CRDs from the module's config/components/crd/bases.
+build_jobset() {
+  local v=$JOBSET_VERSION out="$CACHE/bin/jobset-$JOBSET_VERSION"
+  if have_all "$out" manager && [ -d "$out/crds" ]; then log "jobset $v: cached"; return; fi
+  # A wrapper module: `go install pkg@version` asks the proxy for the module's version list (deprecation
+  # check), which this proxy refuses for sigs.k8s.io/jobset.
+  local mod="$CACHE/src/jobset-$v"
+  wrapper_module "$mod" multinode.dev/localcluster/jobset
+  log "jobset $v: resolving and compiling (a few minutes with empty Go caches on 2 cores)"
+  (cd "$mod" && go get "sigs.k8s.io/jobset@$v")
+  mkdir -p "$out.tmp/crds"
+  (cd "$mod" && go build -p "$(nproc)" -trimpath -ldflags "-s -w" -o "$out.tmp/manager" sigs.k8s.io/jobset)
+  local dir
+  dir=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)
+  cp "$dir"/config/components/crd/bases/*.yaml "$out.tmp/crds/"
+  chmod -R u+w "$out.tmp/crds"
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
