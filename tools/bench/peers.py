@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 SYSTEM_NS = "bench-system"
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 # The Job controller creates JobSet's pods: its requests count towards JobSet's cost.
 JOB_CONTROLLER_USER = "system:serviceaccount:kube-system:job-controller"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import (  # noqa: E402
-    JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_VERSION, Clock, JobSetProcess,
+    JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL, JOBSET_VERSION, Clock, JobSetProcess,
     RawWatch, audit_counts, identity, install_jobset_crds, jobset_manifest, jobset_running, machine,
     rss_peak_mb, summarize_counts, trainingjob_running,
 )
@@ -46,7 +46,7 @@ from tests.support.jobs import training_job  # noqa: E402
 from tests.support.kube import kubectl, new_namespace  # noqa: E402
 from tests.support.operator import CRD_FILE, OperatorProcess  # noqa: E402
 
-from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION  # noqa: E402
+from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION  # noqa: E402
 
 OUT = REPO / ".cache" / "bench" / "startup.json"
 MILESTONES = ("created", "scheduled", "running", "status")
@@ -55,7 +55,9 @@ MILESTONES = ("created", "scheduled", "running", "status")
 class Harness:
     """A cluster with both systems running, one namespace each, and watches feeding one Clock."""
 
-    def __init__(self, max_nodes: int, name: str | None = None, gpus_per_node: int = 8):
+    def __init__(self, max_nodes: int, name: str | None = None, gpus_per_node: int = 8, by_attempt: bool = False):
+        # by_attempt: pods are keyed (system, job, attempt) instead of (system, job), for restart trials.
+        self.by_attempt = by_attempt
         self.cluster = LocalCluster(ClusterConfig(
             name=name or f"bench-{uuid.uuid4().hex[:6]}", die_with_parent=True, audit_log=True,
             ready_timeout_seconds=max(120.0, max_nodes * 0.3),
@@ -85,10 +87,14 @@ class Harness:
         ours, js = self.ns["ours"], self.ns["jobset"]
 
         def our_pod(pod):
-            return ("ours", pod["metadata"].get("labels", {}).get(LABEL_JOB_NAME))
+            labels = pod["metadata"].get("labels", {})
+            key = ("ours", labels.get(LABEL_JOB_NAME))
+            return key + (int(labels.get(LABEL_ATTEMPT, -1)),) if self.by_attempt else key
 
         def js_pod(pod):
-            return ("jobset", pod["metadata"].get("labels", {}).get(JOBSET_NAME_LABEL))
+            labels = pod["metadata"].get("labels", {})
+            key = ("jobset", labels.get(JOBSET_NAME_LABEL))
+            return key + (int(labels.get(JOBSET_RESTART_LABEL, -1)),) if self.by_attempt else key
 
         self.watches = [
             RawWatch(self.api, f"/api/v1/namespaces/{ours}/pods",
@@ -108,6 +114,7 @@ class Harness:
         ns = self.ns[system]
         if system == "ours":
             body = training_job(name, num_nodes, gpus=gpus, **spec)
+            body["spec"].setdefault("failurePolicy", {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
             self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
         else:
             self.custom.create_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, ns, JOBSET_PLURAL,
@@ -145,8 +152,16 @@ class Harness:
         time.sleep(2.0)  # trailing status writes and Events belong to the run
         window = (wall0 - 0.05, time.time())
         self.delete(system, name)
-        self.clock.wait(lambda: self.clock.live((system, name)) == 0, timeout, f"{system} {name} pods gone")
+        self.wait_pods_gone(system, timeout)
         return result, window
+
+    def wait_pods_gone(self, system: str, timeout: float) -> None:
+        """Asked of the apiserver, not the watch: a re-opened watch does not replay deletions."""
+        deadline = time.monotonic() + timeout
+        while json.loads(self.core.list_namespaced_pod(self.ns[system], limit=1, _preload_content=False).data)["items"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{system} pods still there after {timeout}s")
+            time.sleep(0.2)
 
     def stop(self) -> None:
         for w in self.watches:

@@ -1,0 +1,104 @@
+"""Benchmark: many jobs at once. Throughput, ours against JobSet, and the operator's peak memory.
+
+    .venv/bin/python -P tools/bench/load.py [--jobs 100] [--nodes-per-job 8] [--runs 2] [--rss-job-nodes 16]
+
+Same harness as tools/bench/startup.py (a cluster of its own, both systems side by side, 128 fake 8-GPU
+nodes). Throughput: `--jobs` jobs of `--nodes-per-job` pods (1 GPU each) are created at once from 8
+threads; measured from the first create to every job reporting Running (TrainingJob phase; JobSet all
+replicated Jobs ready), alternating the systems, `--runs` each. Memory: a fresh operator process, then
+`--jobs` jobs × `--rss-job-nodes` pods (no GPUs) until all Running and 5 s more; the operator's peak RSS
+(VmHWM) and its RSS then. Writes .cache/bench/load.json. Not part of `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools" / "bench"))
+from peers import machine, rss_now_mb, rss_peak_mb  # noqa: E402
+from startup import Harness  # noqa: E402
+from tests.support.operator import OperatorProcess  # noqa: E402
+
+OUT = REPO / ".cache" / "bench" / "load.json"
+
+
+def burst(h: Harness, system: str, prefix: str, jobs: int, nodes: int, gpus: int, timeout: float) -> float:
+    names = [f"{prefix}-{i}" for i in range(jobs)]
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: h.create(system, n, nodes, gpus), names))
+    h.clock.wait(lambda: all((system, n) in h.clock.status and "running" in h.clock.status[(system, n)]
+                             for n in names), timeout, f"{jobs} {system} jobs Running")
+    elapsed = max(h.clock.status[(system, n)]["running"] for n in names) - t0
+    return elapsed
+
+
+def cleanup(h: Harness, system: str, prefix: str, jobs: int, timeout: float) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: h.delete(system, f"{prefix}-{i}"), range(jobs)))
+    h.wait_pods_gone(system, timeout)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--nodes-per-job", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--rss-job-nodes", type=int, default=16)
+    parser.add_argument("--cluster-nodes", type=int, default=128)
+    parser.add_argument("--timeout", type=float, default=900)
+    args = parser.parse_args()
+    # SIGTERM (timeout, kill) unwinds through `finally`, which stops the operator and the cluster.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    h = Harness(args.cluster_nodes)
+    throughput: dict[str, list[float]] = {"ours": [], "jobset": []}
+    try:
+        h.start()
+        for i in range(args.runs):
+            for system in (("ours", "jobset") if i % 2 == 0 else ("jobset", "ours")):
+                s = burst(h, system, f"t{i}", args.jobs, args.nodes_per_job, 1, args.timeout)
+                throughput[system].append(s)
+                print(f"  throughput run {i} {system:>6}: {args.jobs}×{args.nodes_per_job} all Running in {s:.2f}s",
+                      flush=True)
+                cleanup(h, system, f"t{i}", args.jobs, args.timeout)
+        # Memory: a fresh operator, so its high-water mark is this load's.
+        h.operator.stop()
+        h.operator = OperatorProcess(h.operator.kubeconfig, [h.ns["ours"]], h.cluster.dir / "logs" / "operator-rss.log")
+        h.operator.start()
+        pid = h.operator.proc.pid
+        idle = rss_now_mb(pid)
+        burst(h, "ours", "m", args.jobs, args.rss_job_nodes, 0, args.timeout)
+        time.sleep(5)
+        memory = {"jobs": args.jobs, "pods_per_job": args.rss_job_nodes, "idle_rss_mb": idle,
+                  "peak_rss_mb": rss_peak_mb(pid), "rss_after_mb": rss_now_mb(pid)}
+    finally:
+        h.stop()
+    med = {s: statistics.median(v) for s, v in throughput.items()}
+    print()
+    print(f"throughput: {args.jobs} jobs × {args.nodes_per_job} pods, all Running (median of {args.runs}): "
+          f"ours {med['ours']:.2f}s, JobSet {med['jobset']:.2f}s, ratio {med['ours'] / med['jobset']:.2f}")
+    print(f"operator memory, {args.jobs} jobs × {args.rss_job_nodes} pods: idle {memory['idle_rss_mb']:.0f} MB, "
+          f"peak {memory['peak_rss_mb']:.0f} MB, after {memory['rss_after_mb']:.0f} MB")
+    from localcluster.binaries import read_versions
+
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps({"machine": machine(), "versions": read_versions(),
+                               "throughput": {"jobs": args.jobs, "pods_per_job": args.nodes_per_job,
+                                              "runs_s": throughput, "median_s": med,
+                                              "ratio_ours_to_jobset": med["ours"] / med["jobset"]},
+                               "memory": memory}, indent=2))
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
