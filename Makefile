@@ -62,9 +62,15 @@ demo: venv binaries
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/demo.py
 
 # Benchmarks: not part of `make test`. Each writes .cache/bench/<name>.json and prints a table.
+# The peer benchmarks (startup, load, recovery_peers) also build JobSet (tools/localcluster/build.sh jobset)
+# and run JobSet beside the operator; docs/benchmarks.md has their figures.
 bench: venv binaries
+	tools/localcluster/build.sh jobset
 	$(PY) -P tools/bench/mirror.py
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery.py
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/startup.py
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/load.py
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery_peers.py
 
 clean:
 	-$(PY) -m localcluster down
