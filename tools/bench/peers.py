@@ -223,6 +223,21 @@ class RawWatch:
         self._stop.set()
 
 
+def wait_on(cond: threading.Condition, predicate, timeout: float, what: str = "benchmark condition"):
+    """Wait, holding `cond`, until `predicate()` is truthy; notified by watch threads, and looking again
+    at least every 100 ms for changes that come without a notification (a job's status)."""
+    deadline = time.monotonic() + timeout
+    with cond:
+        while True:
+            value = predicate()
+            if value:
+                return value
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"timed out waiting for {what}")
+            cond.wait(min(left, 0.1))
+
+
 class Clock:
     """First-seen timestamps (monotonic) per object and milestone, fed by RawWatch callbacks."""
 
@@ -232,16 +247,7 @@ class Clock:
         self.status: dict[str, dict] = {}  # job key → {"running": t}
 
     def wait(self, predicate, timeout: float, what: str = "benchmark condition"):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                value = predicate()
-                if value:
-                    return value
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"timed out waiting for {what}")
-                self.cond.wait(min(left, 0.1))
+        return wait_on(self.cond, predicate, timeout, what)
 
     def pod_event(self, kind: str, pod: dict, now: float, job_of) -> None:
         job = job_of(pod)

@@ -34,6 +34,8 @@ from multinode.api import GROUP, LABEL_ATTEMPT, PLURAL, VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools" / "bench"))
+from peers import wait_on  # noqa: E402
 from tests.support.kube import kubectl, new_namespace  # noqa: E402
 from tests.support.operator import CRD_FILE, OperatorProcess  # noqa: E402
 
@@ -73,17 +75,7 @@ class PodClock:
             pass
 
     def wait(self, predicate, timeout: float = 120.0):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                value = predicate()
-                if value:
-                    return value
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("benchmark wait timed out")
-                # Job status changes come without a pod event: look again at least every 100 ms.
-                self.cond.wait(min(left, 0.1))
+        return wait_on(self.cond, predicate, timeout, "a recovery milestone")
 
     def stop(self) -> None:
         self._watch.stop()
