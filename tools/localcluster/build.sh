@@ -2,7 +2,7 @@
 # Builds the local control plane from the Go module proxy (no prebuilt binaries are reachable here).
 #
 #   tools/localcluster/build.sh [component...]     components: kubernetes etcd kwok helm (default: these)
-#                                                  and jobset (optional, only for tools/bench)
+#                                                  and jobset, kubeflow (optional, only for tools/bench)
 #
 # Each component is built once per version into $CACHE/bin/<component>-<version>/ and skipped when the
 # binaries are already there. Kubernetes and etcd need a wrapper module: their go.mod files point staging
@@ -118,6 +118,25 @@ build_jobset() {
   local dir
   dir=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)
   cp "$dir"/config/components/crd/bases/*.yaml "$out.tmp/crds/"
+  chmod -R u+w "$out.tmp/crds"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+# Optional, for the peer benchmarks only: Kubeflow Training Operator v1 (the PyTorchJob controller) and its
+# CRDs from the module's manifests/base/crds.
+build_kubeflow() {
+  local v=$KUBEFLOW_TRAINING_OPERATOR_VERSION out="$CACHE/bin/kubeflow-training-operator-$KUBEFLOW_TRAINING_OPERATOR_VERSION"
+  if have_all "$out" manager && [ -d "$out/crds" ]; then log "kubeflow training-operator $v: cached"; return; fi
+  local mod="$CACHE/src/kubeflow-training-operator-$v"
+  wrapper_module "$mod" multinode.dev/localcluster/kubeflow
+  log "kubeflow training-operator $v: resolving and compiling (a few minutes with empty Go caches on 2 cores)"
+  (cd "$mod" && go get "github.com/kubeflow/training-operator@$v")
+  mkdir -p "$out.tmp/crds"
+  (cd "$mod" && go build -p "$(nproc)" -trimpath -ldflags "-s -w" -o "$out.tmp/manager" \
+    github.com/kubeflow/training-operator/cmd/training-operator.v1)
+  local dir
+  dir=$(cd "$mod" && go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)
+  cp "$dir"/manifests/base/crds/*.yaml "$out.tmp/crds/"
   chmod -R u+w "$out.tmp/crds"
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
