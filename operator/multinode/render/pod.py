@@ -32,6 +32,9 @@ PREFLIGHT_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"cpu": "100m", "memory": "128Mi"},
 }
+# What `multinode preflight` reads (peers_from_env) and nothing more: every variable is in the pod twice
+# (spec and managedFields) and in every watch event of it, which the operator and the apiserver decode.
+PREFLIGHT_ENV = ("MULTINODE_JOB_NAME", "MULTINODE_NAMESPACE", "MULTINODE_SERVICE", "NNODES")
 
 
 def _without_empty(mapping: dict[str, Any]) -> dict[str, Any]:
@@ -98,9 +101,8 @@ def _preflight_container(job: TrainingJob, env: list[dict[str, Any]], settings: 
         "image": settings.operator_image,
         "command": ["multinode", "preflight"],
         "args": args,
-        # The operator's variables only: the preflight needs the rendezvous facts,
-        # and user env may reference secrets it has no business reading.
-        "env": env,
+        # The rendezvous facts it needs only: user env may reference secrets it has no business reading.
+        "env": [e for e in env if e["name"] in PREFLIGHT_ENV],
         "resources": {kind: dict(values) for kind, values in PREFLIGHT_RESOURCES.items()},
         "volumeMounts": mounts,
     })

@@ -239,7 +239,17 @@ def test_user_env_reaches_the_trainer_only() -> None:
     trainer_env = trainer(pod)["env"]
     assert trainer_env[-1]["name"] == "HF_TOKEN"
     preflight_env = preflight(pod)["env"]
-    assert preflight_env == trainer_env[:-1]
+    assert "HF_TOKEN" not in {e["name"] for e in preflight_env}
+
+
+def test_the_preflight_gets_exactly_what_it_reads() -> None:
+    from multinode.cli.preflight import peers_from_env
+
+    job = make_job(num_nodes=3)
+    env = {e["name"]: e["value"] for e in preflight(render_node_pod(job, 1, 0))["env"]}
+    assert set(env) == {"MULTINODE_JOB_NAME", "MULTINODE_NAMESPACE", "MULTINODE_SERVICE", "NNODES"}
+    assert peers_from_env(env) == [f"{job.metadata.name}-{i}.{job.metadata.name}.{job.metadata.namespace}.svc"
+                                   for i in range(3)]
 
 
 def test_preflight_init_container() -> None:
@@ -255,8 +265,7 @@ def test_preflight_init_container() -> None:
         "limits": {"cpu": "100m", "memory": "128Mi"},
     }
     env = env_of(container)
-    assert env["MASTER_ADDR"] == "llama-0.llama.ml.svc"
-    assert env["NODE_RANK"] == "1"
+    assert env["MULTINODE_SERVICE"] == "llama" and env["NNODES"] == "2"
 
 
 def test_default_settings_use_the_released_operator_image() -> None:

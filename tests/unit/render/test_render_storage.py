@@ -50,8 +50,8 @@ def test_checkpoint_env_under_multinode_and_baseten_names() -> None:
     assert env["MULTINODE_RESUME_FROM"] == env["BT_LOAD_CHECKPOINT_DIR"] == "/checkpoints/llama/checkpoint-300"
     assert env["MULTINODE_RESTART_COUNT"] == env["BT_RETRY_COUNT"] == "1"
     assert env["MULTINODE_ATTEMPT"] == "2"
-    # The preflight sees the same operator variables.
-    assert env_of(pod["spec"]["initContainers"][0])["MULTINODE_RESUME_FROM"] == "/checkpoints/llama/checkpoint-300"
+    # The preflight only resolves peers: the resume path is the trainer's business.
+    assert "MULTINODE_RESUME_FROM" not in env_of(pod["spec"]["initContainers"][0])
 
 
 def test_first_start_has_an_empty_resume_path() -> None:
