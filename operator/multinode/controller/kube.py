@@ -1,22 +1,43 @@
-"""The operator's writes to Kubernetes, as coroutines over the official client (run in threads).
+"""The operator's writes to Kubernetes: plain JSON over the official client's connection pool, in threads.
 
-Responses are not deserialised into client models (`_preload_content=False`): the operator never reads
-them, and turning a pod into Python objects costs more than creating it.
+The official client is used for what it does well (kubeconfig and in-cluster credentials, token refresh,
+TLS, the connection pool) but not for the request itself: its typed path validates every body against
+its pydantic models and serialises it again, and its `_preload_content=False` mode hands back a response
+that is never returned to the pool, so every call paid a new TLS handshake (docs/benchmarks.md). Here a
+body is `json.dumps`ed once, the response is read (which puts the connection back), and only its status
+is looked at. Creates ask for `fieldValidation=Strict`: the apiserver, not a client-side copy of its
+schema, refuses a field it does not know, naming it, instead of dropping it with a warning.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 import json
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from typing import Any
 
 import urllib3
 from kubernetes import client, config
 
+from multinode import __version__
 from multinode.api import GROUP, KIND, PLURAL, VERSION
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+
+# Where each kind the operator creates lives: (API prefix, collection) under /namespaces/<ns>/, and the
+# official client's method name, kept as the `operation` label of multinode_api_errors_total.
+_COLLECTIONS = {
+    "Pod": ("/api/v1", "pods", "create_namespaced_pod"),
+    "Service": ("/api/v1", "services", "create_namespaced_service"),
+    "ServiceAccount": ("/api/v1", "serviceaccounts", "create_namespaced_service_account"),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", "create_namespaced_role"),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "create_namespaced_role_binding"),
+    "Event": ("/api/v1", "events", "create_namespaced_event"),
+}
 
 
 class AlreadyExists(Exception):
@@ -36,47 +57,53 @@ def load_api_client(pool_size: int) -> client.ApiClient:
 class KubeApi:
     def __init__(self, api_client: client.ApiClient, concurrency: int, timeout: float | None = None,
                  on_error: Callable[[str, str], None] | None = None):
-        self._timeout = timeout  # seconds per call (urllib3 total timeout); None: wait forever
+        self._timeout = urllib3.Timeout(total=timeout) if timeout else None  # None: wait forever
         # Told (operation, code) of every failed call, for multinode_api_errors_total.
         self._on_error = on_error or (lambda operation, code: None)
-        self._core = client.CoreV1Api(api_client)
-        self._custom = client.CustomObjectsApi(api_client)
-        self._rbac = client.RbacAuthorizationV1Api(api_client)
+        self._configuration = api_client.configuration
+        self._pool = api_client.rest_client.pool_manager
+        # Named in the apiserver's audit log and metrics (the generated client says "OpenAPI-Generator").
+        self._headers = {"Accept": JSON, "User-Agent": f"multinode-operator/{__version__}"}
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
         self._limit = asyncio.Semaphore(concurrency)
 
-    async def _call(self, fn, *args, **kwargs):
+    def _request(self, method: str, path: str, body: Any, content_type: str) -> None:
+        headers = dict(self._headers, **{"Content-Type": content_type})
+        # Asked per request: for in-cluster credentials this re-reads the rotated service account token.
+        for auth in self._configuration.auth_settings().values():
+            if auth["in"] == "header" and auth["value"]:
+                headers[auth["key"]] = auth["value"]
+        kwargs = {} if self._timeout is None else {"timeout": self._timeout}
+        response = self._pool.request(method, self._configuration.host + path, body=json.dumps(body).encode(),
+                                      headers=headers, preload_content=True, **kwargs)
+        if response.status >= 400:
+            raise client.ApiException(status=response.status, reason=response.reason,
+                                      body=response.data.decode("utf-8", errors="replace"))
+
+    async def _call(self, operation: str, method: str, path: str, body: Any, content_type: str = JSON) -> None:
         async with self._limit:
             loop = asyncio.get_running_loop()
             try:
-                return await loop.run_in_executor(self._executor, lambda: fn(
-                    *args, _preload_content=False, _request_timeout=self._timeout, **kwargs))
+                await loop.run_in_executor(self._executor, self._request, method, path, body, content_type)
             except client.ApiException as e:
-                self._on_error(fn.__name__, str(e.status))
+                self._on_error(operation, str(e.status))
                 raise
             except (OSError, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
-                self._on_error(fn.__name__, type(e).__name__)
+                self._on_error(operation, type(e).__name__)
                 raise
 
     async def create_pod(self, namespace: str, body: dict) -> None:
-        await self._create(self._core.create_namespaced_pod, namespace, body)
+        await self.create(namespace, body)
 
     async def create_service(self, namespace: str, body: dict) -> None:
-        await self._create(self._core.create_namespaced_service, namespace, body)
+        await self.create(namespace, body)
 
     async def create(self, namespace: str, body: dict) -> None:
-        """Create a Pod, ServiceAccount, Role or RoleBinding (the kinds the operator makes)."""
-        creators = {
-            "Pod": self._core.create_namespaced_pod,
-            "ServiceAccount": self._core.create_namespaced_service_account,
-            "Role": self._rbac.create_namespaced_role,
-            "RoleBinding": self._rbac.create_namespaced_role_binding,
-        }
-        await self._create(creators[body["kind"]], namespace, body)
-
-    async def _create(self, fn, namespace: str, body: dict) -> None:
+        """Create a Pod, Service, ServiceAccount, Role or RoleBinding (the kinds the operator makes)."""
+        prefix, collection, operation = _COLLECTIONS[body["kind"]]
         try:
-            await self._call(fn, namespace, body)
+            await self._call(operation, "POST", f"{prefix}/namespaces/{namespace}/{collection}?fieldValidation=Strict",
+                             body)
         except client.ApiException as e:
             if e.status == 409:
                 raise AlreadyExists(body["metadata"]["name"]) from e
@@ -84,8 +111,8 @@ class KubeApi:
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
-            await self._call(self._core.delete_namespaced_pod, name, namespace,
-                             body={"propagationPolicy": "Background"})
+            await self._call("delete_namespaced_pod", "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
+                             {"propagationPolicy": "Background"})
         except client.ApiException as e:
             if e.status != 404:
                 raise
@@ -93,8 +120,8 @@ class KubeApi:
     async def delete_job(self, namespace: str, name: str) -> None:
         """ttlSecondsAfterFinished: the job goes, its pods and Service follow by owner reference."""
         try:
-            await self._call(self._custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                             body={"propagationPolicy": "Background"})
+            await self._call("delete_namespaced_custom_object", "DELETE", _job_path(namespace, name),
+                             {"propagationPolicy": "Background"})
         except client.ApiException as e:
             if e.status != 404:
                 raise
@@ -102,8 +129,8 @@ class KubeApi:
     async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
         """Merge-patch .status through the status subresource (spec is never written)."""
         try:
-            await self._call(self._custom.patch_namespaced_custom_object_status,
-                             GROUP, VERSION, namespace, PLURAL, name, {"status": status})
+            await self._call("patch_namespaced_custom_object_status", "PATCH", _job_path(namespace, name) + "/status",
+                             {"status": status}, MERGE_PATCH)
         except client.ApiException as e:
             if e.status != 404:  # the job is gone; nothing to report on
                 raise
@@ -111,6 +138,7 @@ class KubeApi:
     async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
+            "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{job_meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": job_meta["namespace"]},
             "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": job_meta["name"],
                                "namespace": job_meta["namespace"], "uid": job_meta.get("uid")},
@@ -118,10 +146,15 @@ class KubeApi:
             "source": {"component": "multinode-operator"}, "reportingComponent": "multinode-operator",
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
-        await self._call(self._core.create_namespaced_event, job_meta["namespace"], body)
+        prefix, collection, operation = _COLLECTIONS["Event"]
+        await self._call(operation, "POST", f"{prefix}/namespaces/{job_meta['namespace']}/{collection}", body)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _job_path(namespace: str, name: str) -> str:
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
 
 
 def api_error_summary(e: client.ApiException) -> str:

@@ -31,6 +31,15 @@ log = logging.getLogger("multinode.controller")
 
 JobKey = tuple[str, str]  # (namespace, name)
 
+# How long a pod this operator created is trusted to exist before the pod index shows it (client-go's
+# "expectations"): until then a reconcile would see it missing and create it again, only to get 409.
+EXPECTATION_TTL_SECONDS = 30.0
+
+
+def mirror_key(namespace: str, job: str) -> tuple[str, str, str]:
+    """The pod index holds node pods under (namespace, job) and a job's mirror pod under this key."""
+    return (namespace, job, "mirror")
+
 
 def _dump(status: TrainingJobStatus) -> dict:
     # status.checkpoints belongs to the mirror: the operator never writes it (nor compares it).
@@ -87,11 +96,12 @@ class Reconciler:
         self.jobs: Mapping[Hashable, Any] = {}
         self.pods: Mapping[Hashable, Any] = {}
         self.services: Mapping[Hashable, Any] = {}
-        self.mirrors: Mapping[Hashable, Any] = {}
         self.nodes: Mapping[Hashable, Any] = {}
         # The last status this operator wrote, per job uid. The index can lag behind our own write by
         # one watch event; the operator is the only writer of these fields, so its copy is the newest.
         self.written: dict[str, TrainingJobStatus] = {}
+        # Pods created (or found existing, 409) but not seen by the pod index yet: name → when.
+        self.expected: dict[JobKey, dict[str, float]] = {}
         self._failures: dict[JobKey, int] = {}
         self._tasks: list[asyncio.Task] = []
 
@@ -109,9 +119,29 @@ class Reconciler:
     def forget(self, key: JobKey, uid: str | None) -> None:
         self.queue.forget(key)
         self._failures.pop(key, None)
+        self.expected.pop(key, None)
         if uid:
             self.written.pop(uid, None)
             self.phases.pop(uid, None)
+
+    def pod_seen(self, key: JobKey, name: str) -> None:
+        """A watch event of pod `name`: the index has it (or its deletion), so stop expecting it."""
+        expected = self.expected.get(key)
+        if expected is not None:
+            expected.pop(name, None)
+            if not expected:
+                del self.expected[key]
+
+    def _not_expected(self, key: JobKey, pods: list[dict]) -> list[dict]:
+        """The pods of a plan minus those this operator created moments ago (the index lags its creates)."""
+        expected = self.expected.get(key)
+        if not expected:
+            return pods
+        now = time.monotonic()
+        for name, since in list(expected.items()):
+            if now - since > EXPECTATION_TTL_SECONDS:  # never seen: created and deleted unseen, or lost
+                del expected[name]
+        return [p for p in pods if p["metadata"]["name"] not in expected]
 
     async def _work(self) -> None:
         while True:
@@ -149,14 +179,14 @@ class Reconciler:
             return
         pods: list[ObservedPod] = list(self.pods.get(key) or ())
         observed = Observed(pods=tuple(pods), service_exists=key in self.services,
-                            mirror=_single(self.mirrors.get(key)),
+                            mirror=_single(self.pods.get(mirror_key(*key))),
                             resume_source_latest=self._resume_source_latest(job),
                             nodes=tuple(self.nodes.get(None) or ()) if job.spec.topology else ())
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
             await self._apply_creates(job, result)
-        except (client.ApiException, ValidationError) as e:
+        except client.ApiException as e:
             result = await self._creation_refused(job, previous, result, pods, e)
         await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
                                for name in result.pods_to_delete))
@@ -168,23 +198,21 @@ class Reconciler:
             self.queue.add(key, delay=result.requeue_after)
 
     async def _creation_refused(self, job: TrainingJob, previous: TrainingJobStatus | None, result: Plan,
-                                pods: list[ObservedPod], e: Exception) -> Plan:
+                                pods: list[ObservedPod], e: client.ApiException) -> Plan:
         """A create was refused. 403: the cluster may change (a missing PriorityClass or ServiceAccount, a
-        quota), so say why on the job and re-raise to retry with backoff. 400/422, or the client's typed
-        models refusing before sending (a passed-through volume, affinity or valueFrom of the wrong shape):
-        a manifest rendered from an admitted spec will not get better, so the job fails. Anything else is
-        re-raised and retried."""
-        if isinstance(e, client.ApiException) and e.status == 403:
+        quota), so say why on the job and re-raise to retry with backoff. 400/422 (a passed-through volume,
+        affinity or valueFrom of the wrong shape or with an unknown field, which strict field validation
+        refuses): a manifest rendered from an admitted spec will not get better, so the job fails with the
+        apiserver's message, which names the field. Anything else is re-raised and retried."""
+        if e.status == 403:
             set_condition(result.status.conditions, "Running", "False", "PodCreationForbidden",
                           api_error_summary(e), now=rfc3339(datetime.now(timezone.utc)),
                           generation=job.metadata.generation)
             await self._write_status(job, previous or job.status, result)
             raise e
-        if isinstance(e, client.ApiException) and e.status not in (400, 422):
+        if e.status not in (400, 422):
             raise e
-        why = (api_error_summary(e) if isinstance(e, client.ApiException)
-               else f"the pod does not fit the Kubernetes API: {describe_validation_error(e)}")
-        return fail_job(result, "PodCreationFailed", why, now=datetime.now(timezone.utc), pods=pods)
+        return fail_job(result, "PodCreationFailed", api_error_summary(e), now=datetime.now(timezone.utc), pods=pods)
 
     def _resume_source_latest(self, job: TrainingJob) -> str | None:
         """The latest mirrored checkpoint of the job named in resumeFrom.trainingJob (same namespace)."""
@@ -207,8 +235,16 @@ class Reconciler:
                 await self.kube.create(namespace, obj)
             except AlreadyExists:
                 pass
-        outcomes = await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in result.pods_to_create),
+        pods = self._not_expected((namespace, job.metadata.name), result.pods_to_create)
+        outcomes = await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in pods),
                                         return_exceptions=True)
+        expected = self.expected.setdefault((namespace, job.metadata.name), {})
+        now = time.monotonic()
+        for pod, outcome in zip(pods, outcomes):
+            if not isinstance(outcome, BaseException) or isinstance(outcome, AlreadyExists):
+                expected[pod["metadata"]["name"]] = now
+        if not expected:
+            del self.expected[(namespace, job.metadata.name)]
         self.metrics.pods_created.inc(sum(1 for o in outcomes if not isinstance(o, BaseException)))
         errors = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, AlreadyExists)]
         if errors:

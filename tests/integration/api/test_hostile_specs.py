@@ -306,9 +306,10 @@ CASES = [
              refused_pod("volumeMounts[")),
     admitted("toleration-seconds-without-NoExecute", job(**template(tolerations=[
         {"key": "a", "operator": "Exists", "tolerationSeconds": 5}])), refused_pod("tolerations[0]")),
-    # passed through unchecked by the CRD; the client's typed models refuse them before sending
+    # passed through unchecked by the CRD; the apiserver's decoder (wrong shape) or its strict field
+    # validation (unknown field; the operator creates with fieldValidation=Strict) refuses them
     admitted("volume-source-garbage", job(**template(volumes=[{"name": "v", "hostPath": 5}])),
-             refused_pod("spec.volumes.1.hostPath")),
+             refused_pod("spec.volumes.VolumeSource.hostPath")),
     admitted("affinity-nested-200", job(**template(affinity=nested(200))), refused_pod("spec.affinity.a")),
     admitted("valueFrom-unknown-source", job(env=[{"name": "A", "valueFrom": {"vaultRef": {"path": "x"}}}]),
              refused_pod("valueFrom.vaultRef")),

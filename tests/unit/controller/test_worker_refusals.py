@@ -53,21 +53,33 @@ def condition(status: dict, type_: str) -> dict:
     return next(c for c in status["conditions"] if c["type"] == type_)
 
 
-def test_a_pod_the_client_refuses_before_sending_fails_the_job_naming_the_field() -> None:
-    # The official client validates a pod against its typed models before sending it: a passed-through
-    # volume of the wrong shape raises pydantic's ValidationError, not an ApiException.
-    typed_client = client.CoreV1Api(client.ApiClient())
-    kube = FakeKube(lambda namespace, body: typed_client.create_namespaced_pod(namespace, body))
-    job = make_job(2, podTemplate={"volumes": [{"name": "v", "hostPath": 5}]})
+def test_a_pod_the_apiserver_refuses_fails_the_job_with_its_message() -> None:
+    # A passed-through volume of the wrong shape: the apiserver's decoder refuses it with 400 and names the
+    # field (the real message is checked by tests/integration/api/test_hostile_specs.py).
+    def refuse(namespace: str, body: dict) -> None:
+        error = client.ApiException(status=400, reason="Bad Request")
+        error.body = json.dumps({"message": 'Pod in version "v1" cannot be handled as a Pod: json: cannot '
+                                            "unmarshal number into Go struct field Volume.spec.volumes.hostPath"})
+        raise error
 
-    reconcile_once(job, kube)
+    kube = FakeKube(refuse)
+    reconcile_once(make_job(2, podTemplate={"volumes": [{"name": "v", "hostPath": 5}]}), kube)
 
     status = kube.statuses[-1]
     assert status["phase"] == "Failed"
     failed = condition(status, "Failed")
     assert failed["reason"] == "PodCreationFailed"
-    assert "the pod does not fit the Kubernetes API: spec.volumes." in failed["message"]
-    assert "hostPath" in failed["message"]
+    assert "Volume.spec.volumes.hostPath" in failed["message"]
+
+
+def test_a_server_error_on_create_is_retried_not_a_failed_job() -> None:
+    def unavailable(namespace: str, body: dict) -> None:
+        raise client.ApiException(status=503, reason="Service Unavailable")
+
+    kube = FakeKube(unavailable)
+    with pytest.raises(client.ApiException):  # the worker's retry with backoff
+        reconcile_once(make_job(2), kube)
+    assert all(s.get("phase") != "Failed" for s in kube.statuses)
 
 
 def test_a_pod_the_cluster_forbids_keeps_the_job_pending_and_says_why() -> None:

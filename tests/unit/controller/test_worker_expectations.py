@@ -1,0 +1,78 @@
+"""Expectations: a pod the operator just created is not created again while the pod index lags."""
+
+from __future__ import annotations
+
+import asyncio
+
+from multinode.controller import worker
+from multinode.controller.settings import OperatorSettings
+from multinode.controller.worker import Reconciler
+from tests.unit.render.render_job_factory import make_job
+
+KEY = ("ml", "llama")
+
+
+class RecordingKube:
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    async def create_service(self, namespace: str, body: dict) -> None:
+        pass
+
+    async def create(self, namespace: str, body: dict) -> None:
+        pass
+
+    async def create_pod(self, namespace: str, body: dict) -> None:
+        self.created.append(body["metadata"]["name"])
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        pass
+
+    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
+        pass
+
+    async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
+        pass
+
+
+def reconciler(kube: RecordingKube) -> Reconciler:
+    r = Reconciler(kube, OperatorSettings())  # type: ignore[arg-type]
+    r.jobs = {KEY: [make_job(3).model_dump(by_alias=True, exclude_none=True, mode="json")]}
+    return r
+
+
+def test_a_second_reconcile_before_the_index_catches_up_creates_nothing() -> None:
+    kube = RecordingKube()
+    r = reconciler(kube)
+    asyncio.run(r.reconcile(KEY))
+    assert kube.created == ["llama-0-a0", "llama-1-a0", "llama-2-a0"]
+
+    asyncio.run(r.reconcile(KEY))  # the pod index is still empty
+    assert len(kube.created) == 3
+
+
+def test_a_pod_seen_and_then_gone_is_created_again() -> None:
+    kube = RecordingKube()
+    r = reconciler(kube)
+    asyncio.run(r.reconcile(KEY))
+    r.pod_seen(KEY, "llama-1-a0")  # its watch event came (e.g. ADDED then DELETED before it ever ran)
+    asyncio.run(r.reconcile(KEY))
+    assert kube.created[3:] == ["llama-1-a0"]
+    assert set(r.expected[KEY]) == {"llama-0-a0", "llama-1-a0", "llama-2-a0"}
+
+
+def test_an_expectation_never_met_expires(monkeypatch) -> None:
+    kube = RecordingKube()
+    r = reconciler(kube)
+    asyncio.run(r.reconcile(KEY))
+    monkeypatch.setattr(worker, "EXPECTATION_TTL_SECONDS", 0.0)
+    asyncio.run(r.reconcile(KEY))
+    assert len(kube.created) == 6
+
+
+def test_forgetting_a_job_drops_its_expectations() -> None:
+    kube = RecordingKube()
+    r = reconciler(kube)
+    asyncio.run(r.reconcile(KEY))
+    r.forget(KEY, None)
+    assert KEY not in r.expected
