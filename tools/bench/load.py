@@ -1,13 +1,15 @@
-"""Benchmark: many jobs at once. Throughput, ours against JobSet, and the operator's peak memory.
+"""Benchmark: many jobs at once. Throughput, ours against the peers, and the operator's peak memory.
 
     .venv/bin/python -P tools/bench/load.py [--jobs 100] [--nodes-per-job 8] [--runs 2] [--rss-job-nodes 16]
+                                            [--systems ours jobset kubeflow]
 
-Same harness as tools/bench/startup.py (a cluster of its own, both systems side by side, 128 fake 8-GPU
+Same harness as tools/bench/startup.py (a cluster of its own, the systems side by side, 128 fake 8-GPU
 nodes). Throughput: `--jobs` jobs of `--nodes-per-job` pods (1 GPU each) are created at once from 8
 threads; measured from the first create to every job reporting Running (TrainingJob phase; JobSet all
-replicated Jobs ready), alternating the systems, `--runs` each. Memory: a fresh operator process, then
-`--jobs` jobs × `--rss-job-nodes` pods (no GPUs) until all Running and 5 s more; the operator's peak RSS
-(VmHWM) and its RSS then. Writes .cache/bench/load.json. Not part of `make test`.
+replicated Jobs ready; PyTorchJob condition Running), rotating the systems, `--runs` each. Memory: a
+fresh operator process, then `--jobs` jobs × `--rss-job-nodes` pods (no GPUs) until all Running and 5 s
+more; the operator's peak RSS (VmHWM) and its RSS then. Writes .cache/bench/load.json. `make bench`
+runs it; tests/integration/bench runs a small smoke of it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import machine, rss_now_mb, rss_peak_mb  # noqa: E402
-from startup import Harness  # noqa: E402
+from startup import LABELS, SYSTEMS, Harness  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
 
 OUT = REPO / ".cache" / "bench" / "load.json"
@@ -56,15 +58,19 @@ def main() -> int:
     parser.add_argument("--rss-job-nodes", type=int, default=16)
     parser.add_argument("--cluster-nodes", type=int, default=128)
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
+                        help="ours is always measured; the others are the peers")
     args = parser.parse_args()
+    systems = ("ours", *[s for s in args.systems if s != "ours"])
     # SIGTERM (timeout, kill) unwinds through `finally`, which stops the operator and the cluster.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    h = Harness(args.cluster_nodes)
-    throughput: dict[str, list[float]] = {"ours": [], "jobset": []}
+    h = Harness(args.cluster_nodes, systems=systems)
+    throughput: dict[str, list[float]] = {s: [] for s in systems}
     try:
         h.start()
         for i in range(args.runs):
-            for system in (("ours", "jobset") if i % 2 == 0 else ("jobset", "ours")):
+            for system in systems[i % len(systems):] + systems[:i % len(systems)]:
                 s = burst(h, system, f"t{i}", args.jobs, args.nodes_per_job, 1, args.timeout)
                 throughput[system].append(s)
                 print(f"  throughput run {i} {system:>6}: {args.jobs}×{args.nodes_per_job} all Running in {s:.2f}s",
@@ -85,18 +91,19 @@ def main() -> int:
     med = {s: statistics.median(v) for s, v in throughput.items()}
     print()
     print(f"throughput: {args.jobs} jobs × {args.nodes_per_job} pods, all Running (median of {args.runs}): "
-          f"ours {med['ours']:.2f}s, JobSet {med['jobset']:.2f}s, ratio {med['ours'] / med['jobset']:.2f}")
+          + ", ".join(f"{LABELS[s]} {med[s]:.2f}s" for s in systems)
+          + "; ratio ours/" + ", ours/".join(f"{LABELS[p]} {med['ours'] / med[p]:.2f}" for p in systems[1:]))
     print(f"operator memory, {args.jobs} jobs × {args.rss_job_nodes} pods: idle {memory['idle_rss_mb']:.0f} MB, "
           f"peak {memory['peak_rss_mb']:.0f} MB, after {memory['rss_after_mb']:.0f} MB")
     from localcluster.binaries import read_versions
 
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"machine": machine(), "versions": read_versions(),
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"machine": machine(), "versions": read_versions(),
                                "throughput": {"jobs": args.jobs, "pods_per_job": args.nodes_per_job,
                                               "runs_s": throughput, "median_s": med,
-                                              "ratio_ours_to_jobset": med["ours"] / med["jobset"]},
+                                              "ratio_ours_to": {p: med["ours"] / med[p] for p in systems[1:]}},
                                "memory": memory}, indent=2))
-    print(f"wrote {OUT}")
+    print(f"wrote {args.out}")
     return 0
 
 

@@ -10,7 +10,7 @@ from a watch on the job's pods in this process:
   gone → gang      from the moment the last pod of the old attempt was deleted to the same point
                    (the default BlockingRecreate waits for the old pods first).
 Backoff is set to 0, so what is measured is the operator and the control plane, not a policy delay.
-Prints median and p99 and writes .cache/bench/recovery.json. Not part of `make test`.
+Prints median and p99 and writes .cache/bench/recovery.json. `make bench` runs it; tests/integration/bench runs a small smoke of it.
 """
 
 from __future__ import annotations
@@ -135,6 +135,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--reuse", action="store_true", help="use the running `make cluster-up` cluster")
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     cluster = LocalCluster(ClusterConfig(name="default" if args.reuse else f"bench-{uuid.uuid4().hex[:6]}",
                                          die_with_parent=not args.reuse))
@@ -155,9 +156,9 @@ def main() -> int:
         gone = r["old_gone_to_gang_s"] or {"median": float("nan"), "p99": float("nan")}
         print(f"{r['nodes']:>6} {r['trials']:>6} {r['failure_to_gang_s']['median']:>17.3f}s "
               f"{r['failure_to_gang_s']['p99']:>7.3f}s {gone['median']:>17.3f}s {gone['p99']:>7.3f}s")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"machine": f"{os.cpu_count()} cores", "results": results}, indent=2))
-    print(f"wrote {OUT}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"machine": f"{os.cpu_count()} cores", "results": results}, indent=2))
+    print(f"wrote {args.out}")
     return 0
 
 

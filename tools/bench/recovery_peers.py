@@ -10,7 +10,7 @@ and measures, from raw pod watches:
 Ours: backoff 0, so the default BlockingRecreate waits only for the old pods to go. JobSet:
 failurePolicy.maxRestarts 1000; the Job fails (backoffLimit 0), JobSet deletes its Jobs and recreates
 them, kube-controller-manager's Job controller creates the pods (restart-attempt label). Systems
-alternate per size. Prints median and p99, writes .cache/bench/recovery_peers.json. Not part of `make test`.
+alternate per size. Prints median and p99, writes .cache/bench/recovery_peers.json. `make bench` runs it; tests/integration/bench runs a small smoke of it.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     h = Harness(max(args.nodes), by_attempt=True)
@@ -98,9 +99,9 @@ def main() -> int:
               f"{g['median']:>16.3f}s {g['p99']:>6.3f}s")
     from localcluster.binaries import read_versions
 
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"machine": machine(), "versions": read_versions(), "results": results}, indent=2))
-    print(f"wrote {OUT}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"machine": machine(), "versions": read_versions(), "results": results}, indent=2))
+    print(f"wrote {args.out}")
     return 0
 
 

@@ -1,20 +1,22 @@
-"""Benchmark: start latency of one N-node job, ours (TrainingJob) against JobSet, and the API cost per pod.
+"""Benchmark: start latency of one N-node job, ours (TrainingJob) against JobSet and Kubeflow Training
+Operator v1 (PyTorchJob), and the API cost per pod.
 
-    .venv/bin/python -P tools/bench/startup.py [--sizes 16 128 1000] [--runs 5] [--gpus 8]
+    .venv/bin/python -P tools/bench/startup.py [--sizes 16 128 1000] [--runs 5] [--systems ours jobset kubeflow]
 
 Starts a local cluster of its own with max(sizes) fake 8-GPU nodes (kwok; pods start at once) and an
-apiserver audit log, installs both CRDs and runs the multinode operator and the JobSet controller side by
-side, each under its own ServiceAccount. For every size it alternates runs of the two systems (who goes
-first alternates too), `--runs` each, one job at a time, every job asking for `--gpus` GPUs per pod (8:
-one pod per node). From raw watches in this process it measures, from the create request:
+apiserver audit log, installs the CRDs and runs the multinode operator and the peers side by side, each
+under its own ServiceAccount. For every size it rotates runs of the systems (who goes first rotates
+too), `--runs` each, one job at a time, every job asking for `--gpus` GPUs per pod (8: one pod per
+node). From raw watches in this process it measures, from the create request:
   created    all N pods exist
   scheduled  all N pods have a node
   running    all N pods are Running
-  status     the job says so (TrainingJob phase Running; JobSet: every replicated Job ready)
+  status     the job says so (TrainingJob phase Running; JobSet: every replicated Job ready; PyTorchJob:
+             condition Running, which Kubeflow sets once the master pod runs)
 and, from the audit log, the controllers' requests during each run (apply → status + 2 s): ours is the
 operator's identity; JobSet's is its controller plus kube-controller-manager's Job controller, which
-creates its pods. Prints medians and ours/JobSet ratios, writes .cache/bench/startup.json.
-Not part of `make test`.
+creates its pods; Kubeflow's is its operator. Prints medians and ratios ours/peer, writes
+.cache/bench/startup.json. `make bench` runs it; tests/integration/bench runs a 4-node smoke of it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from peers import (  # noqa: E402
     RawWatch, audit_counts, identity, install_jobset_crds, jobset_manifest, jobset_running, machine,
     rss_peak_mb, summarize_counts, trainingjob_running,
 )
+import kubeflow  # noqa: E402
 from tests.support.jobs import training_job  # noqa: E402
 from tests.support.kube import kubectl, new_namespace  # noqa: E402
 from tests.support.operator import CRD_FILE, OperatorProcess  # noqa: E402
@@ -52,12 +55,18 @@ OUT = REPO / ".cache" / "bench" / "startup.json"
 MILESTONES = ("created", "scheduled", "running", "status")
 
 
-class Harness:
-    """A cluster with both systems running, one namespace each, and watches feeding one Clock."""
+SYSTEMS = ("ours", "jobset", "kubeflow")
+LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
 
-    def __init__(self, max_nodes: int, name: str | None = None, gpus_per_node: int = 8, by_attempt: bool = False):
+
+class Harness:
+    """A cluster with the systems under test running, one namespace each, and watches feeding one Clock."""
+
+    def __init__(self, max_nodes: int, name: str | None = None, gpus_per_node: int = 8, by_attempt: bool = False,
+                 systems: tuple[str, ...] = ("ours", "jobset")):
         # by_attempt: pods are keyed (system, job, attempt) instead of (system, job), for restart trials.
         self.by_attempt = by_attempt
+        self.systems = systems
         self.cluster = LocalCluster(ClusterConfig(
             name=name or f"bench-{uuid.uuid4().hex[:6]}", die_with_parent=True, audit_log=True,
             ready_timeout_seconds=max(120.0, max_nodes * 0.3),
@@ -66,6 +75,8 @@ class Harness:
         self.watches: list[RawWatch] = []
         self.operator: OperatorProcess | None = None
         self.jobset: JobSetProcess | None = None
+        self.kubeflow = None
+        self.user: dict[str, str] = {}
 
     def start(self) -> None:
         c = self.cluster
@@ -76,54 +87,74 @@ class Harness:
         rbac = client.RbacAuthorizationV1Api(self.api)
         kubectl(kc, "apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
         kubectl(kc, "wait", "--for=condition=Established", "--timeout=60s", "crd/trainingjobs.multinode.dev")
-        install_jobset_crds(kc)
-        self.ns = {"ours": new_namespace(self.core, prefix="ours"), "jobset": new_namespace(self.core, prefix="jobset")}
-        op_kc, self.op_user = identity(c, self.core, rbac, "multinode-operator")
-        js_kc, self.js_user = identity(c, self.core, rbac, "jobset-controller")
+        self.ns = {s: new_namespace(self.core, prefix=s) for s in self.systems}
+        op_kc, self.user["ours"] = identity(c, self.core, rbac, "multinode-operator")
         self.operator = OperatorProcess(op_kc, [self.ns["ours"]], c.dir / "logs" / "operator.log")
         self.operator.start()
-        self.jobset = JobSetProcess(js_kc, c.dir)
-        self.jobset.start()
-        ours, js = self.ns["ours"], self.ns["jobset"]
+        if "jobset" in self.systems:
+            install_jobset_crds(kc)
+            js_kc, self.user["jobset"] = identity(c, self.core, rbac, "jobset-controller")
+            self.jobset = JobSetProcess(js_kc, c.dir)
+            self.jobset.start()
+        if "kubeflow" in self.systems:
+            kubeflow.install_training_operator_crds(kc)
+            kf_kc, self.user["kubeflow"] = identity(c, self.core, rbac, "training-operator")
+            self.kubeflow = kubeflow.TrainingOperatorProcess(kf_kc, c.dir)
+            self.kubeflow.start()
 
-        def our_pod(pod):
-            labels = pod["metadata"].get("labels", {})
-            key = ("ours", labels.get(LABEL_JOB_NAME))
-            return key + (int(labels.get(LABEL_ATTEMPT, -1)),) if self.by_attempt else key
+        def keyed(system, label, attempt_label):
+            def job_of(pod):
+                labels = pod["metadata"].get("labels", {})
+                key = (system, labels.get(label))
+                if key[1] is None:
+                    return None
+                return key + (int(labels.get(attempt_label, -1)),) if self.by_attempt else key
+            return job_of
 
-        def js_pod(pod):
-            labels = pod["metadata"].get("labels", {})
-            key = ("jobset", labels.get(JOBSET_NAME_LABEL))
-            return key + (int(labels.get(JOBSET_RESTART_LABEL, -1)),) if self.by_attempt else key
+        pod_keys = {"ours": keyed("ours", LABEL_JOB_NAME, LABEL_ATTEMPT),
+                    "jobset": keyed("jobset", JOBSET_NAME_LABEL, JOBSET_RESTART_LABEL),
+                    "kubeflow": keyed("kubeflow", kubeflow.KUBEFLOW_JOB_NAME_LABEL, "-")}
+        job_paths = {"ours": (f"/apis/{GROUP}/{VERSION}", PLURAL, trainingjob_running),
+                     "jobset": (f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}", JOBSET_PLURAL, jobset_running),
+                     "kubeflow": (f"/apis/{kubeflow.KUBEFLOW_GROUP}/{kubeflow.KUBEFLOW_VERSION}",
+                                  kubeflow.PYTORCHJOB_PLURAL, kubeflow.pytorchjob_running)}
+        for system in self.systems:
+            ns, job_of = self.ns[system], pod_keys[system]
+            prefix, plural, running = job_paths[system]
+            self.watches += [
+                RawWatch(self.api, f"/api/v1/namespaces/{ns}/pods",
+                         lambda k, o, t, job_of=job_of: self.clock.pod_event(k, o, t, job_of)).start(),
+                RawWatch(self.api, f"{prefix}/namespaces/{ns}/{plural}",
+                         lambda k, o, t, system=system, running=running:
+                         self.clock.job_event((system, o["metadata"]["name"]), running(o), t)).start(),
+            ]
 
-        self.watches = [
-            RawWatch(self.api, f"/api/v1/namespaces/{ours}/pods",
-                     lambda k, o, t: self.clock.pod_event(k, o, t, our_pod)).start(),
-            RawWatch(self.api, f"/api/v1/namespaces/{js}/pods",
-                     lambda k, o, t: self.clock.pod_event(k, o, t, js_pod)).start(),
-            RawWatch(self.api, f"/apis/{GROUP}/{VERSION}/namespaces/{ours}/{PLURAL}",
-                     lambda k, o, t: self.clock.job_event(("ours", o["metadata"]["name"]), trainingjob_running(o), t)).start(),
-            RawWatch(self.api, f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{js}/{JOBSET_PLURAL}",
-                     lambda k, o, t: self.clock.job_event(("jobset", o["metadata"]["name"]), jobset_running(o), t)).start(),
-        ]
+    @property
+    def op_user(self) -> str:
+        return self.user["ours"]
 
     def users(self, system: str) -> set[str]:
-        return {self.op_user} if system == "ours" else {self.js_user, JOB_CONTROLLER_USER}
+        # JobSet's pods are created by kube-controller-manager's Job controller: its requests count too.
+        return {self.user[system], JOB_CONTROLLER_USER} if system == "jobset" else {self.user[system]}
+
+    def _crd(self, system: str) -> tuple[str, str, str]:
+        return {"ours": (GROUP, VERSION, PLURAL), "jobset": (JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL),
+                "kubeflow": (kubeflow.KUBEFLOW_GROUP, kubeflow.KUBEFLOW_VERSION, kubeflow.PYTORCHJOB_PLURAL)}[system]
 
     def create(self, system: str, name: str, num_nodes: int, gpus: int, **spec) -> None:
-        ns = self.ns[system]
         if system == "ours":
             body = training_job(name, num_nodes, gpus=gpus, **spec)
             body["spec"].setdefault("failurePolicy", {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
-            self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+        elif system == "jobset":
+            body = jobset_manifest(name, num_nodes, gpus)
         else:
-            self.custom.create_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, ns, JOBSET_PLURAL,
-                                                        jobset_manifest(name, num_nodes, gpus))
+            body = kubeflow.pytorchjob_manifest(name, num_nodes, gpus)
+        group, version, plural = self._crd(system)
+        self.custom.create_namespaced_custom_object(group, version, self.ns[system], plural, body)
 
     def delete(self, system: str, name: str) -> None:
-        ns = self.ns[system]
-        group, version, plural = (GROUP, VERSION, PLURAL) if system == "ours" else (JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL)
-        self.custom.delete_namespaced_custom_object(group, version, ns, plural, name,
+        group, version, plural = self._crd(system)
+        self.custom.delete_namespaced_custom_object(group, version, self.ns[system], plural, name,
                                                     body={"propagationPolicy": "Background"})
 
     def milestones(self, system: str, name: str, num_nodes: int, t0: float) -> dict | None:
@@ -166,7 +197,7 @@ class Harness:
     def stop(self) -> None:
         for w in self.watches:
             w.stop()
-        for p in (self.operator, self.jobset):
+        for p in (self.operator, self.jobset, self.kubeflow):
             if p is not None:
                 p.stop()
         self.cluster.stop()
@@ -177,71 +208,90 @@ def median_table(runs: list[dict]) -> dict:
     return {m: statistics.median(r[m] for r in runs) for m in MILESTONES}
 
 
-def main() -> int:
+def peers_of(systems) -> list[str]:
+    return [s for s in systems if s != "ours"]
+
+
+def summarize(results: list[dict], audit_log: Path, users) -> None:
+    """Medians, ratios ours/peer, and API cost from the audit log, added to each size's result."""
+    for res in results:
+        n, systems = res["nodes"], list(res["runs"])
+        res["median_s"] = {s: median_table(res["runs"][s]) for s in systems}
+        res["ratio_ours_to"] = {p: {m: res["median_s"]["ours"][m] / res["median_s"][p][m] for m in MILESTONES}
+                                for p in peers_of(systems)}
+        res["api"] = {}
+        for s in systems:
+            per_run = audit_counts(audit_log, users(s), res["windows"][s])
+            summaries = [summarize_counts(c, n) for c in per_run]
+            total = sum(per_run, Counter())
+            res["api"][s] = {"per_run": summaries,
+                             "median_writes_per_pod": statistics.median(x["writes_per_pod"] for x in summaries),
+                             "median_reads_per_pod": statistics.median(x["reads_per_pod"] for x in summaries),
+                             "all_runs": summarize_counts(total, n * len(per_run))}
+        del res["windows"]
+
+
+def print_tables(results: list[dict]) -> None:
+    for res in results:
+        systems = list(res["runs"])
+        print(f"\n{res['nodes']} nodes, medians (s):  " + "  ".join(f"{LABELS[s]:>12}" for s in systems)
+              + "  " + "  ".join(f"{'ours/' + LABELS[p]:>18}" for p in peers_of(systems)))
+        for m in MILESTONES:
+            print(f"{m:>24}:  " + "  ".join(f"{res['median_s'][s][m]:>12.2f}" for s in systems)
+                  + "  " + "  ".join(f"{res['ratio_ours_to'][p][m]:>18.2f}" for p in peers_of(systems)))
+        print(f"{'writes/pod':>24}:  " + "  ".join(f"{res['api'][s]['median_writes_per_pod']:>12.2f}" for s in systems))
+        print(f"{'reads/pod':>24}:  " + "  ".join(f"{res['api'][s]['median_reads_per_pod']:>12.2f}" for s in systems))
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 128])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 128, 1000])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
+                        help="ours is always measured; the others are the peers")
+    parser.add_argument("--runs-at-1000-for-kubeflow", type=int, default=None, dest="kubeflow_large_runs",
+                        help="fewer Kubeflow runs at sizes >= 1000 (it creates 20 objects/s)")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per pod (8 = one pod per 8-GPU node)")
-    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    systems = ("ours", *[s for s in args.systems if s != "ours"])
     # SIGTERM (timeout, kill) unwinds through `finally`, which stops the operator and the cluster.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` prints where a stuck run waits
-    h = Harness(max(args.sizes))
+    h = Harness(max(args.sizes), systems=systems)
     results = []
     try:
         h.start()
         for n in args.sizes:
-            runs: dict[str, list[dict]] = {"ours": [], "jobset": []}
-            windows: dict[str, list[tuple[float, float]]] = {"ours": [], "jobset": []}
+            runs: dict[str, list[dict]] = {s: [] for s in systems}
+            windows: dict[str, list[tuple[float, float]]] = {s: [] for s in systems}
             for i in range(args.runs):
-                order = ("ours", "jobset") if i % 2 == 0 else ("jobset", "ours")
+                # Who goes first rotates, so no system always runs on a cluster the other just churned.
+                order = systems[i % len(systems):] + systems[:i % len(systems)]
                 for system in order:
+                    if (system == "kubeflow" and n >= 1000 and args.kubeflow_large_runs is not None
+                            and len(runs[system]) >= args.kubeflow_large_runs):
+                        continue
                     r, w = h.run_once(system, f"s{n}-r{i}", n, args.gpus, args.timeout)
                     runs[system].append(r)
                     windows[system].append(w)
-                    print(f"  {n:>5} nodes run {i} {system:>6}: " +
+                    print(f"  {n:>5} nodes run {i} {system:>8}: " +
                           " ".join(f"{m} {r[m]:.2f}s" for m in MILESTONES), flush=True)
             results.append({"nodes": n, "runs": runs, "windows": windows})
         time.sleep(2.0)  # the audit log is written in batches (1 s)
-        for res in results:
-            n = res["nodes"]
-            res["median_s"] = {s: median_table(res["runs"][s]) for s in ("ours", "jobset")}
-            res["ratio_ours_to_jobset"] = {m: res["median_s"]["ours"][m] / res["median_s"]["jobset"][m]
-                                           for m in MILESTONES}
-            res["api"] = {}
-            for s in ("ours", "jobset"):
-                per_run = audit_counts(h.cluster.audit_log_path, h.users(s), res["windows"][s])
-                summaries = [summarize_counts(c, n) for c in per_run]
-                total = sum(per_run, Counter())
-                res["api"][s] = {"per_run": summaries,
-                                 "median_writes_per_pod": statistics.median(x["writes_per_pod"] for x in summaries),
-                                 "median_reads_per_pod": statistics.median(x["reads_per_pod"] for x in summaries),
-                                 "all_runs": summarize_counts(total, n * len(per_run))}
-            del res["windows"]
+        summarize(results, h.cluster.audit_log_path, h.users)
         operator_rss = rss_peak_mb(h.operator.proc.pid)
     finally:
         h.stop()
 
-    print()
-    print(f"{'nodes':>6} {'milestone':>10} {'ours (median)':>14} {'JobSet (median)':>16} {'ours/JobSet':>12}")
-    for res in results:
-        for m in MILESTONES:
-            print(f"{res['nodes']:>6} {m:>10} {res['median_s']['ours'][m]:>13.2f}s "
-                  f"{res['median_s']['jobset'][m]:>15.2f}s {res['ratio_ours_to_jobset'][m]:>12.2f}")
-    print()
-    print(f"{'nodes':>6} {'system':>7} {'writes/pod':>11} {'reads/pod':>10}")
-    for res in results:
-        for s in ("ours", "jobset"):
-            a = res["api"][s]
-            print(f"{res['nodes']:>6} {s:>7} {a['median_writes_per_pod']:>11.2f} {a['median_reads_per_pod']:>10.2f}")
+    print_tables(results)
     from localcluster.binaries import read_versions
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "machine": machine(), "versions": read_versions(), "runs_per_system": args.runs, "gpus_per_pod": args.gpus,
-        "operator_peak_rss_mb": operator_rss, "results": results}, indent=2))
+        "systems": list(systems), "operator_peak_rss_mb": operator_rss, "results": results}, indent=2))
     print(f"wrote {args.out}")
     return 0
 
