@@ -132,14 +132,16 @@ class Reconciler:
             if not expected:
                 del self.expected[key]
 
-    def _not_expected(self, key: JobKey, pods: list[dict]) -> list[dict]:
+    def _not_expected(self, key: JobKey, pods: list[dict], indexed: set[str]) -> list[dict]:
         """The pods of a plan minus those this operator created moments ago (the index lags its creates)."""
         expected = self.expected.get(key)
         if not expected:
             return pods
         now = time.monotonic()
         for name, since in list(expected.items()):
-            if now - since > EXPECTATION_TTL_SECONDS:  # never seen: created and deleted unseen, or lost
+            # In the index: its watch event came before our create's response did. Too old: never seen
+            # (created and deleted unseen, or lost).
+            if name in indexed or now - since > EXPECTATION_TTL_SECONDS:
                 del expected[name]
         return [p for p in pods if p["metadata"]["name"] not in expected]
 
@@ -185,7 +187,7 @@ class Reconciler:
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
-            await self._apply_creates(job, result)
+            await self._apply_creates(job, result, {p.name for p in pods})
         except client.ApiException as e:
             result = await self._creation_refused(job, previous, result, pods, e)
         await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
@@ -223,7 +225,7 @@ class Reconciler:
         latest = ((source or {}).get("status") or {}).get("checkpoints", {}).get("latest") or {}
         return latest.get("path")
 
-    async def _apply_creates(self, job: TrainingJob, result: Plan) -> None:
+    async def _apply_creates(self, job: TrainingJob, result: Plan, indexed: set[str]) -> None:
         namespace = job.metadata.namespace
         if result.service is not None:
             try:
@@ -235,7 +237,7 @@ class Reconciler:
                 await self.kube.create(namespace, obj)
             except AlreadyExists:
                 pass
-        pods = self._not_expected((namespace, job.metadata.name), result.pods_to_create)
+        pods = self._not_expected((namespace, job.metadata.name), result.pods_to_create, indexed)
         outcomes = await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in pods),
                                         return_exceptions=True)
         expected = self.expected.setdefault((namespace, job.metadata.name), {})

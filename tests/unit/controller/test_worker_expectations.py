@@ -61,6 +61,20 @@ def test_a_pod_seen_and_then_gone_is_created_again() -> None:
     assert set(r.expected[KEY]) == {"llama-0-a0", "llama-1-a0", "llama-2-a0"}
 
 
+def test_an_expectation_is_dropped_once_the_index_has_the_pod() -> None:
+    # The watch event can come before the create's response: pod_seen found nothing to drop then.
+    from multinode.reconcile import ObservedPod
+
+    kube = RecordingKube()
+    r = reconciler(kube)
+    asyncio.run(r.reconcile(KEY))
+    r.pods = {KEY: [ObservedPod(name=f"llama-{i}-a0", job_name="llama", index=i, attempt=0, phase="Pending")
+                    for i in range(3)]}
+    asyncio.run(r.reconcile(KEY))
+    assert KEY not in r.expected or not r.expected[KEY]
+    assert len(kube.created) == 3
+
+
 def test_an_expectation_never_met_expires(monkeypatch) -> None:
     kube = RecordingKube()
     r = reconciler(kube)
