@@ -18,6 +18,8 @@ class WorkQueue:
         self._processing: set[Hashable] = set()
         self._dirty_while_processing: set[Hashable] = set()
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        # Keys resting after a reconcile (see done): events for them wait for the timer.
+        self._cooling: set[Hashable] = set()
 
     def add(self, key: Hashable, delay: float = 0.0) -> None:
         """Ask for `key` to be reconciled, now or after `delay` seconds (the earliest request wins)."""
@@ -30,6 +32,8 @@ class WorkQueue:
                 existing.cancel()
             self._timers[key] = loop.call_later(delay, self._fire_timer, key)
             return
+        if key in self._cooling:
+            return  # its timer adds it when the rest is over
         if key in self._processing:
             self._dirty_while_processing.add(key)
         elif key not in self._queued:
@@ -38,6 +42,7 @@ class WorkQueue:
 
     def _fire_timer(self, key: Hashable) -> None:
         self._timers.pop(key, None)
+        self._cooling.discard(key)
         self.add(key)
 
     async def get(self) -> Hashable:
@@ -46,17 +51,28 @@ class WorkQueue:
         self._processing.add(key)
         return key
 
-    def done(self, key: Hashable) -> None:
+    def done(self, key: Hashable, rest: float = 0.0) -> None:
+        """`key` was processed. If it was marked dirty meanwhile it runs again, after `rest` seconds during
+        which further events for it are folded into that one run (a big job's reconcile is O(pods), and
+        its pods' events would otherwise keep a worker reconciling it back to back)."""
         self._processing.discard(key)
         if key in self._dirty_while_processing:
             self._dirty_while_processing.discard(key)
-            self.add(key)
+            if rest > 0:
+                existing = self._timers.pop(key, None)
+                if existing is not None:
+                    existing.cancel()
+                self._cooling.add(key)
+                self._timers[key] = asyncio.get_running_loop().call_later(rest, self._fire_timer, key)
+            else:
+                self.add(key)
 
     def forget(self, key: Hashable) -> None:
         """Drop a pending delayed retry (the object is gone)."""
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
+        self._cooling.discard(key)
 
     def __len__(self) -> int:
         return len(self._queued) + len(self._timers)
@@ -65,3 +81,4 @@ class WorkQueue:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        self._cooling.clear()

@@ -63,3 +63,36 @@ def test_forget_cancels_a_pending_retry() -> None:
             await asyncio.wait_for(q.get(), timeout=0.2)
 
     run(scenario())
+
+
+def test_a_rest_after_processing_folds_the_events_meanwhile_into_one_later_run() -> None:
+    async def scenario():
+        q = WorkQueue()
+        loop = asyncio.get_running_loop()
+        q.add("big")
+        key = await q.get()
+        q.add("big")  # its pods changed while it was reconciled
+        start = loop.time()
+        q.done(key, rest=0.1)
+        for _ in range(50):  # more pod events during the rest
+            q.add("big")
+        q.add("small")  # other keys are not held up
+        assert await q.get() == "small"
+        assert await q.get() == "big"
+        assert loop.time() - start >= 0.09
+        assert len(q) == 0, "the events during the rest ran as one"
+
+    run(scenario())
+
+
+def test_no_rest_without_news() -> None:
+    async def scenario():
+        q = WorkQueue()
+        q.add("a")
+        key = await q.get()
+        q.done(key, rest=5.0)  # nothing happened meanwhile: no timer, an event runs it at once
+        assert len(q) == 0
+        q.add("a")
+        assert await q.get() == "a"
+
+    run(scenario())
