@@ -36,7 +36,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -48,7 +47,7 @@ for p in (str(REPO), str(REPO / "tools" / "bench")):
         sys.path.insert(0, p)
 
 from localcluster import binaries, processes  # noqa: E402
-from peers import free_port  # noqa: E402
+from peers import free_port, wait_http_ok  # noqa: E402
 
 KUBEFLOW_GROUP, KUBEFLOW_VERSION, PYTORCHJOB_PLURAL = "kubeflow.org", "v1", "pytorchjobs"
 # Labels the operator puts on every pod (and Service) of a job.
@@ -224,17 +223,7 @@ class TrainingOperatorProcess:
 
     def _wait_ready(self, deadline: float) -> None:
         """/readyz: certificates mounted, CA injected into the webhook configuration, webhook server up."""
-        while True:
-            self._check_alive()
-            try:
-                with urllib.request.urlopen(f"http://{self.marker}/readyz", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"training operator not ready; see {self.log}")
-            time.sleep(0.2)
+        wait_http_ok(f"http://{self.marker}/readyz", self.proc, deadline, f"training operator (log: {self.log})")
 
     def _wait_webhook(self, api: client.ApiClient, deadline: float) -> None:
         """A dry-run create goes apiserver → webhook; its handler is registered just after /readyz turns OK."""

@@ -85,6 +85,22 @@ def identity(cluster: LocalCluster, core: client.CoreV1Api, rbac: client.RbacAut
     return str(path), f"system:serviceaccount:{SYSTEM_NS}:{name}"
 
 
+def wait_http_ok(url: str, proc: subprocess.Popen, deadline: float, what: str) -> None:
+    """Poll a controller's health endpoint until it answers 200; fail fast if the process exits."""
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not healthy at {url}")
+        time.sleep(0.2)
+
+
 # ---- JobSet --------------------------------------------------------------------------------------
 
 class JobSetProcess:
@@ -121,18 +137,7 @@ class JobSetProcess:
         args = [str(bin_dir / "manager"), f"--config={config}", f"--kubeconfig={self.kubeconfig}",
                 f"--health-probe-bind-address={self.marker}", "--zap-log-level=info"]
         self.proc = processes.start(args, log, die_with_parent=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jobset manager exited; see {log}")
-            try:
-                with urllib.request.urlopen(f"http://{self.marker}/healthz", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"jobset manager not healthy; see {log}")
+        wait_http_ok(f"http://{self.marker}/healthz", self.proc, time.monotonic() + 60, f"jobset manager (log: {log})")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

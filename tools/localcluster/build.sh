@@ -102,43 +102,36 @@ build_helm() {
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
-# Optional, for the peer benchmarks only: the JobSet controller (plain `go install`, no replaces) and its
-# CRDs from the module's config/components/crd/bases.
-build_jobset() {
-  local v=$JOBSET_VERSION out="$CACHE/bin/jobset-$JOBSET_VERSION"
-  if have_all "$out" manager && [ -d "$out/crds" ]; then log "jobset $v: cached"; return; fi
-  # A wrapper module: `go install pkg@version` asks the proxy for the module's version list (deprecation
-  # check), which this proxy refuses for sigs.k8s.io/jobset.
-  local mod="$CACHE/src/jobset-$v"
-  wrapper_module "$mod" multinode.dev/localcluster/jobset
-  log "jobset $v: resolving and compiling (a few minutes with empty Go caches on 2 cores)"
-  (cd "$mod" && go get "sigs.k8s.io/jobset@$v")
+# Optional, for the peer benchmarks only: a Go controller `manager` and the CRDs of its module.
+# build_peer <name> <version> <module> <main package> <CRD folder in the module>
+# A wrapper module, not `go install pkg@version`: that asks the proxy for the module's version list
+# (deprecation check), which this proxy refuses for sigs.k8s.io/jobset.
+build_peer() {
+  local name=$1 v=$2 module=$3 main=$4 crds=$5
+  local out="$CACHE/bin/$name-$v" mod="$CACHE/src/$name-$v"
+  if have_all "$out" manager && [ -d "$out/crds" ]; then log "$name $v: cached"; return; fi
+  wrapper_module "$mod" "multinode.dev/localcluster/$name"
+  log "$name $v: resolving and compiling (a few minutes with empty Go caches on 2 cores)"
+  (cd "$mod" && go get "$module@$v")
   mkdir -p "$out.tmp/crds"
-  (cd "$mod" && go build -p "$(nproc)" -trimpath -ldflags "-s -w" -o "$out.tmp/manager" sigs.k8s.io/jobset)
+  (cd "$mod" && go build -p "$(nproc)" -trimpath -ldflags "-s -w" -o "$out.tmp/manager" "$main")
   local dir
-  dir=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)
-  cp "$dir"/config/components/crd/bases/*.yaml "$out.tmp/crds/"
+  dir=$(cd "$mod" && go list -m -f '{{.Dir}}' "$module")
+  cp "$dir/$crds"/*.yaml "$out.tmp/crds/"
   chmod -R u+w "$out.tmp/crds"
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
-# Optional, for the peer benchmarks only: Kubeflow Training Operator v1 (the PyTorchJob controller) and its
-# CRDs from the module's manifests/base/crds.
+# JobSet (the base of Kubeflow Trainer v2): no replaces, CRDs from config/components/crd/bases.
+build_jobset() {
+  build_peer jobset "$JOBSET_VERSION" sigs.k8s.io/jobset sigs.k8s.io/jobset config/components/crd/bases
+}
+
+# Kubeflow Training Operator v1 (the PyTorchJob controller): go 1.22, no replaces; CRDs from
+# manifests/base/crds.
 build_kubeflow() {
-  local v=$KUBEFLOW_TRAINING_OPERATOR_VERSION out="$CACHE/bin/kubeflow-training-operator-$KUBEFLOW_TRAINING_OPERATOR_VERSION"
-  if have_all "$out" manager && [ -d "$out/crds" ]; then log "kubeflow training-operator $v: cached"; return; fi
-  local mod="$CACHE/src/kubeflow-training-operator-$v"
-  wrapper_module "$mod" multinode.dev/localcluster/kubeflow
-  log "kubeflow training-operator $v: resolving and compiling (a few minutes with empty Go caches on 2 cores)"
-  (cd "$mod" && go get "github.com/kubeflow/training-operator@$v")
-  mkdir -p "$out.tmp/crds"
-  (cd "$mod" && go build -p "$(nproc)" -trimpath -ldflags "-s -w" -o "$out.tmp/manager" \
-    github.com/kubeflow/training-operator/cmd/training-operator.v1)
-  local dir
-  dir=$(cd "$mod" && go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)
-  cp "$dir"/manifests/base/crds/*.yaml "$out.tmp/crds/"
-  chmod -R u+w "$out.tmp/crds"
-  rm -rf "$out"; mv "$out.tmp" "$out"
+  build_peer kubeflow-training-operator "$KUBEFLOW_TRAINING_OPERATOR_VERSION" github.com/kubeflow/training-operator \
+    github.com/kubeflow/training-operator/cmd/training-operator.v1 manifests/base/crds
 }
 
 components=("$@")
