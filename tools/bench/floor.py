@@ -33,7 +33,7 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import machine  # noqa: E402
+from peers import BENCH_NODE_MONITOR_GRACE, machine  # noqa: E402
 from tests.support.jobs import training_job  # noqa: E402
 from tests.support.kube import new_namespace  # noqa: E402
 
@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cluster = LocalCluster(ClusterConfig(
         name=f"bench-{uuid.uuid4().hex[:6]}", die_with_parent=True, ready_timeout_seconds=max(120.0, args.nodes * 0.3),
+        node_monitor_grace_period=BENCH_NODE_MONITOR_GRACE,
         nodes=NodePoolConfig(count=args.nodes, gpus_per_node=args.gpus, rdma_per_node=0)))
     seconds: dict[str, list[float]] = {s: [] for s in SHAPES}
     pod_bytes: dict[str, int] = {}

@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import (  # noqa: E402
-    JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL, JOBSET_VERSION, Clock, JobSetProcess,
+    BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL, JOBSET_VERSION, Clock, JobSetProcess,
     RawWatch, audit_counts, identity, install_jobset_crds, jobset_manifest, jobset_running, machine,
     rss_peak_mb, summarize_counts, trainingjob_running,
 )
@@ -69,6 +69,7 @@ class Harness:
         self.systems = systems
         self.cluster = LocalCluster(ClusterConfig(
             name=name or f"bench-{uuid.uuid4().hex[:6]}", die_with_parent=True, audit_log=True,
+            node_monitor_grace_period=BENCH_NODE_MONITOR_GRACE,
             ready_timeout_seconds=max(120.0, max_nodes * 0.3),
             nodes=NodePoolConfig(count=max_nodes, gpus_per_node=gpus_per_node, rdma_per_node=0)))
         self.clock = Clock()
