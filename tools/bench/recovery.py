@@ -22,20 +22,19 @@ import shutil
 import statistics
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
 import yaml
-from kubernetes import client, watch
+from kubernetes import client
 from localcluster import ClusterConfig, LocalCluster
 
-from multinode.api import GROUP, LABEL_ATTEMPT, PLURAL, VERSION
+from multinode.api import GROUP, PLURAL, VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import wait_on  # noqa: E402
+from peers import RawWatch, wait_on  # noqa: E402
 from tests.support.kube import kubectl, new_namespace  # noqa: E402
 from tests.support.operator import CRD_FILE, OperatorProcess  # noqa: E402
 
@@ -43,36 +42,28 @@ OUT = REPO / ".cache" / "bench" / "recovery.json"
 
 
 class PodClock:
-    """Watches a namespace's pods and timestamps (monotonic) what the trials wait for."""
+    """Watches a namespace's pods and timestamps (monotonic) what the trials wait for.
 
-    def __init__(self, core: client.CoreV1Api, namespace: str):
-        self.core, self.namespace = core, namespace
+    A raw watch (plain JSON, re-listing when the stream breaks): the kubernetes client's typed watch
+    ended silently mid-run once (its thread swallowed the error), and every later wait timed out."""
+
+    def __init__(self, api: client.ApiClient, namespace: str):
         self.cond = threading.Condition()
         self.failed_at: dict[str, float] = {}
         self.created_at: dict[str, float] = {}
         self.deleted_at: dict[str, float] = {}
-        self.attempt_of: dict[str, int] = {}
-        self._watch = watch.Watch()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._watch = RawWatch(api, f"/api/v1/namespaces/{namespace}/pods", self._event).start()
 
-    def _run(self) -> None:
-        try:
-            for event in self._watch.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=3600):
-                now = time.monotonic()
-                pod = event["object"]
-                name = pod.metadata.name
-                with self.cond:
-                    self.attempt_of[name] = int(pod.metadata.labels.get(LABEL_ATTEMPT, -1))
-                    if event["type"] == "ADDED":
-                        self.created_at.setdefault(name, now)
-                    if event["type"] == "DELETED":
-                        self.deleted_at.setdefault(name, now)
-                    if pod.status.phase == "Failed":
-                        self.failed_at.setdefault(name, now)
-                    self.cond.notify_all()
-        except Exception:  # noqa: BLE001 - stream closed on stop()
-            pass
+    def _event(self, kind: str, pod: dict, now: float) -> None:
+        name = pod["metadata"]["name"]
+        with self.cond:
+            # A re-list after a broken stream replays existing pods as ADDED: the first sighting counts.
+            self.created_at.setdefault(name, now)
+            if kind == "DELETED":
+                self.deleted_at.setdefault(name, now)
+            if (pod.get("status") or {}).get("phase") == "Failed":
+                self.failed_at.setdefault(name, now)
+            self.cond.notify_all()
 
     def wait(self, predicate, timeout: float = 120.0):
         return wait_on(self.cond, predicate, timeout, "a recovery milestone")
@@ -91,7 +82,7 @@ def run_size(api: client.ApiClient, kubeconfig: str, num_nodes: int, trials: int
     ns = new_namespace(core, prefix="bench")
     operator = OperatorProcess(kubeconfig, [ns], log_dir / f"operator-{num_nodes}.log")
     operator.start()
-    clock = PodClock(core, ns)
+    clock = PodClock(api, ns)
     name = f"rec{num_nodes}"
     job = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", "metadata": {"name": name},
            "spec": {"numNodes": num_nodes, "image": "registry.example/train:1", "resourcesPerNode": {"gpus": 0},

@@ -1,26 +1,29 @@
-"""The operator's writes to Kubernetes: plain JSON over aiohttp, on the operator's event loop.
+"""The operator's writes to Kubernetes: plain JSON over the official client's connection pool, in threads.
 
-The official client supplies the credentials (kubeconfig or in-cluster, with token refresh) and nothing
-else. Its typed path validated every body against its pydantic models and serialised it again, and its
-`_preload_content=False` mode never returned a connection to the pool, so every call paid a new TLS
-handshake; its blocking calls also needed a thread pool, whose threads fought kopf's event loop for the
-GIL during a large start (docs/benchmarks.md). Here a body is `json.dumps`ed once and sent from the
-event loop over pooled keep-alive connections (aiohttp, which kopf already runs on), and only the
-response's status is looked at. Creates ask for `fieldValidation=Strict`: the apiserver, not a
-client-side copy of its schema, refuses a field it does not know, naming it, instead of dropping it.
+The official client is used for what it does well (kubeconfig and in-cluster credentials, token refresh,
+TLS, the connection pool) but not for the request itself: its typed path validates every body against
+its pydantic models and serialises it again, and its `_preload_content=False` mode hands back a response
+that is never returned to the pool, so every call paid a new TLS handshake (docs/benchmarks.md). Here a
+body is `json.dumps`ed once, the response is read (which puts the connection back), and only its status
+is looked at. Creates ask for `fieldValidation=Strict`: the apiserver, not a client-side copy of its
+schema, refuses a field it does not know, naming it, instead of dropping it with a warning.
+
+Why threads and not aiohttp on kopf's event loop: both were measured (tools/bench/floor.py, 1000 pods
+from a bare client): the threaded path reached ~200-240 pods/s, the event-loop one ~110-180 pods/s,
+and an operator on it started 1000-pod jobs slower, though it used less CPU.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
-import aiohttp
+import urllib3
 from kubernetes import client, config
 
 from multinode import __version__
@@ -58,50 +61,38 @@ def load_api_client(pool_size: int) -> client.ApiClient:
 class KubeApi:
     def __init__(self, api_client: client.ApiClient, concurrency: int, timeout: float | None = None,
                  on_error: Callable[[str, str], None] | None = None):
-        self._timeout = aiohttp.ClientTimeout(total=timeout)  # total=None: wait forever
+        self._timeout = urllib3.Timeout(total=timeout) if timeout else None  # None: wait forever
         # Told (operation, code) of every failed call, for multinode_api_errors_total.
         self._on_error = on_error or (lambda operation, code: None)
         self._configuration = api_client.configuration
-        self._concurrency = concurrency
+        self._pool = api_client.rest_client.pool_manager
         # Named in the apiserver's audit log and metrics (the generated client says "OpenAPI-Generator").
         self._headers = {"Accept": JSON, "User-Agent": f"multinode-operator/{__version__}"}
+        self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
         self._limit = asyncio.Semaphore(concurrency)
-        self._session: aiohttp.ClientSession | None = None
 
-    def _ssl_context(self) -> ssl.SSLContext | bool:
-        c = self._configuration
-        if not c.verify_ssl:
-            return False
-        context = ssl.create_default_context(cafile=c.ssl_ca_cert)
-        if c.cert_file:
-            context.load_cert_chain(c.cert_file, c.key_file)
-        return context
-
-    def _session_in_loop(self) -> aiohttp.ClientSession:
-        # Made on first use, inside the running loop (aiohttp binds a session to it).
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._concurrency, ssl=self._ssl_context())
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
-        return self._session
-
-    async def _call(self, operation: str, method: str, path: str, body: Any, content_type: str = JSON) -> None:
+    def _request(self, method: str, path: str, body: Any, content_type: str) -> None:
         headers = dict(self._headers, **{"Content-Type": content_type})
         # Asked per request: for in-cluster credentials this re-reads the rotated service account token.
         for auth in self._configuration.auth_settings().values():
             if auth["in"] == "header" and auth["value"]:
                 headers[auth["key"]] = auth["value"]
+        kwargs = {} if self._timeout is None else {"timeout": self._timeout}
+        response = self._pool.request(method, self._configuration.host + path, body=json.dumps(body).encode(),
+                                      headers=headers, preload_content=True, **kwargs)
+        if response.status >= 400:
+            raise client.ApiException(status=response.status, reason=response.reason,
+                                      body=response.data.decode("utf-8", errors="replace"))
+
+    async def _call(self, operation: str, method: str, path: str, body: Any, content_type: str = JSON) -> None:
         async with self._limit:
+            loop = asyncio.get_running_loop()
             try:
-                async with self._session_in_loop().request(method, self._configuration.host + path,
-                                                           data=json.dumps(body), headers=headers) as response:
-                    data = await response.read()
-                    if response.status >= 400:
-                        raise client.ApiException(status=response.status, reason=response.reason,
-                                                  body=data.decode("utf-8", errors="replace"))
+                await loop.run_in_executor(self._executor, self._request, method, path, body, content_type)
             except client.ApiException as e:
                 self._on_error(operation, str(e.status))
                 raise
-            except (OSError, aiohttp.ClientError, asyncio.TimeoutError) as e:  # timeouts, broken connections
+            except (OSError, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
                 self._on_error(operation, type(e).__name__)
                 raise
 
@@ -163,8 +154,7 @@ class KubeApi:
         await self._call(operation, "POST", f"{prefix}/namespaces/{job_meta['namespace']}/{collection}", body)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _job_path(namespace: str, name: str) -> str:
