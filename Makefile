@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN_PATH = $(shell $(PY) -m localcluster bin-path 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: help venv binaries cluster-up cluster-down crds docs lint test test-unit demo bench clean
+.PHONY: help venv binaries peers cluster-up cluster-down crds docs lint test test-unit demo bench clean
 
 help:
 	@echo "make demo         local cluster + operator + the example 4-node job, end to end"
@@ -30,6 +30,11 @@ venv: $(STAMP)
 
 binaries:
 	tools/localcluster/build.sh
+
+# The benchmark peers, JobSet and Kubeflow Training Operator v1 (cached like the rest; the smoke run of the
+# benchmarks in `make test` runs them).
+peers:
+	tools/localcluster/build.sh jobset kubeflow
 
 cluster-up: venv binaries
 	@$(PY) -m localcluster up
@@ -53,7 +58,7 @@ test-unit: venv
 	$(PY) -m pytest tests -m "not integration" $(PYTEST_ARGS)
 
 # pytest exits 5 when a selection collects no test; that is not a failure of the code under test.
-test: venv binaries lint
+test: venv binaries peers lint
 	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc; }
 
@@ -61,16 +66,18 @@ test: venv binaries lint
 demo: venv binaries
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/demo.py
 
-# Benchmarks: not part of `make test`. Each writes .cache/bench/<name>.json and prints a table.
-# The peer benchmarks (startup, load, recovery_peers) also build JobSet (tools/localcluster/build.sh jobset)
-# and run JobSet beside the operator; docs/benchmarks.md has their figures.
-bench: venv binaries
-	tools/localcluster/build.sh jobset
+# Benchmarks: not part of `make test` (a toy-sized smoke run of each is). Each writes .cache/bench/<name>.json
+# and prints a table; the peer benchmarks (startup, load, recovery_peers) run JobSet and Kubeflow Training
+# Operator v1 beside the operator; tools/bench/report.py gathers the JSON into docs/benchmarks.json and the
+# tables of docs/benchmarks.md.
+bench: venv binaries peers
 	$(PY) -P tools/bench/mirror.py
-	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery.py
-	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/startup.py
-	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/load.py
-	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery_peers.py
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery.py --nodes 8 64 --trials 10
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/startup.py --sizes 16 128 1000 --runs 5 --runs-at-1000-for-kubeflow 2
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/floor.py --nodes 1000 --runs 3
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/load.py --jobs 100 --nodes-per-job 8 --runs 2 --rss-job-nodes 16 --systems ours jobset
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery_peers.py --nodes 8 64 --trials 5
+	$(PY) -P tools/bench/report.py
 
 clean:
 	-$(PY) -m localcluster down

@@ -1,0 +1,113 @@
+"""A smoke run of every benchmark `make bench` runs, at toy sizes, so the harness cannot rot unnoticed.
+
+Each script starts a local cluster of its own (a few fake nodes) beside the session's, runs the systems it
+compares (multinode, JobSet, Kubeflow Training Operator v1; `make test` builds both peers) and writes its
+JSON, which is checked here: every milestone was reached in order, the audit log attributed each system's
+requests to it, and the operator's writes are the ones a clean run needs. Figures are not judged (that
+is docs/benchmarks.md's job, on a quiet machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+BENCH = REPO / "tools" / "bench"
+
+
+def run_bench(script: str, *args: str, timeout: float = 480) -> None:
+    # -P: tools/bench must not shadow packages; the scripts put what they need on sys.path themselves.
+    proc = subprocess.run([sys.executable, "-P", str(BENCH / script), *args], cwd=REPO, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def bench_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where every smoke run writes its JSON, for the report at the end."""
+    return tmp_path_factory.mktemp("bench")
+
+
+def test_startup_bench_runs_all_three_systems(bench_dir: Path) -> None:
+    out = bench_dir / "startup.json"
+    run_bench("startup.py", "--sizes", "4", "--runs", "1", "--systems", "ours", "jobset", "kubeflow",
+              "--out", str(out))
+    report = json.loads(out.read_text())
+    assert report["systems"] == ["ours", "jobset", "kubeflow"]
+    [size] = report["results"]
+    assert size["nodes"] == 4
+    for system in ("ours", "jobset", "kubeflow"):
+        med = size["median_s"][system]
+        assert 0 < med["created"] <= med["scheduled"] <= med["running"], (system, med)
+        assert med["status"] > 0, (system, med)
+        assert size["api"][system]["all_runs"]["writes"] > 0, f"no requests of {system} in the audit log"
+    ours = size["api"]["ours"]["all_runs"]["by_resource"]
+    # Exactly one create per pod (no 409 retries: expectations), one Service, and no reads at all.
+    assert ours["write pods"] == 4, ours
+    assert ours["write services"] == 1, ours
+    assert size["api"]["ours"]["all_runs"]["reads"] == 0, ours
+    assert set(size["ratio_ours_to"]) == {"jobset", "kubeflow"}
+    assert report["operator_peak_rss_mb"] > 0
+
+
+def test_floor_bench_times_both_pod_shapes(bench_dir: Path) -> None:
+    out = bench_dir / "floor.json"
+    run_bench("floor.py", "--nodes", "4", "--runs", "1", "--out", str(out))
+    report = json.loads(out.read_text())
+    assert set(report["median_s"]) == {"multinode", "jobset"} and all(v > 0 for v in report["median_s"].values())
+    # The operator's pods carry the env contract and the preflight: bigger than the Job controller's.
+    assert report["create_body_bytes"]["multinode"] > report["create_body_bytes"]["jobset"]
+
+
+def test_load_bench_measures_throughput_and_memory(bench_dir: Path) -> None:
+    out = bench_dir / "load.json"
+    run_bench("load.py", "--jobs", "3", "--nodes-per-job", "2", "--runs", "1", "--rss-job-nodes", "2",
+              "--cluster-nodes", "8", "--systems", "ours", "jobset", "--out", str(out))
+    report = json.loads(out.read_text())
+    assert all(v > 0 for v in report["throughput"]["median_s"].values()), report["throughput"]
+    assert set(report["throughput"]["ratio_ours_to"]) == {"jobset"}
+    memory = report["memory"]
+    assert 0 < memory["idle_rss_mb"] <= memory["peak_rss_mb"], memory
+
+
+def test_recovery_benches_see_a_replacement_gang(bench_dir: Path) -> None:
+    peers_out, ours_out = bench_dir / "recovery_peers.json", bench_dir / "recovery.json"
+    run_bench("recovery_peers.py", "--nodes", "2", "--trials", "1", "--out", str(peers_out))
+    run_bench("recovery.py", "--nodes", "2", "--trials", "2", "--out", str(ours_out))
+    results = json.loads(peers_out.read_text())["results"]
+    assert {r["system"] for r in results} == {"ours", "jobset"}
+    for r in results:
+        assert r["trials"] == 1 and r["failure_to_gang_s"]["median"] > 0, r
+    [ours] = json.loads(ours_out.read_text())["results"]
+    assert ours["nodes"] == 2 and ours["trials"] == 2, ours
+    assert 0 < ours["failure_to_gang_s"]["median"] <= ours["failure_to_gang_s"]["p99"], ours
+
+
+def test_mirror_bench_compares_with_cp(bench_dir: Path) -> None:
+    run_bench("mirror.py", "--size-mb", "16", "--shards", "2", "--rounds", "1", "--dir", str(bench_dir))
+    shutil.rmtree(bench_dir / "cache")  # the 16 MB source checkpoint
+    report = json.loads((bench_dir / "mirror.json").read_text())
+    assert report["size_bytes"] >= 16 << 20 and report["ratio_mirror_to_cp"] > 0, report
+    # Re-mirroring an unchanged checkpoint under a new name copies (almost) nothing: it is linked.
+    assert all(r["copied_pct"] < 1 for r in report["remirror"]), report["remirror"]
+
+
+def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -> None:
+    """tools/bench/report.py on the smoke runs' JSON: every generated section of a copy of the docs."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(REPO / "docs" / "benchmarks.md", docs / "benchmarks.md")
+    run_bench("report.py", "--from", str(bench_dir), "--docs", str(docs))
+    combined = json.loads((docs / "benchmarks.json").read_text())
+    assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "mirror"}
+    text = (docs / "benchmarks.md").read_text()
+    assert text != (REPO / "docs" / "benchmarks.md").read_text()
+    assert "| 4 | all pods created |" in text and "Kubeflow v1" in text
+    assert "3 jobs × 2 pods, all Running" in text

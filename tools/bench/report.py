@@ -1,0 +1,148 @@
+"""Gather the benchmarks' JSON into docs/benchmarks.json and the generated tables of docs/benchmarks.md.
+
+    .venv/bin/python -P tools/bench/report.py [--from .cache/bench] [--docs docs]
+
+`make bench` runs it last. Each table of docs/benchmarks.md sits between `<!-- bench:<name> -->` and
+`<!-- /bench:<name> -->`; only those parts are rewritten, the prose around them is not. A benchmark
+whose JSON is missing leaves its table as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
+MILESTONES = {"created": "all pods created", "scheduled": "all scheduled", "running": "all Running",
+              "status": "job status Running"}
+SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "mirror")
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header: list[str], rows: list[list], align: str) -> str:
+    return "\n".join([_row(header), _row(align.split()), *(_row(r) for r in rows)])
+
+
+def startup_table(data: dict) -> str:
+    systems = data["systems"]
+    peers = [s for s in systems if s != "ours"]
+    header = ["nodes", "milestone", *(LABELS[s] for s in systems), *(f"ours/{LABELS[p]}" for p in peers)]
+    rows = []
+    for res in data["results"]:
+        for m, label in MILESTONES.items():
+            rows.append([res["nodes"], label, *(f"{res['median_s'][s][m]:.2f}" for s in systems),
+                         *(f"{res['ratio_ours_to'][p][m]:.2f}" for p in peers)])
+    runs = {s: len(data["results"][-1]["runs"][s]) for s in systems}
+    note = (f"Medians of {data['runs_per_system']} runs per system and size, seconds from the create request"
+            + (f" (at {data['results'][-1]['nodes']} nodes: " + ", ".join(f"{LABELS[s]} {n}" for s, n in runs.items())
+               + " runs)" if len(set(runs.values())) > 1 else "")
+            + f"; {data['machine']}; operator peak RSS over the session {data['operator_peak_rss_mb']:.0f} MB.")
+    return _table(header, rows, "---: --- " + "---: " * (len(systems) + len(peers))) + "\n\n" + note
+
+
+def api_table(data: dict) -> str:
+    header = ["nodes", "system", "writes/pod", "reads/pod", "writes in all runs"]
+    rows = []
+    for res in data["results"]:
+        for s in data["systems"]:
+            a = res["api"][s]
+            writes = ", ".join(f"{k.split(' ', 1)[1]} {v}" for k, v in a["all_runs"]["by_resource"].items()
+                               if k.startswith("write "))
+            rows.append([res["nodes"], LABELS[s], f"{a['median_writes_per_pod']:.2f}",
+                         f"{a['median_reads_per_pod']:.2f}", writes])
+    return _table(header, rows, "---: --- ---: ---: ---")
+
+
+def load_table(data: dict) -> str:
+    t, m = data["throughput"], data["memory"]
+    systems = list(t["median_s"])
+    header = ["", *(LABELS[s] for s in systems), *(f"ours/{LABELS[p]}" for p in systems[1:])]
+    rows = [[f"{t['jobs']} jobs × {t['pods_per_job']} pods, all Running (median, s)",
+             *(f"{t['median_s'][s]:.1f}" for s in systems), *(f"{t['ratio_ours_to'][p]:.2f}" for p in systems[1:])],
+            ["runs (s)", *(" / ".join(f"{v:.1f}" for v in t["runs_s"][s]) for s in systems), *([""] * (len(systems) - 1))]]
+    table = _table(header, rows, "--- " + "---: " * (2 * len(systems) - 1))
+    return (table + f"\n\nOperator memory, {m['jobs']} jobs × {m['pods_per_job']} pods watched: idle "
+            f"{m['idle_rss_mb']:.0f} MB, **peak (VmHWM) {m['peak_rss_mb']:.0f} MB**, after {m['rss_after_mb']:.0f} MB.")
+
+
+def recovery_peers_table(data: dict) -> str:
+    header = ["nodes", "system", "trials", "failure → gang median", "p99", "old pods gone → gang median", "p99"]
+    rows = []
+    for r in data["results"]:
+        f, g = r["failure_to_gang_s"], r["old_gone_to_gang_s"]
+        rows.append([r["nodes"], LABELS.get(r["system"], r["system"]), r["trials"],
+                     f"{f['median']:.2f}" if f else "–", f"{f['p99']:.2f}" if f else "–",
+                     f"{g['median']:.2f}" if g else "–", f"{g['p99']:.2f}" if g else "–"])
+    return _table(header, rows, "---: --- ---: ---: ---: ---: ---:")
+
+
+def recovery_table(data: dict) -> str:
+    header = ["nodes", "trials", "failure → gang median", "p99", "old pods gone → gang median", "p99"]
+    rows = []
+    for r in data["results"]:
+        f, g = r["failure_to_gang_s"], r["old_gone_to_gang_s"]
+        rows.append([r["nodes"], r["trials"], f"{f['median']:.2f}", f"{f['p99']:.2f}",
+                     f"{g['median']:.2f}" if g else "–", f"{g['p99']:.2f}" if g else "–"])
+    return _table(header, rows, "---: ---: ---: ---: ---: ---:")
+
+
+def floor_table(data: dict) -> str:
+    header = ["pod shape", "create body (bytes)", f"{data['nodes']} pods created (median, s)", "pods/s", "runs (s)"]
+    rows = [[s, data["create_body_bytes"][s], f"{m:.2f}", f"{data['nodes'] / m:.0f}",
+             " / ".join(f"{v:.2f}" for v in data["runs_s"][s])] for s, m in data["median_s"].items()]
+    return (_table(header, rows, "--- ---: ---: ---: ---")
+            + f"\n\nA bare client, {data['concurrency']} creates at a time over the operator's write path; {data['machine']}.")
+
+
+def mirror_table(data: dict) -> str:
+    rows = [["`cp -r` + `sync`", f"{data['cp_median_mb_s']:.0f}"],
+            ["mirror (`Mirror.sync_once`)", f"{data['mirror_median_mb_s']:.0f}"],
+            ["**ratio mirror/cp**", f"**{data['ratio_mirror_to_cp']:.2f}**"]]
+    rows += [[f"re-mirror, {r['how']}: bytes copied", f"{r['copied_pct']:.3f} %"] for r in data["remirror"]]
+    return (_table(["", "MB/s (median)"], rows, "--- ---:")
+            + f"\n\n{data['size_bytes'] / 1e6:.0f} MB in {data['shards']} shards, {data['rounds']} rounds.")
+
+
+RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table, "recovery_peers": recovery_peers_table,
+          "recovery": recovery_table, "mirror": mirror_table}
+FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
+        "recovery": "recovery", "mirror": "mirror"}
+
+
+def replace_section(text: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- bench:{name} -->\n)(?:.*?\n)?(<!-- /bench:{name} -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"docs/benchmarks.md has no <!-- bench:{name} --> section")
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from", dest="source", type=Path, default=REPO / ".cache" / "bench")
+    parser.add_argument("--docs", type=Path, default=REPO / "docs")
+    args = parser.parse_args(argv)
+    combined_path = args.docs / "benchmarks.json"
+    combined = json.loads(combined_path.read_text()) if combined_path.exists() else {}
+    found = {name: json.loads((args.source / f"{name}.json").read_text())
+             for name in SOURCES if (args.source / f"{name}.json").exists()}
+    combined.update(found)
+    combined_path.write_text(json.dumps(combined, indent=2) + "\n")
+    md_path = args.docs / "benchmarks.md"
+    text = md_path.read_text()
+    for section, source in FROM.items():
+        if source in combined:
+            text = replace_section(text, section, RENDER[section](combined[source]))
+    md_path.write_text(text)
+    print(f"wrote {combined_path} ({', '.join(found) or 'nothing new'}) and the tables of {md_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
