@@ -7,32 +7,16 @@ import asyncio
 from multinode.controller import worker
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.worker import Reconciler
+from tests.unit.controller.fake_kube import FakeKube
 from tests.unit.render.render_job_factory import make_job
 
 KEY = ("ml", "llama")
 
 
-class RecordingKube:
+class RecordingKube(FakeKube):
     def __init__(self) -> None:
         self.created: list[str] = []
-
-    async def create_service(self, namespace: str, body: dict) -> None:
-        pass
-
-    async def create(self, namespace: str, body: dict) -> None:
-        pass
-
-    async def create_pod(self, namespace: str, body: dict) -> None:
-        self.created.append(body["metadata"]["name"])
-
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        pass
-
-    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
-        pass
-
-    async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
-        pass
+        super().__init__(lambda namespace, body: self.created.append(body["metadata"]["name"]))
 
 
 def reconciler(kube: RecordingKube) -> Reconciler:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 
 import pytest
 from kubernetes import client
@@ -12,35 +11,10 @@ from kubernetes import client
 from multinode.api import TrainingJob
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.worker import Reconciler
+from tests.unit.controller.fake_kube import FakeKube
 from tests.unit.render.render_job_factory import make_job
 
 KEY = ("ml", "llama")
-
-
-class FakeKube:
-    """Records the Reconciler's writes; pod creation goes through `create_pod`."""
-
-    def __init__(self, create_pod: Callable[[str, dict], None]):
-        self._create_pod = create_pod
-        self.statuses: list[dict] = []
-
-    async def create_service(self, namespace: str, body: dict) -> None:
-        pass
-
-    async def create(self, namespace: str, body: dict) -> None:
-        pass
-
-    async def create_pod(self, namespace: str, body: dict) -> None:
-        self._create_pod(namespace, body)
-
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        pass
-
-    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
-        self.statuses.append(status)
-
-    async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
-        pass
 
 
 def reconcile_once(job: TrainingJob, kube: FakeKube) -> None:
