@@ -421,10 +421,8 @@ class Chaos:
                     self._stop.wait(max(0.0, spawned + self.rng.uniform(*KILL_AFTER_SPAWN) - time.monotonic()))
                 else:
                     delay = self.rng.uniform(*KILL_AFTER_HEALTHY)
-                    deadline = time.monotonic() + 60
-                    while not self._stop.is_set() and not op.healthy():
-                        assert time.monotonic() < deadline, f"operator never healthy; log {op.log_path}"
-                        time.sleep(0.05)
+                    wait_for(lambda: self._stop.is_set() or op.healthy(), timeout=60, interval=0.05,
+                             what=f"operator healthy (log {op.log_path})")
                     self._stop.wait(delay)
                 if self._stop.is_set():
                     return
