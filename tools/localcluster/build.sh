@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the local control plane from the Go module proxy (no prebuilt binaries are reachable here).
 #
-#   tools/localcluster/build.sh [component...]     components: kubernetes etcd kwok helm (default: these)
-#                                                  and jobset, kubeflow (optional, only for tools/bench)
+#   tools/localcluster/build.sh [component...]     components: kubernetes etcd kwok helm, and for real
+#                                                  nodes debs containerd runc cni coredns pause
+#                                                  deviceplugin (default: all of these); jobset, kubeflow
+#                                                  (the benchmark peers, built by `make peers`)
 #
 # Each component is built once per version into $CACHE/bin/<component>-<version>/ and skipped when the
 # binaries are already there. Kubernetes and etcd need a wrapper module: their go.mod files point staging
@@ -36,7 +38,8 @@ wrapper_module() {
 
 build_kubernetes() {
   local v=$KUBE_VERSION out="$CACHE/bin/kubernetes-$KUBE_VERSION"
-  local bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  # kubelet and kube-proxy run the real nodes; one `go build` shares the packages they have in common.
+  local bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
   if have_all "$out" "${bins[@]}"; then log "kubernetes $v: cached"; return; fi
   local mod="$CACHE/src/kubernetes-$v" staging_v="v0.${v#v1.}"
   wrapper_module "$mod" multinode.dev/localcluster/kubernetes
@@ -92,13 +95,103 @@ build_kwok() {
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
+# helm's default Kubernetes version (used by `helm template` and `helm lint` without a cluster) is v1.20
+# unless set at link time, as helm's own Makefile does; our chart says kubeVersion >=1.30, so it is set to
+# the pinned Kubernetes version and that version is part of the cache key.
 build_helm() {
-  local v=$HELM_VERSION out="$CACHE/bin/helm-$HELM_VERSION"
+  local v=$HELM_VERSION kube=${KUBE_VERSION#v}
+  local out="$CACHE/bin/helm-$HELM_VERSION-k8s$kube" major=${kube%%.*} minor
+  minor=${kube#*.}; minor=${minor%%.*}
   if have_all "$out" helm; then log "helm $v: cached"; return; fi
   log "helm $v: compiling"
+  local ld="-s -w -X helm.sh/helm/v3/internal/version.version=$v"
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ld+=" -X $pkg.k8sVersionMajor=$major -X $pkg.k8sVersionMinor=$minor"
+  done
   mkdir -p "$out.tmp"
-  GOBIN="$out.tmp" go install -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$v" "helm.sh/helm/v3/cmd/helm@$v"
+  GOBIN="$out.tmp" go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$v"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+# ---- real nodes: container runtime, network, DNS -------------------------------------------------------
+
+# Debian packages the real nodes need: iptables/nftables for kube-proxy and the kubelet, libseccomp for
+# runc, debootstrap for the image root filesystems.
+build_debs() {
+  local need=()
+  command -v iptables >/dev/null || need+=(iptables)
+  command -v nft >/dev/null || need+=(nftables)
+  command -v debootstrap >/dev/null || need+=(debootstrap)
+  command -v pkg-config >/dev/null || need+=(pkg-config)
+  [ -e /usr/include/seccomp.h ] || need+=(libseccomp-dev)
+  if [ ${#need[@]} -eq 0 ]; then log "debian packages: installed"; return; fi
+  log "debian packages: installing ${need[*]}"
+  [ "$(id -u)" -eq 0 ] || { log "not root: cannot apt-get install ${need[*]}"; return 1; }
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+# go_build NAME VERSION MODULE TAGS LDFLAGS PKG... — build PKGs of MODULE@VERSION in a wrapper module into
+# $CACHE/bin/NAME-VERSION/ (binary names are the packages' last path element).
+go_build() {
+  local name=$1 v=$2 module=$3 tags=$4 ld=$5; shift 5
+  local out="$CACHE/bin/$name-$v" mod="$CACHE/src/$name-$v" bins=()
+  for p in "$@"; do bins+=("${p##*/}"); done
+  if have_all "$out" "${bins[@]}"; then log "$name $v: cached"; return; fi
+  wrapper_module "$mod" "multinode.dev/localcluster/$name"
+  log "$name $v: resolving and compiling ${bins[*]}"
+  (cd "$mod" && go get "$module@$v")
+  mkdir -p "$out.tmp"
+  (cd "$mod" && go build -p "$(nproc)" -trimpath -tags "$tags" -ldflags "-s -w $ld" -o "$out.tmp/" "$@")
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+build_containerd() {
+  local m=github.com/containerd/containerd/v2
+  go_build containerd "$CONTAINERD_VERSION" $m no_btrfs,no_devmapper,no_zfs \
+    "-X $m/version.Version=$CONTAINERD_VERSION" $m/cmd/containerd $m/cmd/containerd-shim-runc-v2 $m/cmd/ctr
+}
+
+# runc needs cgo for seccomp (libseccomp-dev from build_debs).
+build_runc() {
+  CGO_ENABLED=1 go_build runc "$RUNC_VERSION" github.com/opencontainers/runc seccomp \
+    "-X main.version=${RUNC_VERSION#v}" github.com/opencontainers/runc
+}
+
+build_cni() {
+  local m=github.com/containernetworking/plugins/plugins
+  go_build cni-plugins "$CNI_PLUGINS_VERSION" github.com/containernetworking/plugins "" "" \
+    $m/main/bridge $m/ipam/host-local $m/main/loopback $m/meta/portmap
+}
+
+build_coredns() {
+  go_build coredns "$COREDNS_VERSION" github.com/coredns/coredns "" "" github.com/coredns/coredns
+}
+
+# The pod sandbox's pause process, from the Kubernetes source in the module cache (no image registry here).
+build_pause() {
+  local out="$CACHE/bin/pause-$KUBE_VERSION"
+  if have_all "$out" pause; then log "pause $KUBE_VERSION: cached"; return; fi
+  local dir
+  dir=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  mkdir -p "$out.tmp"
+  gcc -Os -static -DVERSION="$KUBE_VERSION" -o "$out.tmp/pause" "$dir/build/pause/linux/pause.c"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+# Our fake device plugin (tools/localcluster/deviceplugin): GPUs and RDMA devices the way real plugins
+# advertise them. Keyed by the kubelet API version and the source's hash.
+build_deviceplugin() {
+  local src="$here/deviceplugin" sum
+  sum=$(cat "$src"/*.go | sha256sum | cut -c1-12)
+  local v="$KUBE_VERSION-$sum" out="$CACHE/bin/deviceplugin-$KUBE_VERSION-$sum" mod="$CACHE/src/deviceplugin-$sum"
+  if have_all "$out" fake-device-plugin; then log "deviceplugin $v: cached"; return; fi
+  wrapper_module "$mod" multinode.dev/localcluster/fake-device-plugin
+  cp "$src"/*.go "$mod/"
+  log "deviceplugin $v: resolving and compiling"
+  (cd "$mod" && go get "k8s.io/kubelet@v0.${KUBE_VERSION#v1.}" && go mod tidy)
+  mkdir -p "$out.tmp"
+  (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/fake-device-plugin" .)
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
@@ -135,7 +228,8 @@ build_kubeflow() {
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(etcd kwok helm kubernetes)
+[ ${#components[@]} -gt 0 ] ||
+  components=(debs etcd kwok helm kubernetes containerd runc cni coredns pause deviceplugin)
 start=$(date +%s)
 for c in "${components[@]}"; do "build_$c"; done
 log "done in $(( $(date +%s) - start ))s; binaries under $CACHE/bin"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 TOOL_DIR = Path(__file__).resolve().parent.parent
@@ -38,10 +39,19 @@ class Binaries:
     kwok: Path
     kwok_stages: Path
     helm: Path
+    # Real nodes
+    kubelet: Path
+    kube_proxy: Path
+    containerd: Path
+    ctr: Path
+    runc: Path
+    cni_plugins: Path  # a folder: bridge, host-local, loopback, portmap
+    coredns: Path
+    pause: Path
+    device_plugin: Path
 
     def missing(self) -> list[Path]:
-        return [p for p in (self.etcd, self.kube_apiserver, self.kube_controller_manager,
-                            self.kube_scheduler, self.kubectl, self.kwok, self.helm) if not p.exists()]
+        return [getattr(self, f.name) for f in fields(self) if not getattr(self, f.name).exists()]
 
 
 def locate() -> Binaries:
@@ -49,6 +59,7 @@ def locate() -> Binaries:
     bin_dir = cache_dir() / "bin"
     kube = bin_dir / f"kubernetes-{v['KUBE_VERSION']}"
     kwok = bin_dir / f"kwok-{v['KWOK_VERSION']}"
+    containerd = bin_dir / f"containerd-{v['CONTAINERD_VERSION']}"
     return Binaries(
         etcd=bin_dir / f"etcd-{v['ETCD_VERSION']}" / "etcd",
         kube_apiserver=kube / "kube-apiserver",
@@ -57,8 +68,23 @@ def locate() -> Binaries:
         kubectl=kube / "kubectl",
         kwok=kwok / "kwok",
         kwok_stages=kwok / "stages",
-        helm=bin_dir / f"helm-{v['HELM_VERSION']}" / "helm",
+        helm=bin_dir / f"helm-{v['HELM_VERSION']}-k8s{v['KUBE_VERSION'].lstrip('v')}" / "helm",
+        kubelet=kube / "kubelet",
+        kube_proxy=kube / "kube-proxy",
+        containerd=containerd / "containerd",
+        ctr=containerd / "ctr",
+        runc=bin_dir / f"runc-{v['RUNC_VERSION']}" / "runc",
+        cni_plugins=bin_dir / f"cni-plugins-{v['CNI_PLUGINS_VERSION']}",
+        coredns=bin_dir / f"coredns-{v['COREDNS_VERSION']}" / "coredns",
+        pause=bin_dir / f"pause-{v['KUBE_VERSION']}" / "pause",
+        device_plugin=bin_dir / f"deviceplugin-{v['KUBE_VERSION']}-{device_plugin_hash()}" / "fake-device-plugin",
     )
+
+
+def device_plugin_hash() -> str:
+    """The same key build.sh uses: the first 12 hex digits of sha256 over the plugin's Go sources."""
+    sources = sorted((TOOL_DIR / "deviceplugin").glob("*.go"))
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
 
 
 def ensure_built() -> Binaries:
