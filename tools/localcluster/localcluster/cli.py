@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from localcluster import binaries
+from localcluster import binaries, images
 from localcluster.cluster import ClusterConfig, LocalCluster
 from localcluster.nodes import NodePoolConfig
 
@@ -22,10 +22,13 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--rdma-resource", default=NodePoolConfig.rdma_resource_name)
     up.add_argument("--rdma-per-node", type=int, default=1)
     up.add_argument("--nodes-per-block", type=int, default=4, help="nodes per topology block label")
+    up.add_argument("--real-nodes", type=int, default=0,
+                    help="real kubelet + containerd nodes beside the kwok nodes (needs root)")
     up.add_argument("--reuse", action="store_true", help="keep a running cluster of this name instead of restarting")
     for name in ("down", "status"):
         sub.add_parser(name).add_argument("--name", default="default")
     sub.add_parser("build", help="build the pinned binaries (skipped when cached)")
+    sub.add_parser("images", help="build the real nodes' container images (cached) and print their archives")
     sub.add_parser("bin-path", help="print the folders holding the pinned kubectl and helm")
     return p
 
@@ -35,6 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         binaries.ensure_built()
         return 0
+    if args.command == "images":
+        built = images.build_images()
+        for image in built:
+            print(f"{image.ref}  image ID {image.image_id}  ({image.digest_ref})", file=sys.stderr)
+        for archive in dict.fromkeys(image.archive for image in built):
+            print(f"{archive.stat().st_size / 1e6:.0f} MB: {archive}", file=sys.stderr)
+            print(archive)
+        return 0
     if args.command == "bin-path":
         print(":".join(str(p) for p in binaries.bin_path_dirs()))
         return 0
@@ -42,13 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         pool = NodePoolConfig(count=args.nodes, gpus_per_node=args.gpus_per_node, gpu_product=args.gpu_product,
                               rdma_resource_name=args.rdma_resource, rdma_per_node=args.rdma_per_node,
                               nodes_per_block=args.nodes_per_block)
-        cluster = LocalCluster(ClusterConfig(name=args.name, nodes=pool))
+        cluster = LocalCluster(ClusterConfig(name=args.name, nodes=pool, real_nodes=args.real_nodes))
         if args.reuse and cluster.is_running():
             print(f"cluster {args.name!r} already running", file=sys.stderr)
         else:
             started = time.monotonic()
             cluster.start()
-            print(f"cluster {args.name!r} up with {args.nodes} fake GPU nodes Ready in "
+            real = f" and {args.real_nodes} real nodes" if args.real_nodes else ""
+            print(f"cluster {args.name!r} up with {args.nodes} fake GPU nodes{real} Ready in "
                   f"{time.monotonic() - started:.1f}s (logs: {cluster.dir / 'logs'})", file=sys.stderr)
         print(f"export KUBECONFIG={cluster.kubeconfig}")
         return 0

@@ -1,4 +1,5 @@
-"""Start and stop one local control plane: etcd, kube-apiserver (RBAC), controller-manager, scheduler, kwok.
+"""Start and stop one local control plane: etcd, kube-apiserver (RBAC), controller-manager, scheduler, kwok,
+and optionally real nodes (kubelet + containerd, realcluster.py) beside the kwok nodes.
 
 State of a cluster lives in `<cache>/clusters/<name>/`: data, certificates, logs, the admin kubeconfig
 (a stable path) and `state.json`, which records the pids so that `stop` works from another process.
@@ -15,12 +16,14 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
-from localcluster import binaries, processes
+from localcluster import binaries, netplan, processes, realcluster
+from localcluster.hostservices import make_kubelet_client_pki
+from localcluster.kubeconfig import write_kubeconfig
 from localcluster.nodes import NodePoolConfig, render_fake_gpu_node
 
 STAGES_DIR = Path(__file__).resolve().parent / "stages"
@@ -36,12 +39,15 @@ KWOK_STAGE_FILES = (
     "pod/chaos/pod-init-container-running-failed.yaml",
 )
 STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+REAL_NODE_POOL_PREFIX = "real-node"
 
 
 @dataclass
 class ClusterConfig:
     name: str = "default"
     nodes: NodePoolConfig = field(default_factory=NodePoolConfig)
+    # Real kubelet + containerd nodes beside the kwok ones (root only; one real-node cluster per host).
+    real_nodes: int = 0
     # Short node-lifecycle timings so failure tests do not wait minutes (real clusters: 40 s / 300 s).
     node_monitor_grace_period: str = "20s"
     not_ready_toleration_seconds: int = 5
@@ -66,6 +72,7 @@ class LocalCluster:
         self.dir = binaries.cache_dir() / "clusters" / self.config.name
         self.kubeconfig = self.dir / "kubeconfig"
         self.state_file = self.dir / "state.json"
+        self.real: realcluster.RealNodeSet | None = None
         # Processes this object started. Between fork and exec a child's command line is still ours,
         # so liveness during start-up is asked of Popen, not read from /proc.
         self._started: dict[str, subprocess.Popen] = {}
@@ -91,7 +98,7 @@ class LocalCluster:
     def is_running(self) -> bool:
         state = self._load_state()
         pids = state.get("pids", {})
-        if set(pids) != set(STOP_ORDER):
+        if not set(STOP_ORDER) <= set(pids):
             return False
         if not all(processes.is_alive(pid, self.marker) for pid in pids.values()):
             return False
@@ -108,16 +115,38 @@ class LocalCluster:
         (self.dir / "logs").mkdir(parents=True)
         state: dict = {"pids": {}}
         try:
+            journal = None
+            if self.config.real_nodes:
+                pool = replace(self.config.nodes, count=self.config.real_nodes, name_prefix=REAL_NODE_POOL_PREFIX)
+                self.real = realcluster.RealNodeSet(self.config.name, pool, self.dir / "real", bins)
+                journal = self.real.prepare_host(self.dir)
             self._start_all(bins, state)
             self.create_nodes(self.config.nodes)
-            self.wait_nodes_ready(self.config.nodes.count)
+            if self.real and journal:
+                self.real.start(journal, lambda name, args, env: self._launch(state, name, args, env),
+                                self.server, self.dir / "certs" / "apiserver.crt",
+                                self.dir / "pki" / "kubelet-client-ca.crt", self.apply)
+            self.wait_nodes_ready(self.config.nodes.count + self.config.real_nodes)
+            if self.real:
+                from kubernetes import client
+
+                self.real.wait_ready(client.CoreV1Api(self.api_client()), self.config.ready_timeout_seconds)
         except BaseException:
             self._save_state(state)
             self.stop()
             raise
 
-    def _launch(self, state: dict, name: str, args: list[str]) -> None:
-        proc = processes.start(args, self.dir / "logs" / f"{name}.log", self.config.die_with_parent)
+    @property
+    def address(self) -> str:
+        """Where the apiserver listens: loopback, or with real nodes an address their pods can route to."""
+        return self._load_state().get("address") or (netplan.API_ADDRESS if self.config.real_nodes else "127.0.0.1")
+
+    @property
+    def server(self) -> str:
+        return f"https://{self.address}:{self._load_state()['api_port']}"
+
+    def _launch(self, state: dict, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        proc = processes.start(args, self.dir / "logs" / f"{name}.log", self.config.die_with_parent, env)
         self._started[name] = proc
         state["pids"][name] = proc.pid
         self._save_state(state)
@@ -126,8 +155,10 @@ class LocalCluster:
         d = self.dir
         etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
         token = secrets.token_hex(24)
-        state.update(api_port=api_port, etcd_port=etcd_port, token=token)
-        (d / "tokens.csv").write_text(f'{token},multinode-admin,multinode-admin,"system:masters"\n')
+        state.update(api_port=api_port, etcd_port=etcd_port, token=token, address=self.address)
+        tokens = [f'{token},multinode-admin,multinode-admin,"system:masters"']
+        tokens += self.real.token_lines() if self.real else []
+        (d / "tokens.csv").write_text("\n".join(tokens) + "\n")
         subprocess.run(["openssl", "genrsa", "-out", str(d / "sa.key"), "2048"], check=True, capture_output=True)
         subprocess.run(["openssl", "rsa", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub")],
                        check=True, capture_output=True)
@@ -145,10 +176,10 @@ class LocalCluster:
             str(bins.kube_apiserver),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             f"--cert-dir={d / 'certs'}",
-            f"--secure-port={api_port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            "--authorization-mode=Node,RBAC",
+            f"--secure-port={api_port}", f"--bind-address={self.address}", f"--advertise-address={self.address}",
+            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
             f"--token-auth-file={d / 'tokens.csv'}",
-            "--service-cluster-ip-range=10.96.0.0/16",
+            f"--service-cluster-ip-range={netplan.SERVICE_RANGE}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={d / 'sa.pub'}",
             f"--service-account-signing-key-file={d / 'sa.key'}",
@@ -157,6 +188,7 @@ class LocalCluster:
             "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
             "--profiling=false", "--v=0",
             *self._audit_args(),
+            *self._kubelet_client_args(),
         ])
         self._wait_readyz(state)
         self._write_kubeconfig(state)
@@ -192,11 +224,31 @@ class LocalCluster:
             str(bins.kwok), f"--kubeconfig={kc}",
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
+            f"--cidr={netplan.KWOK_POD_RANGE}", "--node-ip=127.0.0.1",
             "--node-lease-duration-seconds=20",
             f"--server-address=127.0.0.1:{_free_port()}",
             f"--config={','.join(stage_files)}",
         ])
+
+    def _kubelet_client_args(self) -> list[str]:
+        """How the apiserver reaches real kubelets (logs, exec): by InternalIP, with a client certificate."""
+        if not self.config.real_nodes:
+            return []
+        _, cert, key = make_kubelet_client_pki(self.dir / "pki")
+        return [f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}",
+                "--kubelet-preferred-address-types=InternalIP,Hostname"]
+
+    def apply(self, objects: list[dict]) -> None:
+        """Create objects (cluster-scoped or namespaced), leaving any that exist."""
+        from kubernetes import client, utils
+
+        api = self.api_client()
+        for obj in objects:
+            try:
+                utils.create_from_dict(api, obj)
+            except utils.FailToCreateError as e:
+                if any(getattr(x, "status", None) != 409 for x in e.api_exceptions):
+                    raise
 
     @property
     def audit_log_path(self) -> Path:
@@ -221,7 +273,7 @@ class LocalCluster:
     def _readyz(self, state: dict) -> str:
         if "api_port" not in state or not (self.dir / "certs" / "apiserver.crt").exists():
             return "no apiserver yet"
-        req = urllib.request.Request(f"https://127.0.0.1:{state['api_port']}/readyz",
+        req = urllib.request.Request(f"https://{self.address}:{state['api_port']}/readyz",
                                      headers={"Authorization": f"Bearer {state['token']}"})
         try:
             with urllib.request.urlopen(req, context=self._ssl_context(), timeout=5) as resp:
@@ -245,36 +297,12 @@ class LocalCluster:
         raise TimeoutError(f"kube-apiserver /readyz not ok after {self.config.ready_timeout_seconds}s: {last}")
 
     def _write_kubeconfig(self, state: dict) -> None:
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "multinode-local", "cluster": {
-                "server": f"https://127.0.0.1:{state['api_port']}",
-                "certificate-authority": str(self.dir / "certs" / "apiserver.crt"),
-            }}],
-            "users": [{"name": "multinode-admin", "user": {"token": state["token"]}}],
-            "contexts": [{"name": "multinode-local", "context": {
-                "cluster": "multinode-local", "user": "multinode-admin", "namespace": "default"}}],
-            "current-context": "multinode-local",
-        }
-        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.kubeconfig.chmod(0o600)
+        write_kubeconfig(self.kubeconfig, self.server, self.dir / "certs" / "apiserver.crt", "multinode-admin",
+                         state["token"], namespace="default")
 
     def kubeconfig_for_token(self, token: str, path: Path) -> Path:
         """A kubeconfig for this cluster that authenticates with `token` (a ServiceAccount's, say)."""
-        state = self._load_state()
-        config = {
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "multinode-local", "cluster": {
-                "server": f"https://127.0.0.1:{state['api_port']}",
-                "certificate-authority": str(self.dir / "certs" / "apiserver.crt")}}],
-            "users": [{"name": "token", "user": {"token": token}}],
-            "contexts": [{"name": "token", "context": {"cluster": "multinode-local", "user": "token"}}],
-            "current-context": "token",
-        }
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        path.chmod(0o600)
-        return path
+        return write_kubeconfig(path, self.server, self.dir / "certs" / "apiserver.crt", "token", token)
 
     # ---- nodes ---------------------------------------------------------------------------------
 
@@ -320,6 +348,12 @@ class LocalCluster:
         """Stop every process this cluster started; safe to call twice or after a partial start."""
         pids = self._load_state().get("pids", {})
         errors = []
+        # Real nodes first (kubelets, containerd, host services), while the apiserver still answers.
+        for name in [n for n in pids if n not in STOP_ORDER]:
+            try:
+                processes.stop(pids[name], self.marker, grace_seconds=5)
+            except RuntimeError as e:
+                errors.append(f"{name}: {e}")
         for name in STOP_ORDER:
             if name in pids:
                 try:
@@ -329,6 +363,7 @@ class LocalCluster:
         # Anything else that mentions our folder (a child a component spawned) goes too.
         for pid in processes.pids_with_marker(self.marker):
             processes.stop(pid, self.marker, grace_seconds=2)
+        errors += realcluster.teardown(self.config.name)
         self.state_file.unlink(missing_ok=True)
         if errors:
             raise RuntimeError("; ".join(errors))

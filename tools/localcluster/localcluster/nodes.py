@@ -35,18 +35,10 @@ def node_name(pool: NodePoolConfig, index: int) -> str:
     return f"{pool.name_prefix}-{index}"
 
 
-def render_fake_gpu_node(pool: NodePoolConfig, index: int) -> dict:
-    name = node_name(pool, index)
-    capacity = {"cpu": pool.cpu, "memory": pool.memory, "pods": str(pool.max_pods), "ephemeral-storage": "2Ti"}
-    if pool.gpus_per_node:
-        capacity[pool.gpu_resource_name] = str(pool.gpus_per_node)
-    if pool.rdma_per_node:
-        capacity[pool.rdma_resource_name] = str(pool.rdma_per_node)
+def node_labels(pool: NodePoolConfig, index: int, kind: str) -> dict[str, str]:
+    """The labels of a GPU node, kwok or real (`kind`): topology block, zone, GPU product and count."""
     labels = {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        "type": "kwok",
+        "type": kind,
         POOL_LABEL: pool.name_prefix,
         "topology.kubernetes.io/zone": pool.zones[index % len(pool.zones)] if pool.zones else "",
         pool.block_label: f"block-{index // pool.nodes_per_block}",
@@ -55,13 +47,25 @@ def render_fake_gpu_node(pool: NodePoolConfig, index: int) -> dict:
         labels["nvidia.com/gpu.product"] = pool.gpu_product
         labels["nvidia.com/gpu.count"] = str(pool.gpus_per_node)
     labels.update(pool.extra_labels)
+    return {k: v for k, v in labels.items() if v}
+
+
+def render_fake_gpu_node(pool: NodePoolConfig, index: int) -> dict:
+    name = node_name(pool, index)
+    capacity = {"cpu": pool.cpu, "memory": pool.memory, "pods": str(pool.max_pods), "ephemeral-storage": "2Ti"}
+    if pool.gpus_per_node:
+        capacity[pool.gpu_resource_name] = str(pool.gpus_per_node)
+    if pool.rdma_per_node:
+        capacity[pool.rdma_resource_name] = str(pool.rdma_per_node)
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              **node_labels(pool, index, "kwok")}
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {k: v for k, v in labels.items() if v},
+            "labels": labels,
         },
         "spec": {},
         "status": {"capacity": capacity, "allocatable": dict(capacity)},

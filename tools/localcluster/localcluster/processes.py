@@ -22,11 +22,13 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def start(args: list[str], log_path: Path, die_with_parent: bool) -> subprocess.Popen:
+def start(args: list[str], log_path: Path, die_with_parent: bool,
+          env: dict[str, str] | None = None) -> subprocess.Popen:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             args,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

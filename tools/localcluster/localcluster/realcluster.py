@@ -1,0 +1,156 @@
+"""The real nodes of a local cluster, their host services, and the host changes they make, start to stop.
+
+Start: the host changes go into a journal first (addresses, sysctls, iptables, mounts, cgroups, folders);
+then CoreDNS and kube-proxy as host processes, and per node containerd (images imported), the fake device
+plugin and the kubelet. Stop: every process and every container process (found by cgroup, since a
+containerd shim outlives its containerd), then the journal undone in reverse. A cluster-up that died
+halfway left a journal behind: the next start on this host undoes it first.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from localcluster import hostservices, images, netplan, processes
+from localcluster.binaries import Binaries
+from localcluster.kubeconfig import write_kubeconfig
+from localcluster.hostchanges import HOST_ROOT, HostJournal, cgroup_pids, unmount_all
+from localcluster.nodes import NodePoolConfig
+from localcluster.realnodes import KUBELET_FIXED_PATHS, RUNTIME_FIXED_PATHS, RealNode
+
+Launch = Callable[[str, list[str], dict[str, str] | None], None]
+JOURNALS = HOST_ROOT / "clusters"
+
+
+def journal_path(cluster: str) -> Path:
+    return JOURNALS / cluster / "journal.json"
+
+
+class RealNodeSet:
+    def __init__(self, cluster: str, pool: NodePoolConfig, config_dir: Path, bins: Binaries):
+        self.cluster, self.pool, self.config_dir, self.bins = cluster, pool, config_dir, bins
+        host_dir = JOURNALS / cluster / "nodes"
+        self.nodes = [RealNode(cluster, pool, i, config_dir / f"node-{i}", host_dir / str(i))
+                      for i in range(pool.count)]
+        self.identities = {n.name: hostservices.new_identity(f"system:node:{n.name}", "system:nodes")
+                           for n in self.nodes}
+        self.identities["kube-proxy"] = hostservices.new_identity(hostservices.KUBE_PROXY_USER)
+        self.identities["coredns"] = hostservices.new_identity(hostservices.COREDNS_USER)
+
+    # ---- host --------------------------------------------------------------------------------------------
+
+    def prepare_host(self, marker_dir: Path) -> HostJournal:
+        """Undo what a dead cluster left, then make (and journal) every host change the nodes need."""
+        reclaim_stale_clusters()
+        if journal_path(self.cluster).exists():
+            raise RuntimeError(f"real-node cluster {self.cluster!r} is still running on this host")
+        journal = HostJournal(journal_path(self.cluster))
+        journal.record("owner", marker=str(marker_dir))
+        journal.snapshot_sysctls()
+        journal.snapshot_iptables()
+        for address in (netplan.API_ADDRESS, netplan.DNS_ADDRESS, *(n.address for n in self.nodes)):
+            journal.add_address(address)
+        journal.set_sysctl("net/ipv4/ip_forward", "1")
+        # Safety net: pods reach each other and this host, never anything beyond it.
+        journal.add_iptables_rule("filter", "FORWARD", "-s", netplan.POD_RANGE, "!", "-d", netplan.POD_RANGE,
+                                  "-j", "DROP")
+        for path in (*KUBELET_FIXED_PATHS.values(), *RUNTIME_FIXED_PATHS):
+            journal.make_dir(path)
+        # Private, so the kubelets' own binds over these folders never propagate to the host or each other.
+        for path in (Path("/var/lib/kubelet"), KUBELET_FIXED_PATHS["containers-log"]):
+            journal.bind_mount(path, "private")
+        return journal
+
+    # ---- processes ---------------------------------------------------------------------------------------
+
+    def token_lines(self) -> list[str]:
+        return [i.token_line() for i in self.identities.values()]
+
+    def start(self, journal: HostJournal, launch: Launch, server: str, ca: Path, client_ca: Path,
+              apply: Callable[[list[dict]], None]) -> None:
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        kc = {name: write_kubeconfig(self.config_dir / f"{name}.kubeconfig", server, ca, ident.user, ident.token)
+              for name, ident in self.identities.items()}
+        apply(hostservices.rbac_objects())
+        launch("coredns", hostservices.coredns_args(self.bins, self.config_dir, kc["coredns"]), None)
+        launch("kube-proxy", hostservices.kube_proxy_args(self.bins, self.config_dir, kc["kube-proxy"],
+                                                          self.nodes[0].name), None)
+        # containerd finds its shim and runc on PATH.
+        env = {**os.environ, "PATH": f"{self.bins.containerd.parent}:{self.bins.runc.parent}:{os.environ['PATH']}"}
+        for node in self.nodes:
+            node.prepare(journal, self.bins, client_ca)
+            launch(f"containerd-{node.index}", node.containerd_args(self.bins), env)
+        archives = sorted({image.archive for image in images.build_images()})
+        for node in self.nodes:
+            node.wait_containerd()
+            images.import_images(self.bins.ctr, str(node.containerd_socket), archives)
+            launch(f"device-plugin-{node.index}", node.device_plugin_args(self.bins), None)
+            launch(f"kubelet-{node.index}", node.kubelet_args(self.bins, kc[node.name]), None)
+
+    def wait_ready(self, core, timeout: float) -> None:
+        """Every real node Ready and advertising its fake GPUs (the device plugin registered)."""
+        deadline = time.monotonic() + timeout
+        names = {n.name for n in self.nodes}
+        pending: set[str] = names
+        while time.monotonic() < deadline:
+            pending = set(names)
+            for node in core.list_node(label_selector=f"{netplan.REAL_NODE_LABEL}=true").items:
+                ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+                gpus = (node.status.allocatable or {}).get(self.pool.gpu_resource_name, "0")
+                if ready and int(gpus) == self.pool.gpus_per_node:
+                    pending.discard(node.metadata.name)
+            if not pending:
+                return
+            time.sleep(0.25)
+        raise TimeoutError(f"real nodes not Ready with their GPUs after {timeout}s: {sorted(pending)}")
+
+
+def stop_workloads(nodes_root: Path, cgroup_names: list[str]) -> None:
+    """Kill every container process (by cgroup) and every containerd shim of these nodes."""
+    for _ in range(50):
+        pids = set()
+        for name in cgroup_names:
+            pids |= cgroup_pids(name)
+        pids |= set(processes.pids_with_marker(str(nodes_root)))  # shims: `-address <nodes_root>/...`
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    raise RuntimeError(f"container processes of {nodes_root} survived SIGKILL")
+
+
+def teardown(cluster: str) -> list[str]:
+    """Kill what runs on the cluster's real nodes and undo its journal; returns what could not be undone."""
+    path = journal_path(cluster)
+    if not path.exists():
+        return []
+    journal = HostJournal(path)
+    owner = next((r["marker"] for r in journal.records if r["kind"] == "owner"), None)
+    if owner:
+        for pid in processes.pids_with_marker(owner):
+            processes.stop(pid, owner, grace_seconds=5)
+    cgroups = [r["name"] for r in journal.records if r["kind"] == "cgroup"]
+    stop_workloads(path.parent / "nodes", cgroups)
+    unmount_all(path.parent / "nodes")
+    return journal.undo()
+
+
+def reclaim_stale_clusters() -> None:
+    """Undo the host changes of real-node clusters whose processes are gone (a killed cluster-up)."""
+    for path in sorted(JOURNALS.glob("*/journal.json")) if JOURNALS.exists() else ():
+        records = HostJournal(path).records
+        owner = next((r["marker"] for r in records if r["kind"] == "owner"), None)
+        if owner and processes.pids_with_marker(owner):
+            continue  # alive: its owner stops it
+        errors = teardown(path.parent.name)
+        if errors:
+            raise RuntimeError(f"could not undo the host changes of {path}: {errors}")
+
