@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import socket
 
 from multinode.controller.settings import OperatorSettings
 
@@ -46,5 +48,16 @@ def run(args: argparse.Namespace) -> int:
         namespaces=list(settings.namespaces),
         standalone=True,  # one replica with a Recreate rollout; no peering objects needed
         liveness_endpoint=args.liveness,
+        identity=operator_identity(),
     ))
     return 0
+
+
+def operator_identity() -> str:
+    """Who this operator is in kopf's logs: the pod name (the hostname) and the pid.
+
+    Given explicitly because kopf's default asks the password database for the user name, and a container
+    that runs as a numeric uid with no passwd entry (the chart's 65532, `runAsNonRoot`) has none:
+    `getpwuid(): uid not found` at start-up, a crash loop.
+    """
+    return f"{socket.gethostname()}-{os.getpid()}"

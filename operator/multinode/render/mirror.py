@@ -99,6 +99,12 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
         "volumes": storage_volumes(job),
         "affinity": anti_affinity,
     }
+    # The mirror needs the job's volumes, and runs in the job's pool: the job's node selector and
+    # tolerations (a GPU pool's taint, say) apply to it too.
+    if template.node_selector:
+        spec["nodeSelector"] = dict(template.node_selector)
+    if template.tolerations:
+        spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in template.tolerations]
     if template.priority_class_name:
         spec["priorityClassName"] = template.priority_class_name
     if template.image_pull_secrets:
