@@ -14,7 +14,7 @@ help:
 	@echo "make demo         local cluster + operator + the example 4-node job, end to end"
 	@echo "make test         lint, unit and integration tests on the local cluster (what CI runs)"
 	@echo "make test-unit    only the tests that need no cluster"
-	@echo "make cluster-up   start the local control plane (prints export KUBECONFIG=...)"
+	@echo "make cluster-up   start the local control plane (prints export KUBECONFIG=...); REAL_NODES=2 adds real nodes"
 	@echo "make cluster-down stop it"
 	@echo "make crds         regenerate crds/ from the pydantic models"
 	@echo "make docs         regenerate docs/reference.md from the pydantic models"
@@ -36,8 +36,10 @@ binaries:
 peers:
 	tools/localcluster/build.sh jobset kubeflow
 
+# REAL_NODES=N adds N real kubelet + containerd nodes beside the kwok nodes (root only).
+REAL_NODES ?= 0
 cluster-up: venv binaries
-	@$(PY) -m localcluster up
+	@$(PY) -m localcluster up --real-nodes $(REAL_NODES)
 
 cluster-down: venv
 	@$(PY) -m localcluster down

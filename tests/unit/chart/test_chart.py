@@ -439,3 +439,21 @@ def test_readme_lists_every_value() -> None:
 
     missing = [key for key in leaves(values) if f"`{key}`" not in readme]
     assert not missing, f"values missing from {Path('charts/multinode-operator/README.md')}: {missing}"
+
+
+def test_template_and_lint_work_without_a_cluster_or_kube_version() -> None:
+    # The pinned helm is linked with the pinned Kubernetes version as its default (helm's own Makefile
+    # does the same); built plainly it assumes v1.20 and refuses the chart's kubeVersion >=1.30.
+    rendered = helm("template", "mn", str(CHART_DIR)).stdout
+    assert "kind: Deployment" in rendered
+    assert "0 chart(s) failed" in helm("lint", "--strict", str(CHART_DIR)).stdout
+
+
+def test_values_local_runs_the_imported_image_on_a_real_node() -> None:
+    objects = render(values=yaml.safe_load((CHART_DIR / "values-local.yaml").read_text()))
+    pod = of_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == "localhost/multinode/operator:dev"
+    assert container["imagePullPolicy"] == "Never"
+    assert pod["nodeSelector"] == {"localcluster.multinode.dev/real-node": "true"}
+    assert pod["tolerations"][0]["key"] == "localcluster.multinode.dev/real-node"

@@ -1,0 +1,36 @@
+"""Fixtures for tests on real nodes: the session's real-node cluster and clients of it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+from localcluster import LocalCluster
+
+from tests.support.kube import new_namespace
+from tests.support.realnodes import RealClusterSlot
+
+
+@pytest.fixture(scope="session")
+def real_slot() -> Iterator[RealClusterSlot]:
+    slot = RealClusterSlot()
+    yield slot
+    slot.release()
+
+
+@pytest.fixture
+def real_cluster(real_slot: RealClusterSlot) -> LocalCluster:
+    return real_slot.get()
+
+
+@pytest.fixture
+def real_core(real_cluster: LocalCluster) -> client.CoreV1Api:
+    return client.CoreV1Api(real_cluster.api_client())
+
+
+@pytest.fixture
+def real_namespace(real_core: client.CoreV1Api) -> Iterator[str]:
+    name = new_namespace(real_core, prefix="real")
+    yield name
+    real_core.delete_namespace(name)

@@ -1,0 +1,92 @@
+"""Pods on the local cluster's real nodes: builders, and waits on what a kubelet really reports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from kubernetes import client
+from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
+from localcluster.images import TRAINER_IMAGE
+from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
+
+from tests.support.waiting import wait_for
+
+REAL_NODES = 2
+
+
+def real_node_name(index: int) -> str:
+    return f"real-node-{index}"
+
+
+class RealClusterSlot:
+    """The session's real-node cluster, started on first use. Real nodes share the host's network
+    namespace, so only one such cluster runs at a time: a test that needs the host to itself releases it,
+    and the next test that asks for it starts it again."""
+
+    def __init__(self) -> None:
+        self._cluster: LocalCluster | None = None
+
+    def get(self) -> LocalCluster:
+        if self._cluster is None:
+            if os.geteuid() != 0:
+                raise AssertionError("real nodes need root (kubelet, containerd, addresses on lo)")
+            cluster = LocalCluster(ClusterConfig(name=f"pytest-real-{os.getpid()}", die_with_parent=True,
+                                                 nodes=NodePoolConfig(count=2), real_nodes=REAL_NODES))
+            cluster.start()
+            self._cluster = cluster
+        return self._cluster
+
+    def release(self) -> None:
+        if self._cluster is not None:
+            cluster, self._cluster = self._cluster, None
+            cluster.stop()
+            shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+def real_pod(name: str, node: int, script: str, *, image: str = TRAINER_IMAGE, restart: str = "Never",
+             hostname: str | None = None, subdomain: str | None = None, labels: dict | None = None,
+             gpus: int = 0) -> dict:
+    """A pod pinned to real node `node` that runs `script` with python3."""
+    container: dict = {"name": "main", "image": image, "imagePullPolicy": "Never",
+                       "command": ["python3", "-u", "-c", script],
+                       "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}
+    if gpus:
+        container["resources"]["limits"] = {"nvidia.com/gpu": str(gpus)}
+    spec: dict = {"restartPolicy": restart, "containers": [container], "terminationGracePeriodSeconds": 1,
+                  "nodeSelector": {REAL_NODE_LABEL: "true", "kubernetes.io/hostname": real_node_name(node)},
+                  "tolerations": [REAL_NODE_TOLERATION]}
+    if hostname:
+        spec["hostname"] = hostname
+    if subdomain:
+        spec["subdomain"] = subdomain
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+def pod_phase(core: client.CoreV1Api, namespace: str, name: str) -> str:
+    return core.read_namespaced_pod(name, namespace).status.phase
+
+
+def wait_pod_done(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 120) -> client.V1Pod:
+    """Until the pod Succeeded or Failed; returns it."""
+    return wait_for(lambda: _finished(core, namespace, name), timeout=timeout, what=f"pod {namespace}/{name} to finish")
+
+
+def _finished(core: client.CoreV1Api, namespace: str, name: str) -> client.V1Pod | None:
+    pod = core.read_namespaced_pod(name, namespace)
+    return pod if pod.status.phase in ("Succeeded", "Failed") else None
+
+
+def wait_pod_running(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 120) -> client.V1Pod:
+    return wait_for(lambda: _running(core, namespace, name), timeout=timeout, what=f"pod {namespace}/{name} Running")
+
+
+def _running(core: client.CoreV1Api, namespace: str, name: str) -> client.V1Pod | None:
+    pod = core.read_namespaced_pod(name, namespace)
+    ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+    return pod if pod.status.phase == "Running" and ready else None
+
+
+def pod_log(core: client.CoreV1Api, namespace: str, name: str) -> str:
+    return core.read_namespaced_pod_log(name, namespace)
+
