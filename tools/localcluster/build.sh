@@ -231,5 +231,9 @@ components=("$@")
 [ ${#components[@]} -gt 0 ] ||
   components=(debs etcd kwok helm kubernetes containerd runc cni coredns pause deviceplugin)
 start=$(date +%s)
-for c in "${components[@]}"; do "build_$c"; done
+for c in "${components[@]}"; do
+  t=$(date +%s)
+  "build_$c"
+  log "$c: $(( $(date +%s) - t ))s"
+done
 log "done in $(( $(date +%s) - start ))s; binaries under $CACHE/bin"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -83,6 +84,7 @@ def test_cluster_down_leaves_the_host_as_it_found_it(real_slot: RealClusterSlot)
         down = _localcluster("down", "--name", name, timeout=120)
     assert down.returncode == 0, down.stderr
     assert host_state() == before
+    shutil.rmtree(cluster.dir)
 
 
 def test_cluster_up_after_a_killed_cluster_up_recovers(real_slot: RealClusterSlot) -> None:
@@ -110,3 +112,4 @@ def test_cluster_up_after_a_killed_cluster_up_recovers(real_slot: RealClusterSlo
         down = _localcluster("down", "--name", name, timeout=120)
     assert down.returncode == 0, down.stderr
     assert host_state() == before
+    shutil.rmtree(LocalCluster(ClusterConfig(name=name)).dir)
