@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN_PATH = $(shell $(PY) -m localcluster bin-path 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: help venv binaries peers cluster-up cluster-down crds docs lint test test-unit demo bench clean
+.PHONY: help venv binaries images peers cluster-up cluster-down crds docs lint test test-unit demo bench clean
 
 help:
 	@echo "make demo         local cluster + operator + the example 4-node job, end to end"
@@ -30,6 +30,11 @@ venv: $(STAMP)
 
 binaries:
 	tools/localcluster/build.sh
+
+# The real nodes' images (operator, trainer, pause), built without Docker and cached by content: built here
+# so the first real-node cluster of a test session starts in seconds.
+images: venv binaries
+	@$(PY) -m localcluster images >/dev/null
 
 # The benchmark peers, JobSet and Kubeflow Training Operator v1 (cached like the rest; the smoke run of the
 # benchmarks in `make test` runs them).
@@ -60,7 +65,7 @@ test-unit: venv
 	$(PY) -m pytest tests -m "not integration" $(PYTEST_ARGS)
 
 # pytest exits 5 when a selection collects no test; that is not a failure of the code under test.
-test: venv binaries peers lint
+test: venv binaries images peers lint
 	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc; }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 
 from kubernetes import client
 from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
@@ -11,6 +12,7 @@ from localcluster.images import TRAINER_IMAGE
 from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 
 from tests.support.waiting import wait_for
+from tests.unit.chart.chart import CHART_DIR, helm
 
 REAL_NODES = 2
 
@@ -26,6 +28,7 @@ class RealClusterSlot:
 
     def __init__(self) -> None:
         self._cluster: LocalCluster | None = None
+        self._operator_namespace: str | None = None
 
     def get(self) -> LocalCluster:
         if self._cluster is None:
@@ -37,7 +40,20 @@ class RealClusterSlot:
             self._cluster = cluster
         return self._cluster
 
+    def operator(self) -> tuple[LocalCluster, str]:
+        """The cluster with the operator installed by helm with values-local.yaml, as docs/development.md
+        tells a user to (once per cluster); returns it and the release's namespace."""
+        cluster = self.get()
+        if self._operator_namespace is None:
+            namespace = f"mn-system-{uuid.uuid4().hex[:6]}"
+            helm("install", "mn", str(CHART_DIR), "-n", namespace, "--create-namespace",
+                 "-f", str(CHART_DIR / "values-local.yaml"), "--wait", "--timeout", "180s",
+                 "--kubeconfig", str(cluster.kubeconfig), timeout=240)
+            self._operator_namespace = namespace
+        return cluster, self._operator_namespace
+
     def release(self) -> None:
+        self._operator_namespace = None
         if self._cluster is not None:
             cluster, self._cluster = self._cluster, None
             cluster.stop()

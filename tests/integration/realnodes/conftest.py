@@ -34,3 +34,9 @@ def real_namespace(real_core: client.CoreV1Api) -> Iterator[str]:
     name = new_namespace(real_core, prefix="real")
     yield name
     real_core.delete_namespace(name)
+
+
+@pytest.fixture
+def real_operator(real_slot: RealClusterSlot) -> tuple[LocalCluster, str]:
+    """The real-node cluster with the operator installed by helm (values-local.yaml) on a real node."""
+    return real_slot.operator()

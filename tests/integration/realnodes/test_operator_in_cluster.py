@@ -5,11 +5,8 @@ DNS names, the trainers see the env contract, and the mirror pod copies a checkp
 from __future__ import annotations
 
 import textwrap
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from kubernetes import client
 from localcluster import LocalCluster
 from localcluster.images import OPERATOR_IMAGE, TRAINER_IMAGE
@@ -18,24 +15,8 @@ from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.kube import new_namespace
-from tests.support.realnodes import RealClusterSlot, pod_log
+from tests.support.realnodes import pod_log
 from tests.support.waiting import wait_for
-from tests.unit.chart.chart import CHART_DIR, helm
-
-VALUES_LOCAL = CHART_DIR / "values-local.yaml"
-
-
-@pytest.fixture(scope="module")
-def release(real_slot: RealClusterSlot) -> Iterator[tuple[LocalCluster, str]]:
-    """`helm install ... -f values-local.yaml --wait`, as docs/development.md tells a user to."""
-    cluster = real_slot.get()
-    namespace = f"mn-system-{uuid.uuid4().hex[:6]}"
-    kc = str(cluster.kubeconfig)
-    helm("install", "mn", str(CHART_DIR), "-n", namespace, "--create-namespace", "-f", str(VALUES_LOCAL),
-         "--wait", "--timeout", "180s", "--kubeconfig", kc, timeout=240)
-    yield cluster, namespace
-    helm("uninstall", "mn", "-n", namespace, "--wait", "--kubeconfig", kc, check=False)
-    client.CoreV1Api(cluster.api_client()).delete_namespace(namespace)
 
 
 def _real_job(name: str, script: str, **spec) -> dict:
@@ -59,8 +40,8 @@ RANK_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_the_chart_runs_the_operator_on_a_real_node(release: tuple[LocalCluster, str]) -> None:
-    cluster, namespace = release
+def test_the_chart_runs_the_operator_on_a_real_node(real_operator: tuple[LocalCluster, str]) -> None:
+    cluster, namespace = real_operator
     core = client.CoreV1Api(cluster.api_client())
     pods = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/name=multinode-operator").items
     assert len(pods) == 1
@@ -72,8 +53,8 @@ def test_the_chart_runs_the_operator_on_a_real_node(release: tuple[LocalCluster,
     assert pod.status.container_statuses[0].ready
 
 
-def test_a_job_runs_on_real_nodes_with_the_env_contract(release: tuple[LocalCluster, str]) -> None:
-    cluster, _ = release
+def test_a_job_runs_on_real_nodes_with_the_env_contract(real_operator: tuple[LocalCluster, str]) -> None:
+    cluster, _ = real_operator
     core = client.CoreV1Api(cluster.api_client())
     custom = client.CustomObjectsApi(cluster.api_client())
     namespace = new_namespace(core, prefix="realjob")
@@ -107,8 +88,8 @@ CHECKPOINT_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_the_mirror_pod_mirrors_a_checkpoint_on_a_real_node(release: tuple[LocalCluster, str], tmp_path: Path) -> None:
-    cluster, _ = release
+def test_the_mirror_pod_mirrors_a_checkpoint_on_a_real_node(real_operator: tuple[LocalCluster, str], tmp_path: Path) -> None:
+    cluster, _ = real_operator
     core = client.CoreV1Api(cluster.api_client())
     custom = client.CustomObjectsApi(cluster.api_client())
     namespace = new_namespace(core, prefix="realckpt")

@@ -131,6 +131,12 @@ class HostJournal:
         run("mount", "--bind", str(path), str(path))
         run("mount", f"--make-{propagation}", str(path))
 
+    def bind_readonly(self, source: Path, target: Path) -> None:
+        """Show `source` at `target`, read-only (the trainer environment pods mount by hostPath)."""
+        self.record("mount", path=str(target))
+        run("mount", "--bind", str(source), str(target))
+        run("mount", "-o", "remount,bind,ro", str(target))
+
     def make_cgroup(self, name: str) -> None:
         """`/sys/fs/cgroup/<hierarchy>/<name>` in every hierarchy; cpuset copies its parent's cpus/mems."""
         self.record("cgroup", name=name)

@@ -303,6 +303,19 @@ def pause_layer() -> Layer:
     return _cached_layer("pause", _sha256(RECIPE_VERSION.encode() + binary.read_bytes())[7:], fill)
 
 
+EXAMPLE_SCRIPT = binaries.REPO_ROOT / "examples" / "real" / "train.py"
+
+
+def app_layer() -> Layer:
+    """/app/train.py: the real example's training script, as a user's own image would carry theirs."""
+    def fill(tree: Path) -> None:
+        (tree / "app").mkdir(mode=0o755)
+        shutil.copyfile(EXAMPLE_SCRIPT, tree / "app" / "train.py")
+        os.chmod(tree / "app" / "train.py", 0o644)
+
+    return _cached_layer("app", _sha256(RECIPE_VERSION.encode() + EXAMPLE_SCRIPT.read_bytes())[7:], fill)
+
+
 # ---- images --------------------------------------------------------------------------------------------
 
 def image_definitions() -> list[Image]:
@@ -314,8 +327,8 @@ def image_definitions() -> list[Image]:
         # As images/operator/Dockerfile.
         Image(OPERATOR_IMAGE, (base, pylib), {"Env": PYTHON_ENV, "User": "65532:65532", "WorkingDir": "/tmp",
                                               "Entrypoint": ["multinode"], "Cmd": ["operator"]}),
-        # Training scripts: python3, run as root, can `import multinode`.
-        Image(TRAINER_IMAGE, (base, pylib), {"Env": PYTHON_ENV, "WorkingDir": "/", "Cmd": ["python3"]}),
+        # As images/trainer/Dockerfile: python3, run as root, can `import multinode`; /app/train.py.
+        Image(TRAINER_IMAGE, (base, pylib, app_layer()), {"Env": PYTHON_ENV, "WorkingDir": "/app", "Cmd": ["python3"]}),
     ]
 
 

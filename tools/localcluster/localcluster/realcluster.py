@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from localcluster import hostservices, images, netplan, processes
+from localcluster import hostservices, images, netplan, processes, provisioner, trainerenv
 from localcluster.binaries import Binaries
 from localcluster.kubeconfig import write_kubeconfig
 from localcluster.hostchanges import HOST_ROOT, HostJournal, cgroup_pids, unmount_all
@@ -24,6 +26,8 @@ from localcluster.realnodes import KUBELET_FIXED_PATHS, RUNTIME_FIXED_PATHS, Rea
 
 Launch = Callable[[str, list[str], dict[str, str] | None], None]
 JOURNALS = HOST_ROOT / "clusters"
+# Where pods find torch (hostPath, read-only): a fixed path, so examples/real/ works from any checkout.
+TRAINER_ENV_HOST_PATH = HOST_ROOT / "trainer-env"
 
 
 def journal_path(cluster: str) -> Path:
@@ -63,6 +67,8 @@ class RealNodeSet:
         # Private, so the kubelets' own binds over these folders never propagate to the host or each other.
         for path in (Path("/var/lib/kubelet"), KUBELET_FIXED_PATHS["containers-log"]):
             journal.bind_mount(path, "private")
+        journal.make_dir(TRAINER_ENV_HOST_PATH)
+        journal.bind_readonly(trainerenv.ensure_trainer_env(), TRAINER_ENV_HOST_PATH)
         return journal
 
     # ---- processes ---------------------------------------------------------------------------------------
@@ -70,12 +76,20 @@ class RealNodeSet:
     def token_lines(self) -> list[str]:
         return [i.token_line() for i in self.identities.values()]
 
+    @property
+    def volumes_root(self) -> Path:
+        """Where the `local-shared` StorageClass makes its volumes' folders."""
+        return JOURNALS / self.cluster / "volumes"
+
     def start(self, journal: HostJournal, launch: Launch, server: str, ca: Path, client_ca: Path,
-              apply: Callable[[list[dict]], None]) -> None:
+              apply: Callable[[list[dict]], None], admin_kubeconfig: Path) -> None:
         self.config_dir.mkdir(parents=True, exist_ok=True)
         kc = {name: write_kubeconfig(self.config_dir / f"{name}.kubeconfig", server, ca, ident.user, ident.token)
               for name, ident in self.identities.items()}
-        apply(hostservices.rbac_objects())
+        apply([*hostservices.rbac_objects(), provisioner.storage_class()])
+        journal.make_dir(self.volumes_root)
+        launch("provisioner", [sys.executable, "-m", "localcluster.provisioner", "--kubeconfig", str(admin_kubeconfig),
+                               "--root", str(self.volumes_root)], None)
         launch("coredns", hostservices.coredns_args(self.bins, self.config_dir, kc["coredns"]), None)
         launch("kube-proxy", hostservices.kube_proxy_args(self.bins, self.config_dir, kc["kube-proxy"],
                                                           self.nodes[0].name), None)
@@ -85,9 +99,15 @@ class RealNodeSet:
             node.prepare(journal, self.bins, client_ca)
             launch(f"containerd-{node.index}", node.containerd_args(self.bins), env)
         archives = sorted({image.archive for image in images.build_images()})
-        for node in self.nodes:
+
+        def import_into(node: RealNode) -> None:
             node.wait_containerd()
             images.import_images(self.bins.ctr, str(node.containerd_socket), archives)
+
+        # Each import streams the whole archive (~10-20 s): all nodes at once.
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(import_into, self.nodes))
+        for node in self.nodes:
             launch(f"device-plugin-{node.index}", node.device_plugin_args(self.bins), None)
             launch(f"kubelet-{node.index}", node.kubelet_args(self.bins, kc[node.name]), None)
 

@@ -1,0 +1,96 @@
+"""The real example (examples/real/) on real nodes: torchrun forms its world from the operator's env alone,
+the all-reduce is right on every rank, DCP checkpoints are mirrored, a SIGKILLed rank restarts the gang,
+which resumes from the mirrored checkpoint, and the job succeeds."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+from localcluster import LocalCluster
+
+from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from tests.support import jobs
+from tests.support.kube import kubectl, new_namespace
+from tests.support.realnodes import pod_log
+from tests.support.waiting import wait_for
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "real"
+JOB = "real-train"
+# Kills the training process (not torchrun, the container's PID 1, which ignores signals it does not handle).
+KILL_WORKER = ("import os, signal\n"
+               "for p in filter(str.isdigit, os.listdir('/proc')):\n"
+               "    cmd = open(f'/proc/{p}/cmdline', 'rb').read()\n"
+               "    if b'/app/train.py' in cmd and b'torch.distributed.run' not in cmd:\n"
+               "        os.kill(int(p), signal.SIGKILL); print('killed', p)\n")
+
+
+def _status(custom: client.CustomObjectsApi, namespace: str) -> dict:
+    return jobs.get_job(custom, namespace, JOB).get("status") or {}
+
+
+def _trainer_logs(core: client.CoreV1Api, namespace: str, attempt: int) -> dict[int, str]:
+    pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={JOB}").items
+    logs = {}
+    for pod in pods:
+        match = re.fullmatch(rf"{JOB}-(\d+)-a{attempt}", pod.metadata.name)
+        if match and pod.status.phase in ("Running", "Succeeded", "Failed"):
+            try:
+                logs[int(match.group(1))] = pod_log(core, namespace, pod.metadata.name)
+            except client.ApiException:
+                pass  # the container has not started yet
+    return logs
+
+
+def _steps(log: str) -> list[int]:
+    return [int(m) for m in re.findall(r"^step=(\d+) rank=\d+ loss=", log, re.M)]
+
+
+def test_the_real_example_trains_survives_a_killed_rank_and_resumes(
+        real_operator: tuple[LocalCluster, str]) -> None:
+    cluster, _ = real_operator
+    core = client.CoreV1Api(cluster.api_client())
+    custom = client.CustomObjectsApi(cluster.api_client())
+    namespace = new_namespace(core, prefix="realtrain")
+    kc = str(cluster.kubeconfig)
+    try:
+        kubectl(kc, "apply", "-n", namespace, "-f", str(EXAMPLE))
+
+        # Rendezvous from the env alone: both ranks train, and the all-reduce sum of the ranks is right.
+        def both_training(attempt: int):
+            logs = _trainer_logs(core, namespace, attempt)
+            return logs if len(logs) == 2 and all(_steps(log) for log in logs.values()) else None
+
+        logs = wait_for(lambda: both_training(0), timeout=300, what="both ranks of attempt 0 to log steps")
+        for rank, log in logs.items():
+            assert re.search(r"^allreduce_sum=1 expected=1", log, re.M), log
+
+        # The mirror publishes a complete DCP checkpoint and the status names it.
+        latest = wait_for(lambda: (_status(custom, namespace).get("checkpoints") or {}).get("latest"),
+                          timeout=180, what="a mirrored checkpoint in status.checkpoints.latest")
+        assert re.fullmatch(r"step-\d+", latest["name"]), latest
+
+        # SIGKILL rank 1's training process: torchrun exits, the pod fails, the gang restarts.
+        killed = kubectl(kc, "exec", "-n", namespace, f"{JOB}-1-a0", "--", "python3", "-c", KILL_WORKER).stdout
+        assert killed.startswith("killed"), killed
+        status = wait_for(lambda: _status(custom, namespace) if _status(custom, namespace).get("attempt") == 1
+                          else None, timeout=180, what="the gang restart (attempt 1)")
+        resumed = wait_for(lambda: _status(custom, namespace).get("resumedFrom"), timeout=60,
+                           what="status.resumedFrom")
+        resumed_step = int(re.search(r"step-(\d+)", resumed).group(1))
+        assert status["restartHistory"][-1]["attempt"] == 0
+
+        logs = wait_for(lambda: both_training(1), timeout=300, what="both ranks of attempt 1 to log steps")
+        for log in logs.values():
+            assert f"resumed_from={resumed}" in log
+            assert _steps(log)[0] == resumed_step + 1  # training goes on from the checkpoint
+
+        final = jobs.wait_phase(custom, namespace, JOB, "Succeeded", timeout=300)
+        steps = int(yaml.safe_load((EXAMPLE / "trainingjob.yaml").read_text())["spec"]["env"][1]["value"])
+        for log in _trainer_logs(core, namespace, 1).values():
+            assert re.search(rf"^done step={steps}", log, re.M), log
+        assert final["status"]["checkpoints"]["latest"]["name"] == f"step-{steps}"
+    finally:
+        core.delete_namespace(namespace)
