@@ -125,7 +125,7 @@ class LocalCluster:
             if self.real and journal:
                 self.real.start(journal, lambda name, args, env: self._launch(state, name, args, env),
                                 self.server, self.dir / "certs" / "apiserver.crt",
-                                self.dir / "pki" / "kubelet-client-ca.crt", self.apply)
+                                self.dir / "pki" / "kubelet-client-ca.crt", self.apply, self.kubeconfig)
             self.wait_nodes_ready(self.config.nodes.count + self.config.real_nodes)
             if self.real:
                 from kubernetes import client
