@@ -144,8 +144,10 @@ def test_the_archive_is_well_formed(built: dict[str, images.BuiltImage]) -> None
     operator = _config(built[images.OPERATOR_IMAGE])
     assert operator["config"]["User"] == "65532:65532"
     assert (operator["config"]["Entrypoint"], operator["config"]["Cmd"]) == (["multinode"], ["operator"])
-    # Same base and pylib layers: containerd stores them once.
-    assert operator["rootfs"] == _config(built[images.TRAINER_IMAGE])["rootfs"]
+    # The trainer is the operator's base and pylib layers (containerd stores them once) plus /app/train.py.
+    trainer = _config(built[images.TRAINER_IMAGE])
+    assert trainer["rootfs"]["diff_ids"][:2] == operator["rootfs"]["diff_ids"]
+    assert len(trainer["rootfs"]["diff_ids"]) == 3 and trainer["config"]["WorkingDir"] == "/app"
     assert _config(built[images.PAUSE_IMAGE])["config"]["Entrypoint"] == ["/pause"]
 
 
@@ -272,7 +274,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
                 assert by_ref[name][3] == "complete" and by_ref[name][-1] == "true"  # all blobs, unpacked
         snapshots = subprocess.run([ctr, "--address", sock, "-n", "k8s.io", "snapshots", "--snapshotter", "overlayfs",
                                     "ls"], capture_output=True, text=True, check=True).stdout.splitlines()[1:]
-        assert len(snapshots) == 3  # pause, base, base+pylib: the operator and trainer share theirs
+        # pause, base, base+pylib (the operator's, shared with the trainer), base+pylib+app (the trainer's)
+        assert len(snapshots) == 4
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)

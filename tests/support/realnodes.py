@@ -11,6 +11,7 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 from localcluster.images import TRAINER_IMAGE
 from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 
+from tests.support.jobs import training_job
 from tests.support.waiting import wait_for
 from tests.unit.chart.chart import CHART_DIR, helm
 
@@ -106,3 +107,12 @@ def _running(core: client.CoreV1Api, namespace: str, name: str) -> client.V1Pod 
 def pod_log(core: client.CoreV1Api, namespace: str, name: str) -> str:
     return core.read_namespaced_pod_log(name, namespace)
 
+
+
+def real_job(name: str, num_nodes: int, script: str, *, gpus: int = 1, image: str = TRAINER_IMAGE, **spec) -> dict:
+    """A TrainingJob for real nodes whose trainers run `script` with python3 (no torch needed)."""
+    return training_job(name, num_nodes, gpus=gpus, image=image, imagePullPolicy="Never",
+                        command=["python3", "-u", "-c", script],
+                        resourcesPerNode={"gpus": gpus, "cpu": "50m", "memory": "64Mi"},
+                        podTemplate={"nodeSelector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION]},
+                        **spec)

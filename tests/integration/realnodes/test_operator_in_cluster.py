@@ -9,23 +9,13 @@ from pathlib import Path
 
 from kubernetes import client
 from localcluster import LocalCluster
-from localcluster.images import OPERATOR_IMAGE, TRAINER_IMAGE
-from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
+from localcluster.images import OPERATOR_IMAGE
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.kube import new_namespace
-from tests.support.realnodes import pod_log
+from tests.support.realnodes import pod_log, real_job
 from tests.support.waiting import wait_for
-
-
-def _real_job(name: str, script: str, **spec) -> dict:
-    body = jobs.training_job(name, 2, gpus=1, image=TRAINER_IMAGE, imagePullPolicy="Never",
-                             command=["python3", "-u", "-c", script],
-                             resourcesPerNode={"gpus": 1, "cpu": "50m", "memory": "64Mi"},
-                             podTemplate={"nodeSelector": {REAL_NODE_LABEL: "true"},
-                                          "tolerations": [REAL_NODE_TOLERATION]}, **spec)
-    return body
 
 
 def _create(cluster: LocalCluster, namespace: str, body: dict) -> None:
@@ -59,7 +49,7 @@ def test_a_job_runs_on_real_nodes_with_the_env_contract(real_operator: tuple[Loc
     custom = client.CustomObjectsApi(cluster.api_client())
     namespace = new_namespace(core, prefix="realjob")
     try:
-        _create(cluster, namespace, _real_job("envcheck", RANK_SCRIPT))
+        _create(cluster, namespace, real_job("envcheck", 2, RANK_SCRIPT))
         job = jobs.wait_phase(custom, namespace, "envcheck", "Succeeded", timeout=180)
         assert job["status"]["phase"] == "Succeeded"
         pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}=envcheck").items
@@ -108,7 +98,7 @@ def test_the_mirror_pod_mirrors_a_checkpoint_on_a_real_node(real_operator: tuple
             "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "manual",
                      "volumeName": f"{namespace}-{claim}", "resources": {"requests": {"storage": "1Gi"}}}})
     try:
-        body = _real_job("ckpt", CHECKPOINT_SCRIPT, cache={"claimName": "cache"},
+        body = real_job("ckpt", 2, CHECKPOINT_SCRIPT, cache={"claimName": "cache"},
                          checkpointing={"claimName": "ckpt", "completion": "marker", "intervalSeconds": 2,
                                         "settleSeconds": 1},
                          env=[{"name": "HOLD_SECONDS", "value": "20"}])

@@ -10,8 +10,9 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 from localcluster import LocalCluster
+from localcluster.faults import kill_worker_script
 
-from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from multinode.api import LABEL_JOB_NAME
 from tests.support import jobs
 from tests.support.kube import kubectl, new_namespace
 from tests.support.realnodes import pod_log
@@ -19,12 +20,7 @@ from tests.support.waiting import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "real"
 JOB = "real-train"
-# Kills the training process (not torchrun, the container's PID 1, which ignores signals it does not handle).
-KILL_WORKER = ("import os, signal\n"
-               "for p in filter(str.isdigit, os.listdir('/proc')):\n"
-               "    cmd = open(f'/proc/{p}/cmdline', 'rb').read()\n"
-               "    if b'/app/train.py' in cmd and b'torch.distributed.run' not in cmd:\n"
-               "        os.kill(int(p), signal.SIGKILL); print('killed', p)\n")
+KILL_WORKER = kill_worker_script("/app/train.py")
 
 
 def _status(custom: client.CustomObjectsApi, namespace: str) -> dict:

@@ -240,7 +240,7 @@ class LocalCluster:
 
     def apply(self, objects: list[dict]) -> None:
         """Create objects (cluster-scoped or namespaced), leaving any that exist."""
-        from kubernetes import client, utils
+        from kubernetes import utils
 
         api = self.api_client()
         for obj in objects:
