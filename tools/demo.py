@@ -1,4 +1,8 @@
-"""`make demo`: the local cluster, the operator installed with Helm, and examples/job.yaml applied with kubectl.
+"""`make demo`: the local cluster, the operator installed with Helm, and a job applied with kubectl.
+
+By default the demo runs on real nodes (tools/demo_real.py: real torchrun training, a checkpoint, a killed
+rank, resume). Where real nodes cannot start (not root, no cgroups) or with MULTINODE_DEMO=kwok, it runs
+this kwok demo with examples/job.yaml instead, and says why.
 
 Shows the job's phases as they change until it Succeeds. There are no GPUs, containers or images here:
 kwok plays the kubelet, the chart's Deployment is installed with 0 replicas (no image can be built), and
@@ -67,7 +71,25 @@ def install_chart(kc: str) -> str:
                    "-o", "jsonpath={.items[0].metadata.name}", show=False)
 
 
+def why_not_real() -> str | None:
+    """Why real nodes cannot run here, or None when they can."""
+    if os.environ.get("MULTINODE_DEMO") == "kwok":
+        return "MULTINODE_DEMO=kwok"
+    if os.geteuid() != 0:
+        return "not root (a kubelet, containerd and addresses on lo need root)"
+    if not any(line.split()[2] in ("cgroup", "cgroup2") for line in Path("/proc/self/mounts").read_text().splitlines()):
+        return "no cgroup hierarchy mounted"
+    return None
+
+
 def main() -> int:
+    reason = why_not_real()
+    if reason is None:
+        sys.path.append(str(Path(__file__).resolve().parent))  # appended: never shadows an installed package
+        import demo_real
+
+        return demo_real.main()
+    say(f"real nodes cannot start here ({reason}): running the kwok demo, whose pods run no process")
     started = time.monotonic()
     cluster = LocalCluster(ClusterConfig(name="default"))
     if cluster.is_running():
