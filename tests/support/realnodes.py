@@ -80,10 +80,6 @@ def real_pod(name: str, node: int, script: str, *, image: str = TRAINER_IMAGE, r
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
 
 
-def pod_phase(core: client.CoreV1Api, namespace: str, name: str) -> str:
-    return core.read_namespaced_pod(name, namespace).status.phase
-
-
 def wait_pod_done(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 120) -> client.V1Pod:
     """Until the pod Succeeded or Failed; returns it."""
     return wait_for(lambda: _finished(core, namespace, name), timeout=timeout, what=f"pod {namespace}/{name} to finish")
