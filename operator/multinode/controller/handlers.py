@@ -9,7 +9,9 @@ already sees every pod that exists: nothing is created twice.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -41,6 +43,26 @@ class NoDiffBase(kopf.DiffBaseStorage):
         pass
 
 
+logger = logging.getLogger("multinode.controller")
+
+# How often to ask discovery, and how often to say we are still waiting.
+DISCOVERY_POLL_SECONDS = 0.5
+DISCOVERY_LOG_EVERY_SECONDS = 10.0
+
+
+async def wait_until_jobs_served(kube: KubeApi) -> None:
+    """Hold kopf's start (its watchers start after the startup handlers) until discovery serves
+    TrainingJobs, so its one discovery scan finds them. Waits as long as it takes: a CRD applied later
+    by a GitOps tool is fine; the log says what is missing meanwhile."""
+    said = float("-inf")
+    while not await kube.serves_jobs():
+        if time.monotonic() - said >= DISCOVERY_LOG_EVERY_SECONDS:
+            logger.warning("the apiserver does not serve %s.%s/%s yet; waiting (is the CRD installed?)",
+                           PLURAL, GROUP, VERSION)
+            said = time.monotonic()
+        await asyncio.sleep(DISCOVERY_POLL_SECONDS)
+
+
 def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     holder: dict[str, Reconciler] = {}
@@ -66,6 +88,7 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         own_metrics = metrics or OperatorMetrics()
         kube = KubeApi(api_client, config.api_concurrency, timeout=config.api_timeout_seconds,
                        on_error=lambda op, code: own_metrics.api_errors.labels(operation=op, code=code).inc())
+        await wait_until_jobs_served(kube)
         r = holder["reconciler"] = Reconciler(kube, config, own_metrics)
         own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue))
         r.start()

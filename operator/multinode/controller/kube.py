@@ -71,30 +71,44 @@ class KubeApi:
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
         self._limit = asyncio.Semaphore(concurrency)
 
-    def _request(self, method: str, path: str, body: Any, content_type: str) -> None:
+    def _request(self, method: str, path: str, body: Any, content_type: str) -> bytes:
         headers = dict(self._headers, **{"Content-Type": content_type})
         # Asked per request: for in-cluster credentials this re-reads the rotated service account token.
         for auth in self._configuration.auth_settings().values():
             if auth["in"] == "header" and auth["value"]:
                 headers[auth["key"]] = auth["value"]
         kwargs = {} if self._timeout is None else {"timeout": self._timeout}
-        response = self._pool.request(method, self._configuration.host + path, body=json.dumps(body).encode(),
+        encoded = None if body is None else json.dumps(body).encode()
+        response = self._pool.request(method, self._configuration.host + path, body=encoded,
                                       headers=headers, preload_content=True, **kwargs)
         if response.status >= 400:
             raise client.ApiException(status=response.status, reason=response.reason,
                                       body=response.data.decode("utf-8", errors="replace"))
+        return response.data
 
-    async def _call(self, operation: str, method: str, path: str, body: Any, content_type: str = JSON) -> None:
+    async def _call(self, operation: str, method: str, path: str, body: Any, content_type: str = JSON) -> bytes:
         async with self._limit:
             loop = asyncio.get_running_loop()
             try:
-                await loop.run_in_executor(self._executor, self._request, method, path, body, content_type)
+                return await loop.run_in_executor(self._executor, self._request, method, path, body, content_type)
             except client.ApiException as e:
                 self._on_error(operation, str(e.status))
                 raise
             except (OSError, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
                 self._on_error(operation, type(e).__name__)
                 raise
+
+    async def serves_jobs(self) -> bool:
+        """Whether discovery lists TrainingJobs yet. A CRD is Established a moment before discovery
+        serves it; kopf scans discovery once at start and ignores CRDs it already listed, so an operator
+        started in that moment would never watch TrainingJobs."""
+        try:
+            data = await self._call("get_api_resources", "GET", f"/apis/{GROUP}/{VERSION}", None)
+        except client.ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return any(r.get("name") == PLURAL for r in json.loads(data).get("resources", []))
 
     async def create_pod(self, namespace: str, body: dict) -> None:
         await self.create(namespace, body)

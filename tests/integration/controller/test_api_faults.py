@@ -95,6 +95,12 @@ CASES = [
         Fault("delay", method="POST", path_regex=POD_CREATE, seconds=5, times=2),
         Fault("delay", method="PATCH", path_regex=JOB_STATUS, seconds=5, times=2),
     ], env={"MULTINODE_API_TIMEOUT_SECONDS": "2"}),
+    # Discovery does not list TrainingJobs yet when the operator starts, as in the moment after a CRD is
+    # Established (or before a GitOps tool applies it): kopf scans discovery once, so the operator must
+    # not start its watchers before TrainingJobs are served.
+    Case("trainingjobs-not-yet-discovered-at-start", [
+        Fault("status", method="GET", path_regex=r"^/apis/multinode\.dev/v1alpha1$", status=404, times=3),
+    ]),
     Case("watch-streams-dropped-repeatedly", [
         Fault("drop_watch", path_regex=LISTS, events=2, seconds=1.5),
     ]),
