@@ -127,10 +127,13 @@ class KubeApi:
                 raise AlreadyExists(body["metadata"]["name"]) from e
             raise
 
-    async def delete_pod(self, namespace: str, name: str) -> None:
+    async def delete_pod(self, namespace: str, name: str, force: bool = False) -> None:
+        """force: grace period 0, the object goes at once, for a pod whose kubelet will never confirm."""
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if force:
+            body["gracePeriodSeconds"] = 0
         try:
-            await self._call("delete_namespaced_pod", "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
-                             {"propagationPolicy": "Background"})
+            await self._call("delete_namespaced_pod", "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
         except client.ApiException as e:
             if e.status != 404:
                 raise

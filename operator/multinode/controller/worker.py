@@ -193,7 +193,8 @@ class Reconciler:
         observed = Observed(pods=tuple(pods), service_exists=key in self.services,
                             mirror=_single(self.pods.get(mirror_key(*key))),
                             resume_source_latest=self._resume_source_latest(job),
-                            nodes=tuple(self.nodes.get(None) or ()) if job.spec.topology else ())
+                            nodes=tuple(self.nodes.get(None) or ()) if job.spec.topology else (),
+                            unreachable_nodes=self._unreachable_nodes(pods))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
@@ -201,13 +202,24 @@ class Reconciler:
         except client.ApiException as e:
             result = await self._creation_refused(job, previous, result, pods, e)
         await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
-                               for name in result.pods_to_delete))
+                               for name in result.pods_to_delete),
+                             *(self.kube.delete_pod(job.metadata.namespace, name, force=True)
+                               for name in result.pods_to_force_delete))
         await self._write_status(job, previous or job.status, result)
         if result.delete_job:
             await self.kube.delete_job(job.metadata.namespace, job.metadata.name)
             return
         if result.requeue_after is not None:
             self.queue.add(key, delay=result.requeue_after)
+
+    def _unreachable_nodes(self, pods: list[ObservedPod]) -> frozenset[str]:
+        """Of the nodes hosting this job's terminating pods, those not Ready or gone. Looked up only when a
+        pod is terminating: walking every node on every reconcile would cost a large cluster dearly."""
+        hosts = {p.node for p in pods if p.terminating and p.node}
+        if not hosts:
+            return frozenset()
+        ready = {n.name for n in self.nodes.get(None) or () if n.name in hosts and n.ready}
+        return frozenset(hosts - ready)
 
     async def _creation_refused(self, job: TrainingJob, previous: TrainingJobStatus | None, result: Plan,
                                 pods: list[ObservedPod], e: client.ApiException) -> Plan:

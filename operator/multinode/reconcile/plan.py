@@ -23,6 +23,7 @@ from multinode.reconcile import lifecycle
 from multinode.reconcile.checkpointing import final_sync_gate, mirror_needs, resume_path
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.failures import Failure, decide, lost_failure, pod_failure
+from multinode.reconcile.node_loss import evicted_failure, stranded
 from multinode.reconcile.lifecycle import parse_time, rfc3339
 from multinode.reconcile.observe import ObservedMirror, ObservedPod
 from multinode.reconcile.placement import ObservedNode, choose_domain, digest_reference, running_digests
@@ -50,6 +51,8 @@ class Observed:
     resume_source_latest: str | None = None
     # Nodes, only when spec.topology asks for one domain.
     nodes: tuple[ObservedNode, ...] = ()
+    # Nodes that host a terminating pod of the job and are not Ready or are gone (node_loss.py).
+    unreachable_nodes: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -59,6 +62,8 @@ class Plan:
     objects_to_create: list[dict] = field(default_factory=list)
     pods_to_create: list[dict] = field(default_factory=list)
     pods_to_delete: list[str] = field(default_factory=list)
+    # Deleted without waiting for a kubelet (grace period 0): terminating pods on nodes that are not Ready.
+    pods_to_force_delete: list[str] = field(default_factory=list)
     status: TrainingJobStatus = field(default_factory=TrainingJobStatus)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
@@ -112,9 +117,15 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
         if delete_mirror:
             result.delete([mirror.name])
 
-    # Pods of earlier attempts never keep running.
+    # Pods of earlier attempts never keep running, nor linger on a node that stopped answering.
     older = [p for p in observed.pods if p.attempt < status.attempt]
     result.delete(p.name for p in older if p.active)
+    for p in stranded(older, observed.unreachable_nodes):
+        result.pods_to_force_delete.append(p.name)
+        result.events.append(Event("Warning", "PodForceDeleted",
+                                    f"{p.name} of attempt {p.attempt} is stuck terminating on node {p.node}, "
+                                    "which is not Ready: deleted without waiting for its kubelet"))
+    older = [p for p in older if p.name not in result.pods_to_force_delete]
     current = {p.index: p for p in observed.pods if p.attempt == status.attempt and p.index < job.spec.num_nodes}
 
     if job.spec.suspend:
@@ -256,6 +267,9 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
     if lost and not leader_done:
         last = next((ns for ns in before.node_statuses if ns.index == lost[0]), None)
         return lost_failure(lost[0], last.pod if last else None, last.reason if last else None)
+    evicted = evicted_failure(current.values())
+    if evicted is not None and not leader_done:
+        return evicted
     mismatch = _digest_check(job, status, current, now)
     if mismatch is not None:
         return mismatch

@@ -21,7 +21,7 @@ class FakeKube:
     async def create_pod(self, namespace: str, body: dict) -> None:
         self._create_pod(namespace, body)
 
-    async def delete_pod(self, namespace: str, name: str) -> None:
+    async def delete_pod(self, namespace: str, name: str, force: bool = False) -> None:
         pass
 
     async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:

@@ -342,6 +342,27 @@ class LocalCluster:
             time.sleep(0.25)
         raise TimeoutError(f"only {ready}/{count} nodes Ready after {self.config.ready_timeout_seconds}s")
 
+    # ---- one real node lost and back -----------------------------------------------------------
+
+    def kill_real_node(self, index: int) -> str:
+        """Real node `index` dies as a machine would (realcluster.RealNodeSet.kill_node); returns its name."""
+        real = self._real_nodes()
+        real.kill_node(index, self._load_state()["pids"], self.marker)
+        return real.nodes[index].name
+
+    def restart_real_node(self, index: int) -> None:
+        """Start a killed real node's containerd and kubelet again; returns once it is Ready with its GPUs."""
+        from kubernetes import client
+
+        real, state = self._real_nodes(), self._load_state()
+        real.restart_node(index, lambda name, args, env: self._launch(state, name, args, env))
+        real.wait_ready(client.CoreV1Api(self.api_client()), self.config.ready_timeout_seconds)
+
+    def _real_nodes(self) -> realcluster.RealNodeSet:
+        if self.real is None:
+            raise RuntimeError("this LocalCluster object did not start real nodes")
+        return self.real
+
     # ---- stop ----------------------------------------------------------------------------------
 
     def stop(self) -> None:

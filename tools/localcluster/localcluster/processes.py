@@ -75,6 +75,22 @@ def stop(pid: int, marker: str, grace_seconds: float = 10.0) -> None:
         raise RuntimeError(f"process {pid} survived SIGKILL")
 
 
+def kill(pid: int, marker: str) -> None:
+    """SIGKILL the process group at once, as a machine that loses power would: no chance to clean up."""
+    if is_alive(pid, marker):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not is_alive(pid, marker):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"process {pid} survived SIGKILL")
+
+
 def _reap(pid: int) -> None:
     try:
         os.waitpid(pid, os.WNOHANG)

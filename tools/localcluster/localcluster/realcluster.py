@@ -84,7 +84,7 @@ class RealNodeSet:
     def start(self, journal: HostJournal, launch: Launch, server: str, ca: Path, client_ca: Path,
               apply: Callable[[list[dict]], None], admin_kubeconfig: Path) -> None:
         self.config_dir.mkdir(parents=True, exist_ok=True)
-        kc = {name: write_kubeconfig(self.config_dir / f"{name}.kubeconfig", server, ca, ident.user, ident.token)
+        kc = {name: write_kubeconfig(self.kubeconfig_path(name), server, ca, ident.user, ident.token)
               for name, ident in self.identities.items()}
         apply([*hostservices.rbac_objects(), provisioner.storage_class()])
         journal.make_dir(self.volumes_root)
@@ -93,11 +93,9 @@ class RealNodeSet:
         launch("coredns", hostservices.coredns_args(self.bins, self.config_dir, kc["coredns"]), None)
         launch("kube-proxy", hostservices.kube_proxy_args(self.bins, self.config_dir, kc["kube-proxy"],
                                                           self.nodes[0].name), None)
-        # containerd finds its shim and runc on PATH.
-        env = {**os.environ, "PATH": f"{self.bins.containerd.parent}:{self.bins.runc.parent}:{os.environ['PATH']}"}
         for node in self.nodes:
             node.prepare(journal, self.bins, client_ca)
-            launch(f"containerd-{node.index}", node.containerd_args(self.bins), env)
+            self._launch_containerd(node, launch)
         archives = sorted({image.archive for image in images.build_images()})
 
         def import_into(node: RealNode) -> None:
@@ -108,8 +106,42 @@ class RealNodeSet:
         with ThreadPoolExecutor(len(self.nodes)) as pool:
             list(pool.map(import_into, self.nodes))
         for node in self.nodes:
-            launch(f"device-plugin-{node.index}", node.device_plugin_args(self.bins), None)
-            launch(f"kubelet-{node.index}", node.kubelet_args(self.bins, kc[node.name]), None)
+            self._launch_kubelet(node, launch)
+
+    def kubeconfig_path(self, identity: str) -> Path:
+        return self.config_dir / f"{identity}.kubeconfig"
+
+    def _launch_containerd(self, node: RealNode, launch: Launch) -> None:
+        # containerd finds its shim and runc on PATH.
+        env = {**os.environ, "PATH": f"{self.bins.containerd.parent}:{self.bins.runc.parent}:{os.environ['PATH']}"}
+        launch(node_process(node, "containerd"), node.containerd_args(self.bins), env)
+
+    def _launch_kubelet(self, node: RealNode, launch: Launch) -> None:
+        launch(node_process(node, "device-plugin"), node.device_plugin_args(self.bins), None)
+        launch(node_process(node, "kubelet"), node.kubelet_args(self.bins, self.kubeconfig_path(node.name)), None)
+
+    # ---- one node's machine dying and coming back ---------------------------------------------------------
+
+    def kill_node(self, index: int, pids: dict[str, int], marker: str) -> None:
+        """Node `index` loses power: its kubelet, device plugin, containerd, shims and containers are
+        SIGKILLed at once. Nothing is cleaned up or reported; the control plane finds out by the missed
+        heartbeats, as it would of a real machine."""
+        node = self.nodes[index]
+        for kind in ("kubelet", "device-plugin", "containerd"):
+            pid = pids.get(node_process(node, kind))
+            if pid:
+                processes.kill(pid, marker)
+        stop_workloads(node.host_dir, [node.cgroup_root])
+
+    def restart_node(self, index: int, launch: Launch) -> None:
+        """The machine is back: containerd (its images are still in its store), then the kubelet."""
+        node = self.nodes[index]
+        # A reboot clears /run; here the dead containerd's socket files are still there.
+        for stale in (node.containerd_socket, Path(f"{node.containerd_socket}.ttrpc")):
+            stale.unlink(missing_ok=True)
+        self._launch_containerd(node, launch)
+        node.wait_containerd()
+        self._launch_kubelet(node, launch)
 
     def wait_ready(self, core, timeout: float) -> None:
         """Every real node Ready and advertising its fake GPUs (the device plugin registered)."""
@@ -129,13 +161,19 @@ class RealNodeSet:
         raise TimeoutError(f"real nodes not Ready with their GPUs after {timeout}s: {sorted(pending)}")
 
 
+def node_process(node: RealNode, kind: str) -> str:
+    """The name a node's process is started, logged and recorded under: kubelet-0, containerd-1, ..."""
+    return f"{kind}-{node.index}"
+
+
 def stop_workloads(nodes_root: Path, cgroup_names: list[str]) -> None:
-    """Kill every container process (by cgroup) and every containerd shim of these nodes."""
+    """Kill every container process (by cgroup) and every containerd shim under `nodes_root` (all the
+    nodes' folder, or one node's)."""
     for _ in range(50):
         pids = set()
         for name in cgroup_names:
             pids |= cgroup_pids(name)
-        pids |= set(processes.pids_with_marker(str(nodes_root)))  # shims: `-address <nodes_root>/...`
+        pids |= set(processes.pids_with_marker(f"{nodes_root}/"))  # shims: `-address <nodes_root>/...`
         if not pids:
             return
         for pid in pids:

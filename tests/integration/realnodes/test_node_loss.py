@@ -1,0 +1,105 @@
+"""A real node lost mid-job: its kubelet, containerd, shims and containers SIGKILLed at once, as a machine
+losing power. Nothing tells the control plane; it finds out by missed heartbeats. The operator restarts
+the gang without counting it against maxRestarts, the new attempt runs on the remaining real node, and
+when the machine comes back its old pods are cleaned up, not rejoined."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import time
+
+from kubernetes import client
+from localcluster import LocalCluster
+
+from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
+from tests.support import jobs
+from tests.support.kube import new_namespace
+from tests.support.realnodes import REAL_NODES, pod_log, real_job, real_node_name
+from tests.support.waiting import wait_for
+
+JOB = "lossy"
+# Attempt 0 trains until its node dies; the attempt after the loss finishes.
+SCRIPT = textwrap.dedent("""
+    import os, time
+    attempt, rank = int(os.environ["MULTINODE_ATTEMPT"]), int(os.environ["NODE_RANK"])
+    print(f"training attempt={attempt} rank={rank} host={os.environ['MULTINODE_HOST_NODE']}", flush=True)
+    time.sleep(3600 if attempt == 0 else 5)
+    print(f"done attempt={attempt} rank={rank}", flush=True)
+""")
+
+
+def _attempt_pods(core: client.CoreV1Api, namespace: str, attempt: int) -> list[client.V1Pod]:
+    return core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={JOB},{LABEL_ATTEMPT}={attempt}").items
+
+
+def _running_on(core: client.CoreV1Api, namespace: str, attempt: int) -> set[str] | None:
+    pods = _attempt_pods(core, namespace, attempt)
+    if len(pods) == 2 and all(p.status.phase == "Running" and not p.metadata.deletion_timestamp for p in pods):
+        return {p.spec.node_name for p in pods}
+    return None
+
+
+def _operator_node(core: client.CoreV1Api, operator_namespace: str) -> str:
+    pods = [p for p in core.list_namespaced_pod(operator_namespace).items
+            if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+    assert len(pods) == 1, [p.metadata.name for p in pods]
+    return pods[0].spec.node_name
+
+
+def _cordon(core: client.CoreV1Api, node: str, cordoned: bool) -> None:
+    core.patch_node(node, {"spec": {"unschedulable": cordoned}})
+
+
+def test_a_real_node_lost_mid_job_restarts_the_gang_on_the_remaining_node(
+        real_operator: tuple[LocalCluster, str]) -> None:
+    cluster, operator_namespace = real_operator
+    core = client.CoreV1Api(cluster.api_client())
+    custom = client.CustomObjectsApi(cluster.api_client())
+    namespace = new_namespace(core, prefix="realloss")
+    # The node that dies must not be the in-cluster operator's: both ranks of attempt 0 are placed on the
+    # other one (its own node cordoned while they schedule), and the new attempt then fits where it runs.
+    survivor = _operator_node(core, operator_namespace)
+    doomed = next(real_node_name(i) for i in range(REAL_NODES) if real_node_name(i) != survivor)
+    doomed_index = int(re.search(r"(\d+)$", doomed).group(1))
+    killed = False
+    try:
+        _cordon(core, survivor, True)
+        try:
+            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, real_job(JOB, 2, SCRIPT))
+            hosts = wait_for(lambda: _running_on(core, namespace, 0), timeout=120, what="attempt 0 Running")
+        finally:
+            _cordon(core, survivor, False)
+        assert hosts == {doomed}, hosts
+        wait_for(lambda: all("training attempt=0" in pod_log(core, namespace, p.metadata.name)
+                             for p in _attempt_pods(core, namespace, 0)), timeout=60, what="attempt 0 training")
+
+        cluster.kill_real_node(doomed_index)
+        killed, lost_at = True, time.monotonic()
+
+        hosts = wait_for(lambda: _running_on(core, namespace, 1), timeout=180,
+                         what="attempt 1 Running after the node loss")
+        recovered_after = time.monotonic() - lost_at
+        assert hosts == {survivor}, hosts
+        status = jobs.get_job(custom, namespace, JOB)["status"]
+        last = status["restartHistory"][-1]
+        assert (last["attempt"], last["reason"], last["counted"]) == (0, "NodeLost", False), last
+        assert (status["restarts"], status["uncountedRestarts"]) == (0, 1), status
+        print(f"real node {doomed} killed: attempt 1 Running after {recovered_after:.1f}s")
+
+        final = jobs.wait_phase(custom, namespace, JOB, "Succeeded", timeout=120)
+        assert final["status"]["attempt"] == 1
+        for pod in _attempt_pods(core, namespace, 1):
+            assert "done attempt=1" in pod_log(core, namespace, pod.metadata.name)
+
+        # The machine comes back: its kubelet finds its pods deleted and finishes them off; none rejoins.
+        cluster.restart_real_node(doomed_index)
+        killed = False
+        wait_for(lambda: not _attempt_pods(core, namespace, 0), timeout=120,
+                 what="attempt 0's pods gone once their node is back")
+        assert len(_attempt_pods(core, namespace, 1)) == 2
+        assert jobs.get_job(custom, namespace, JOB)["status"]["phase"] == "Succeeded"
+    finally:
+        if killed:
+            cluster.restart_real_node(doomed_index)
+        core.delete_namespace(namespace)
