@@ -23,6 +23,7 @@ from pathlib import Path
 from multinode.checkpoints.dedupe import DedupeIndex
 from multinode.checkpoints.layouts import Completion
 from multinode.checkpoints.manifest import MirroredCheckpoint, published_order, read_published, rfc3339
+from multinode.checkpoints.names import order_key
 from multinode.checkpoints.publish import STAGING_PREFIX, PublishFailed, publish
 from multinode.checkpoints.scan import CheckpointCandidate, scan_checkpoints
 from multinode.checkpoints.settle import SettleTracker
@@ -93,7 +94,8 @@ class Mirror:
         published, corrupt = read_published(self.dest)
         candidates = self._scan(report, final)
         complete = [c for c in candidates if c.complete]
-        wanted = self._wanted(complete)
+        kept = self._kept(complete, [c for c, _ in published])
+        wanted = [c for c in complete if c.name in kept]
         occupied = {c.name for c, _ in published}
         for name, error in corrupt.items():
             if any(c.name == name for c in wanted):
@@ -116,7 +118,7 @@ class Mirror:
                     report.problems[-1].reason == "DestinationFull":
                 break   # the next checkpoint would not fit either
         published.sort(key=lambda item: published_order(item[0]))
-        self._prune([c for c, _ in published], report)
+        self._prune([c for c, _ in published], kept, report)
         report.latest = published[-1][0] if published else None
 
     def _scan(self, report: SyncReport, final: bool) -> list[CheckpointCandidate]:
@@ -135,9 +137,16 @@ class Mirror:
         self._first_complete = {n: t for n, t in self._first_complete.items() if n in present}
         return candidates
 
-    def _wanted(self, complete: list[CheckpointCandidate]) -> list[CheckpointCandidate]:
-        """The complete checkpoints retention would keep (oldest first): older ones would be pruned at once."""
-        return complete[-max(1, self.keep):]
+    def _kept(self, complete: list[CheckpointCandidate], published: list[MirroredCheckpoint]) -> set[str]:
+        """The one answer to "which checkpoints do we keep", for publishing and pruning alike: the newest
+        `keep` of everything complete, in the cache or already published. Two answers (the newest complete
+        in the cache for one, the newest published for the other) disagreed whenever the cache's newest was
+        being rewritten, and each pass published an old checkpoint only to prune it again."""
+        steps = {c.name: c.step for c in complete}
+        steps.update({c.name: c.step for c in published})
+        # Step order; a checkpoint without a step sorts first (names.order_key), ties by name.
+        ordered = sorted(steps, key=lambda name: (order_key(steps[name], 0), name))
+        return set(ordered[-max(1, self.keep):])
 
     def _publish(self, candidate: CheckpointCandidate, index: DedupeIndex, published: list,
                  report: SyncReport) -> bool:
@@ -164,8 +173,8 @@ class Mirror:
                       result.seconds, rate)
         return True
 
-    def _prune(self, published: list[MirroredCheckpoint], report: SyncReport) -> None:
-        """Keep the newest `keep`, the newest one whatever `keep` says, and every pinned one."""
+    def _prune(self, published: list[MirroredCheckpoint], kept: set[str], report: SyncReport) -> None:
+        """Keep what `_kept` keeps, the newest published whatever `keep` says, and every pinned one."""
         if not published:
             return
         try:
@@ -173,7 +182,11 @@ class Mirror:
         except Exception as e:  # noqa: BLE001 - the caller's callback: without it, pruning is unsafe
             self._problem(report, "PinnedUnknown", f"cannot tell which checkpoints are pinned ({e}); nothing pruned")
             return
-        keep = {c.name for c in published[-max(1, self.keep):]} | pinned
+        keep = {c.name for c in published if c.name in kept}
+        # A kept checkpoint that failed to publish (a full volume) leaves its place to the newest older ones.
+        fill = [c.name for c in published if c.name not in keep][-max(0, max(1, self.keep) - len(keep)):] \
+            if len(keep) < max(1, self.keep) else []
+        keep |= set(fill) | {published[-1].name} | pinned
         for checkpoint in published:
             if checkpoint.name not in keep and self._discard(checkpoint.path, report, checkpoint.name):
                 report.pruned.append(checkpoint.name)

@@ -116,6 +116,21 @@ def test_a_checkpoint_vanishing_mid_copy_is_source_vanished(src: Path, dst: Path
     assert published_names(dst) == set() and hidden_dirs(dst) == []
 
 
+def test_a_kept_checkpoint_that_fails_to_publish_leaves_the_older_ones_published(
+        src: Path, dst: Path, make_mirror, monkeypatch) -> None:
+    mirror = make_mirror(keep=2, workers=2)
+    for step in (100, 200):
+        make.sharded(src, f"checkpoint_{step:07d}", shards=1, shard_size=1024, seed=step)
+        mirror.sync_once()
+    newest = make.sharded(src, "checkpoint_0000300", shards=8, shard_size=128 << 10, seed=300)
+    on_first_write(monkeypatch, lambda: shutil.rmtree(newest))
+
+    report = mirror.sync_once()
+
+    assert reasons(report) == ["SourceVanished"] and report.pruned == []
+    assert published_names(dst) == {"checkpoint_0000100", "checkpoint_0000200"}
+
+
 def test_a_full_disk_publishes_nothing_and_leaves_no_staging(src: Path, dst: Path, make_mirror,
                                                            monkeypatch, clock: Clock) -> None:
     make.sharded(src, "checkpoint_0000100", shards=4, seed=1)

@@ -70,3 +70,22 @@ def test_pinned_that_cannot_be_read_prunes_nothing(src: Path, dst: Path, make_mi
 
     assert published_names(dst) == {name(100), name(200)}
     assert [p.reason for p in report.problems] == ["PinnedUnknown"]
+
+
+def test_a_rewritten_newest_does_not_make_each_pass_publish_and_prune_an_old_one(
+        src: Path, dst: Path, make_mirror) -> None:
+    # The newest (300) is being rewritten in place: incomplete in the cache, still published. Choosing
+    # what to publish from the cache and what to prune from the published disagreed: every pass copied
+    # 100 and pruned it again.
+    mirror = make_mirror(keep=2)
+    for step in (100, 200, 300):
+        make.sharded(src, name(step), shards=1, shard_size=1024, seed=step)
+        mirror.sync_once()
+    assert published_names(dst) == {name(200), name(300)}
+    (src / name(300) / "COMPLETE").unlink()
+
+    for _ in range(3):
+        report = mirror.sync_once()
+        assert (report.mirrored, report.pruned) == ([], [])
+    assert published_names(dst) == {name(200), name(300)}
+
