@@ -248,5 +248,27 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Swap two directories in one step (Linux renameat2 RENAME_EXCHANGE): whoever opens `b` by path
+    finds the old directory or the new one, never neither and never a mix. Where the filesystem cannot
+    exchange, `b` is moved to `a`'s place first: a moment without `b`, still never a mix."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), str(b))
+    aside = a.with_name(a.name + ".old")
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
+
+
 def is_out_of_space(error: OSError) -> bool:
     return error.errno in (errno.ENOSPC, errno.EDQUOT)

@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from multinode.checkpoints.names import METADATA_TMP, UNFINISHED_SUFFIX, parse_step
+from multinode.checkpoints.tree import walk_files
 
 
 class Completion(StrEnum):
@@ -77,8 +78,23 @@ def _settle(framework: str, what: str, name: str, path: Path, src: SourceView) -
                                       f"{src.settle_seconds:g}s ({words})")
 
 
+def rewritten_after(marker: Path, root: Path) -> str | None:
+    """A file under `root` changed after `marker` was written: a save is rewriting the checkpoint in place
+    (DCP's default overwrite=True, a retried save). The old marker still names every file, so without
+    this the mix of old and new files would look complete (and load, with the wrong weights)."""
+    written = os.stat(marker).st_mtime_ns
+    newer = [f.rel for f in walk_files(root) if f.mtime_ns > written and f.path != marker]
+    if not newer:
+        return None
+    return f"{newer[0]} is newer than {marker.name}: a save is rewriting this checkpoint"
+
+
 def marker_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
-    if (path / "COMPLETE").exists():
+    marker = path / "COMPLETE"
+    if marker.exists():
+        rewriting = rewritten_after(marker, path)
+        if rewriting:
+            return Evidence(False, "marker", rewriting)
         return Evidence(True, "marker", "COMPLETE marker")
     return Evidence(False, "marker", "no COMPLETE marker") if explicit else None
 
@@ -92,6 +108,9 @@ def dcp_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence
         if missing:
             return Evidence(False, framework, f"DCP .metadata names {len(missing)} shard file(s) that are not "
                                               f"there, e.g. {missing[0]}")
+        rewriting = rewritten_after(metadata, path)
+        if rewriting:
+            return Evidence(False, framework, rewriting)
         return Evidence(True, framework, "DCP .metadata")
     if (path / METADATA_TMP).exists():
         return Evidence(False, framework, "DCP save in progress (.metadata.tmp, no .metadata yet)")

@@ -22,11 +22,19 @@ from pathlib import Path
 
 from multinode.checkpoints.dedupe import DedupeIndex
 from multinode.checkpoints.layouts import Completion
-from multinode.checkpoints.manifest import MirroredCheckpoint, published_order, read_published, rfc3339
+from multinode.checkpoints.manifest import (
+    ManifestFile,
+    MirroredCheckpoint,
+    list_mirrored,
+    published_order,
+    read_published,
+    rfc3339,
+)
 from multinode.checkpoints.names import order_key
 from multinode.checkpoints.publish import STAGING_PREFIX, PublishFailed, publish
 from multinode.checkpoints.scan import CheckpointCandidate, scan_checkpoints
 from multinode.checkpoints.settle import SettleTracker
+from multinode.checkpoints.tree import walk_files
 
 TRASH_PREFIX = ".trash-"
 LOCK_NAME = ".mirror.lock"
@@ -50,6 +58,7 @@ class SyncReport:
     bytes_linked: int = 0
     seconds: float = 0.0
     lag_seconds: list[float] = field(default_factory=list)   # per mirrored: published - first seen complete
+    not_ready: dict[str, str] = field(default_factory=dict)   # checkpoint in the cache -> why it is not complete
 
 
 class _Busy(Exception):
@@ -94,6 +103,7 @@ class Mirror:
         published, corrupt = read_published(self.dest)
         candidates = self._scan(report, final)
         complete = [c for c in candidates if c.complete]
+        report.not_ready = {c.name: c.why for c in candidates if not c.complete}
         kept = self._kept(complete, [c for c, _ in published])
         wanted = [c for c in complete if c.name in kept]
         occupied = {c.name for c, _ in published}
@@ -111,12 +121,18 @@ class Mirror:
         index = DedupeIndex()
         for checkpoint, files in published:
             index.add(checkpoint.path, files)
+        files_of = {c.name: files for c, files in published}
         for candidate in wanted:
-            if candidate.name in occupied:
+            replace = candidate.name in occupied
+            if replace and not self._rewritten(candidate, files_of.get(candidate.name)):
                 continue
-            if not self._publish(candidate, index, published, report) and \
+            if not self._publish(candidate, index, published, report, replace=replace) and \
                     report.problems[-1].reason == "DestinationFull":
                 break   # the next checkpoint would not fit either
+            if replace:   # the index named files of the version just replaced
+                index = DedupeIndex()
+                for checkpoint, files in published:
+                    index.add(checkpoint.path, files)
         published.sort(key=lambda item: published_order(item[0]))
         self._prune([c for c, _ in published], kept, report)
         report.latest = published[-1][0] if published else None
@@ -148,12 +164,31 @@ class Mirror:
         ordered = sorted(steps, key=lambda name: (order_key(steps[name], 0), name))
         return set(ordered[-max(1, self.keep):])
 
+    def _rewritten(self, candidate: CheckpointCandidate, files: list[ManifestFile] | None) -> bool:
+        """The cache's copy of a published checkpoint was saved again (and is complete again): its files
+        differ from the manifest's. Never for a pinned one: an attempt is reading it."""
+        if files is None or candidate.name in self._pinned_names():
+            return False
+        try:
+            now = {f.rel: (f.size, f.mtime_ns) for f in walk_files(candidate.path)}
+        except OSError:
+            return False
+        then = {f.path: (f.size, f.mtime_ns) for f in files}
+        return now != then
+
+    def _pinned_names(self) -> set[str]:
+        try:
+            return {Path(p).name for p in self.pinned()}
+        except Exception:  # noqa: BLE001 - the caller's callback; _prune reports it
+            return {c.name for c in list_mirrored(self.dest)}   # unknown: treat every one as pinned
+
     def _publish(self, candidate: CheckpointCandidate, index: DedupeIndex, published: list,
-                 report: SyncReport) -> bool:
+                 report: SyncReport, replace: bool = False) -> bool:
         first_complete = self._first_complete.get(candidate.name)
         try:
             result = publish(candidate, self.dest, index=index, workers=self.workers, clock=self.clock,
-                             completed_at=rfc3339(first_complete) if first_complete is not None else None)
+                             completed_at=rfc3339(first_complete) if first_complete is not None else None,
+                             replace=replace)
         except PublishFailed as e:
             self._problem(report, e.reason, e.message, candidate.name)
             return False
@@ -161,6 +196,7 @@ class Mirror:
             self._problem(report, "CopyFailed", f"{candidate.name}: {e}", candidate.name)
             return False
         index.add(result.checkpoint.path, result.files)
+        published[:] = [(c, f) for c, f in published if c.name != candidate.name]
         published.append((result.checkpoint, result.files))
         report.mirrored.append(result.checkpoint)
         report.bytes_copied += result.copied_bytes

@@ -26,6 +26,7 @@ from multinode.checkpoints.copying import (
     SourceChanged,
     SourceError,
     copy_and_hash,
+    exchange,
     fsync_path,
     hash_source,
     is_out_of_space,
@@ -66,10 +67,12 @@ class PublishResult:
 
 
 def publish(candidate: CheckpointCandidate, dest: Path, *, index: DedupeIndex, workers: int,
-            completed_at: str | None, clock: Callable[[], float]) -> PublishResult:
+            completed_at: str | None, clock: Callable[[], float], replace: bool = False) -> PublishResult:
+    """Stage `candidate` and rename it into place. `replace`: a published version of it exists and is
+    exchanged for the new one in one rename (a reader sees the old or the new, never a mix)."""
     staging = dest / f"{STAGING_PREFIX}{candidate.name[:200]}-{secrets.token_hex(4)}"
     try:
-        return _Publisher(candidate, dest, staging, index, workers).run(completed_at, clock)
+        return _Publisher(candidate, dest, staging, index, workers, replace).run(completed_at, clock)
     except PublishFailed:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -95,8 +98,9 @@ def _classify(e: Exception, candidate: CheckpointCandidate, dest: Path) -> Publi
 
 class _Publisher:
     def __init__(self, candidate: CheckpointCandidate, dest: Path, staging: Path, index: DedupeIndex,
-                 workers: int) -> None:
+                 workers: int, replace: bool = False) -> None:
         self.candidate, self.dest, self.staging, self.index = candidate, dest, staging, index
+        self.replace = replace
         self.workers = max(1, workers)
         self.cancel = threading.Event()
 
@@ -108,6 +112,7 @@ class _Publisher:
             raise SourceError(e) from None
         dirs = self._make_dirs(files)
         entries, copied, linked = self._stage_all(files)
+        self._ensure_source_unchanged(files)
         self._check_sizes(entries)
         mirrored_time = clock()
         doc = manifest_document(name=self.candidate.name, source=str(self.candidate.path), step=self.candidate.step,
@@ -119,9 +124,13 @@ class _Publisher:
                 fsync_path(d)
             self._write_manifest(doc)
             fsync_path(self.staging)
-            if os.path.lexists(final):
+            if self.replace:
+                exchange(self.staging, final)   # the old version now sits at the staging name
+                shutil.rmtree(self.staging, ignore_errors=True)
+            elif os.path.lexists(final):
                 raise PublishFailed("CopyFailed", f"{final} appeared while {self.candidate.name} was staged")
-            os.rename(self.staging, final)
+            else:
+                os.rename(self.staging, final)
             fsync_path(self.dest)
         except OSError as e:
             raise DestinationError(e) from None
@@ -130,6 +139,20 @@ class _Publisher:
                                         mirrored_at=doc["mirrored_at"], source=doc["source"],
                                         completed_at=completed_at)
         return PublishResult(checkpoint, entries, copied, linked, time.monotonic() - started, mirrored_time)
+
+    def _ensure_source_unchanged(self, files: list[SourceFile]) -> None:
+        """Each file was read whole and unchanged; the set must be one moment's too. A shard rewritten after
+        it was copied, or a file added, would otherwise publish two saves mixed."""
+        try:
+            after = {f.rel: (f.size, f.mtime_ns, f.ino) for f in walk_files(self.candidate.path)
+                     if f.rel != MANIFEST_NAME}
+        except OSError as e:
+            raise SourceError(e) from None
+        before = {f.rel: (f.size, f.mtime_ns, f.ino) for f in files}
+        changed = sorted(rel for rel in after.keys() | before.keys() if after.get(rel) != before.get(rel))
+        if changed:
+            raise SourceChanged(f"{self.candidate.path / changed[0]} changed while {self.candidate.name} was "
+                                f"copied ({len(changed)} file(s) differ)")
 
     def _make_dirs(self, files: list[SourceFile]) -> set[Path]:
         dirs = {self.staging}

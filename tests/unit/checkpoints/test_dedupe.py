@@ -44,6 +44,7 @@ def test_an_unchanged_checkpoint_under_a_new_name_is_linked(src: Path, dst: Path
 
 def test_a_copy_with_new_mtimes_is_linked_through_the_probe(src: Path, first) -> None:
     shutil.copytree(src / "checkpoint_0000100", src / "checkpoint_0000200", copy_function=shutil.copyfile)
+    os.utime(src / "checkpoint_0000200" / "COMPLETE")   # written last, as a writer marks a checkpoint done
 
     report = first.sync_once()
 

@@ -62,6 +62,11 @@ def test_a_file_modified_during_copy_is_not_published_until_it_is_stable(src: Pa
 
     monkeypatch.undo()
     report = mirror.sync_once()
+    assert report.mirrored == [] and report.problems == [], "a shard newer than its marker is being rewritten"
+    assert "rank_00002.pt is newer than COMPLETE" in report.not_ready[CKPT]
+
+    make.write(ckpt / "COMPLETE", b"")   # the writer finishes its save: the marker comes last again
+    report = mirror.sync_once()
     assert [c.name for c in report.mirrored] == [CKPT] and report.problems == []
     verify_mirrored(dst / CKPT, full=True)
     assert (dst / CKPT / "rank_00002.pt").read_bytes() == victim.read_bytes()
@@ -114,6 +119,26 @@ def test_a_checkpoint_vanishing_mid_copy_is_source_vanished(src: Path, dst: Path
 
     assert reasons(report) == ["SourceVanished"]
     assert published_names(dst) == set() and hidden_dirs(dst) == []
+
+
+def test_a_file_rewritten_before_it_was_read_is_caught_by_the_recheck_after_the_copy(
+        src: Path, dst: Path, make_mirror, monkeypatch) -> None:
+    # Each file is read whole and unchanged, yet the set mixes two saves: one shard was rewritten (same
+    # size) after the scan and before the mirror got to it. Only re-checking the whole set finds it.
+    ckpt = make.sharded(src, CKPT, shards=4, shard_size=256 << 10)
+    small = ckpt / "manifest.json"
+
+    def rewrite() -> None:
+        small.write_bytes(small.read_bytes().upper())
+    on_first_write(monkeypatch, rewrite)
+
+    report = make_mirror(workers=1).sync_once()
+
+    assert reasons(report) == ["SourceChanged"] and "manifest.json" in report.problems[0].message
+    assert published_names(dst) == set() and hidden_dirs(dst) == []
+    monkeypatch.undo()
+    later = make_mirror(workers=1).sync_once()
+    assert later.mirrored == [] and "newer than COMPLETE" in later.not_ready[CKPT]
 
 
 def test_a_kept_checkpoint_that_fails_to_publish_leaves_the_older_ones_published(

@@ -16,6 +16,7 @@ from tests.unit.checkpoints import checkpoint_factory as make
 def published(src: Path, dst: Path, make_mirror) -> Path:
     ckpt = make.sharded(src, "checkpoint_0000100", shards=3)
     make.write(ckpt / "sub" / "dir" / "extra_state.pt", b"nested")
+    make.write(ckpt / "COMPLETE", b"")   # the marker last, as writers do
     report = make_mirror().sync_once()
     assert report.problems == []
     return dst / "checkpoint_0000100"
