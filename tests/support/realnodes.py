@@ -100,6 +100,11 @@ def _running(core: client.CoreV1Api, namespace: str, name: str) -> client.V1Pod 
     return pod if pod.status.phase == "Running" and ready else None
 
 
+def clients(cluster: LocalCluster) -> tuple[client.CoreV1Api, client.CustomObjectsApi]:
+    api = cluster.api_client()
+    return client.CoreV1Api(api), client.CustomObjectsApi(api)
+
+
 def pod_log(core: client.CoreV1Api, namespace: str, name: str) -> str:
     return core.read_namespaced_pod_log(name, namespace)
 

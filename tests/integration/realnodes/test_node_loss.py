@@ -15,7 +15,7 @@ from localcluster import LocalCluster
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.kube import new_namespace
-from tests.support.realnodes import REAL_NODES, pod_log, real_job, real_node_name
+from tests.support.realnodes import REAL_NODES, clients, pod_log, real_job, real_node_name
 from tests.support.waiting import wait_for
 
 JOB = "lossy"
@@ -54,8 +54,7 @@ def _cordon(core: client.CoreV1Api, node: str, cordoned: bool) -> None:
 def test_a_real_node_lost_mid_job_restarts_the_gang_on_the_remaining_node(
         real_operator: tuple[LocalCluster, str]) -> None:
     cluster, operator_namespace = real_operator
-    core = client.CoreV1Api(cluster.api_client())
-    custom = client.CustomObjectsApi(cluster.api_client())
+    core, custom = clients(cluster)
     namespace = new_namespace(core, prefix="realloss")
     # The node that dies must not be the in-cluster operator's: both ranks of attempt 0 are placed on the
     # other one (its own node cordoned while they schedule), and the new attempt then fits where it runs.

@@ -16,7 +16,7 @@ from localcluster.images import TRAINER_IMAGE, build_images
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.kube import new_namespace
-from tests.support.realnodes import pod_log, real_job
+from tests.support.realnodes import clients, pod_log, real_job
 from tests.support.waiting import wait_for
 from tests.unit.chart.chart import CHART_DIR, helm
 
@@ -28,10 +28,6 @@ def jobs_namespace(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[Lo
     namespace = new_namespace(core, prefix="realjobs")
     yield cluster, namespace
     core.delete_namespace(namespace)
-
-
-def _clients(cluster: LocalCluster) -> tuple[client.CoreV1Api, client.CustomObjectsApi]:
-    return client.CoreV1Api(cluster.api_client()), client.CustomObjectsApi(cluster.api_client())
 
 
 def _create(custom: client.CustomObjectsApi, namespace: str, body: dict) -> None:
@@ -61,7 +57,7 @@ BASETEN_SCRIPT = textwrap.dedent("""
 
 def test_a_digest_pinned_image_and_the_baseten_env_on_real_nodes(jobs_namespace: tuple[LocalCluster, str]) -> None:
     cluster, namespace = jobs_namespace
-    core, custom = _clients(cluster)
+    core, custom = clients(cluster)
     trainer = next(image for image in build_images() if image.ref == TRAINER_IMAGE)
     _create(custom, namespace, real_job("baseten", 2, BASETEN_SCRIPT, image=trainer.digest_ref))
     job = jobs.wait_phase(custom, namespace, "baseten", "Succeeded", timeout=180)
@@ -82,7 +78,7 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
                                                                 jobs_namespace: tuple[LocalCluster, str]) -> None:
     cluster, namespace = jobs_namespace
     _, release_namespace = real_operator
-    core, custom = _clients(cluster)
+    core, custom = clients(cluster)
     kc = str(cluster.kubeconfig)
     # A short preflight timeout for this test's job only (pods take it when created), restored after.
     helm("upgrade", "mn", str(CHART_DIR), "-n", release_namespace, "--reuse-values",
@@ -121,7 +117,7 @@ def test_the_operator_pod_deleted_mid_job_leaves_no_duplicate_or_orphan(
         real_operator: tuple[LocalCluster, str], jobs_namespace: tuple[LocalCluster, str]) -> None:
     cluster, namespace = jobs_namespace
     _, release_namespace = real_operator
-    core, custom = _clients(cluster)
+    core, custom = clients(cluster)
     _create(custom, namespace, real_job("survivor", 2, "import time; print('training', flush=True); time.sleep(25)"))
 
     def both_running():

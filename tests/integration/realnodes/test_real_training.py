@@ -15,7 +15,7 @@ from localcluster.faults import kill_worker_script
 from multinode.api import LABEL_JOB_NAME
 from tests.support import jobs
 from tests.support.kube import kubectl, new_namespace
-from tests.support.realnodes import pod_log
+from tests.support.realnodes import clients, pod_log
 from tests.support.waiting import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "real"
@@ -47,8 +47,7 @@ def _steps(log: str) -> list[int]:
 def test_the_real_example_trains_survives_a_killed_rank_and_resumes(
         real_operator: tuple[LocalCluster, str]) -> None:
     cluster, _ = real_operator
-    core = client.CoreV1Api(cluster.api_client())
-    custom = client.CustomObjectsApi(cluster.api_client())
+    core, custom = clients(cluster)
     namespace = new_namespace(core, prefix="realtrain")
     kc = str(cluster.kubeconfig)
     try:
