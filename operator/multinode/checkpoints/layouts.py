@@ -41,6 +41,7 @@ _TORCHTITAN_DIR = re.compile(r"^step-\d+$")
 _ORBAX_DIR = re.compile(r"^\d+$")
 _NEMO_NAME = re.compile(r"step=\d+")
 # DCP's .metadata is a pickle naming each shard's file; its names appear verbatim in the bytes.
+_RANK_METADATA = re.compile(r"^__(\d+)\.metadata$")
 _DISTCP_NAME = re.compile(rb"[A-Za-z0-9_.\-]{1,255}\.distcp(?![A-Za-z0-9_])")
 _ORBAX_TOP_FILES = ("_CHECKPOINT_METADATA", "commit_success.txt")
 _ORBAX_ITEM_FILES = ("_METADATA", "manifest.ocdbt", "_sharding", "checkpoint")
@@ -63,6 +64,7 @@ class SourceView:
     settled: Callable[[str, Path], tuple[bool, str]]   # the settle rule for one checkpoint
     settle_seconds: float
     final: bool
+    world_size: int | None = None        # the job's ranks (numNodes x nprocPerNode), when known
 
 
 Rule = Callable[[str, Path, SourceView, bool], "Evidence | None"]
@@ -114,7 +116,35 @@ def dcp_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence
         return Evidence(True, framework, "DCP .metadata")
     if (path / METADATA_TMP).exists():
         return Evidence(False, framework, "DCP save in progress (.metadata.tmp, no .metadata yet)")
+    ranks = {int(m.group(1)): path / m.group(0) for n in os.listdir(path) if (m := _RANK_METADATA.match(n))}
+    if ranks:
+        return _rank_local_dcp(framework, path, ranks, src.world_size)
     return Evidence(False, framework, "no DCP .metadata") if explicit else None
+
+
+def _rank_local_dcp(framework: str, path: Path, ranks: dict[int, Path], world_size: int | None) -> Evidence:
+    """DCP saved with use_collectives=False: each rank writes `__<rank>.metadata` for its own shards and no
+    one writes `.metadata` (torch loads it all the same). Complete once every rank of the job wrote its
+    metadata after its shards, which only the job's world size can tell."""
+    if world_size is None:
+        return Evidence(False, framework, f"rank-local DCP metadata ({ranks[min(ranks)].name}) and no .metadata "
+                                          "(use_collectives=False): without the job's world size the mirror "
+                                          f"cannot tell whether every rank saved; not published: {path}")
+    missing = [r for r in range(world_size) if r not in ranks]
+    if missing:
+        return Evidence(False, framework, f"rank-local DCP metadata: waiting for {len(missing)} of {world_size} "
+                                          f"ranks, e.g. __{missing[0]}.metadata")
+    present = set(os.listdir(path))
+    for rank in range(world_size):
+        absent = [n for n in sorted(_expected_shards(ranks[rank])) if n not in present and n[1:] not in present]
+        if absent:
+            return Evidence(False, framework, f"{ranks[rank].name} names shard {absent[0]}, which is not there")
+        written = os.stat(ranks[rank]).st_mtime_ns
+        newer = sorted(n for n in present if n.startswith(f"__{rank}_") and os.stat(path / n).st_mtime_ns > written)
+        if newer:
+            return Evidence(False, framework, f"{newer[0]} is newer than {ranks[rank].name}: a save is rewriting "
+                                              "this checkpoint")
+    return Evidence(True, framework, f"rank-local DCP metadata of all {world_size} ranks")
 
 
 def _expected_shards(metadata: Path) -> set[str]:

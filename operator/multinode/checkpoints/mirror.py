@@ -74,11 +74,13 @@ class Mirror:
 
     def __init__(self, source: Path, dest: Path, *, completion: Completion = Completion.AUTO, keep: int = 3,
                  workers: int = 8, settle_seconds: float = 60.0, pinned: Callable[[], set[str]] = lambda: set(),
-                 log: logging.Logger | None = None, clock: Callable[[], float] = time.time) -> None:
+                 log: logging.Logger | None = None, clock: Callable[[], float] = time.time,
+                 world_size: int | None = None) -> None:
         self.source, self.dest = Path(source), Path(dest)
         self.completion = Completion(completion)
         self.keep, self.workers, self.settle_seconds = keep, workers, settle_seconds
         self.pinned, self.clock = pinned, clock
+        self.world_size = world_size   # the job's ranks: per-rank files tell completeness (layouts.py)
         self.log = log or logging.getLogger("multinode.checkpoints")
         self._settle = SettleTracker()
         self._first_complete: dict[str, float] = {}
@@ -140,7 +142,8 @@ class Mirror:
     def _scan(self, report: SyncReport, final: bool) -> list[CheckpointCandidate]:
         try:
             candidates = scan_checkpoints(self.source, self.completion, settle_seconds=self.settle_seconds,
-                                          now=self.clock(), final=final, settle=self._settle)
+                                          now=self.clock(), final=final, settle=self._settle,
+                                          world_size=self.world_size)
         except OSError as e:
             self._problem(report, "CacheUnavailable", f"cannot read the cache directory {self.source}: "
                                                       f"{e.strerror or e}")

@@ -31,7 +31,7 @@ class CheckpointCandidate:
 
 def scan_checkpoints(source: Path, completion: Completion = Completion.AUTO, *, settle_seconds: float = 60.0,
                      now: float | None = None, final: bool = False,
-                     settle: SettleTracker | None = None) -> list[CheckpointCandidate]:
+                     settle: SettleTracker | None = None, world_size: int | None = None) -> list[CheckpointCandidate]:
     """Every checkpoint directory directly under `source`, oldest first (by step, then mtime).
 
     `final=True` says the job has ended, so nothing is being written any more: the settle rule is then
@@ -54,7 +54,7 @@ def scan_checkpoints(source: Path, completion: Completion = Completion.AUTO, *, 
 
     view = SourceView(names=names, megatron_tracker=_read_tracker(source / MEGATRON_TRACKER),
                       deepspeed_tag=_read_tag(source / DEEPSPEED_TRACKER), settled=settled,
-                      settle_seconds=settle_seconds, final=final)
+                      settle_seconds=settle_seconds, final=final, world_size=world_size)
     candidates = []
     for entry in entries:
         candidate = _inspect(entry, view, Completion(completion))

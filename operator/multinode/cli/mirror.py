@@ -19,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between passes")
     parser.add_argument("--settle", type=float, default=60.0, help="settle time for markers without a barrier")
     parser.add_argument("--workers", type=int, default=8, help="files copied in parallel")
+    parser.add_argument("--world-size", type=int, help="the job's ranks, for layouts with per-rank files")
     parser.add_argument("--metrics-port", type=int, default=9400, help="0 disables the metrics endpoint")
     parser.add_argument("--metrics-address", default="0.0.0.0")
 
@@ -37,6 +38,6 @@ def run(args: argparse.Namespace) -> int:
         start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
     loop = MirrorLoop(source=args.source, dest=args.dest, reporter=StatusReporter(load_client(), args.namespace, args.job),
                       completion=Completion(args.completion), keep=args.keep, interval=args.interval,
-                      settle=args.settle, metrics=metrics, workers=args.workers)
+                      settle=args.settle, metrics=metrics, workers=args.workers, world_size=args.world_size)
     signal.signal(signal.SIGTERM, lambda *_: loop.stopping.set())
     return loop.run()

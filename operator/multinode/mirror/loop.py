@@ -70,7 +70,8 @@ def status_update(reported: dict[str, Any], report: SyncReport, mirrored_total: 
 
 class MirrorLoop:
     def __init__(self, *, source: Path, dest: Path, reporter: StatusReporter, completion: Completion, keep: int,
-                 interval: float, settle: float, metrics: MirrorMetrics, workers: int = 8):
+                 interval: float, settle: float, metrics: MirrorMetrics, workers: int = 8,
+                 world_size: int | None = None):
         self.reporter = reporter
         self.dest = dest
         self.interval = interval
@@ -78,7 +79,8 @@ class MirrorLoop:
         self.stopping = threading.Event()
         self._pinned: set[str] = set()
         self.engine = Mirror(source, dest, completion=completion, keep=keep, workers=workers,
-                             settle_seconds=settle, pinned=lambda: set(self._pinned), log=log)
+                             settle_seconds=settle, pinned=lambda: set(self._pinned), log=log,
+                             world_size=world_size)
         self._reported: dict[str, Any] = {}
         self._mirrored_total = 0
 

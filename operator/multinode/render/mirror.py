@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, TrainingJob
+from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, TrainingJob, world_size
 from multinode.api.constants import LABEL_APP_NAME, LABEL_MANAGED_BY, LABEL_MIRROR_OF, MANAGED_BY_VALUE
 from multinode.render.names import job_identity, owner_reference
 from multinode.render.settings import RenderSettings
@@ -71,7 +71,7 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
         "--job", identity.name, "--namespace", identity.namespace,
         "--completion", ckpt.completion.value, "--keep", str(ckpt.keep),
         "--interval", str(ckpt.interval_seconds), "--settle", str(ckpt.settle_seconds),
-        "--metrics-port", str(METRICS_PORT),
+        "--metrics-port", str(METRICS_PORT), "--world-size", str(world_size(job.spec)),
     ]
     container = {
         "name": MIRROR_CONTAINER,

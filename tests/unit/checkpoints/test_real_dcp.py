@@ -50,6 +50,16 @@ WRITER = textwrap.dedent("""
     print("saved", flush=True)
 """)
 
+# A save with use_collectives=False: each rank writes __<rank>.metadata for its own shards, no .metadata.
+RANK_LOCAL_WRITER = textwrap.dedent("""
+    import sys, warnings
+    import torch
+    import torch.distributed.checkpoint as dcp
+    warnings.filterwarnings("ignore")
+    dcp.save({f"layer{i}": torch.full((64, 64), float(sys.argv[2])) for i in range(6)},
+             checkpoint_id=sys.argv[1], use_collectives=False, no_dist=True)
+""")
+
 READER = textwrap.dedent("""
     import json, sys, warnings
     import torch
@@ -121,3 +131,24 @@ def test_a_dcp_resave_in_place_is_never_published_mixed_and_replaces_the_old_one
     assert mirror.sync_once().mirrored == [], "an unchanged source is not published again"
     assert not [p.name for p in dst.iterdir() if p.name.startswith(".")
                 and p.name not in (".mirror.lock",)], "no staging or trash left"
+
+
+@pytest.mark.parametrize("world_size, published", [(None, False), (2, False), (1, True)])
+def test_rank_local_dcp_metadata_is_published_once_every_rank_of_the_job_wrote_its_own(
+        tmp_path: Path, torch_env: dict[str, str], world_size: int | None, published: bool) -> None:
+    src, dst = tmp_path / "cache" / "job", tmp_path / "checkpoints" / "job"
+    src.mkdir(parents=True)
+    subprocess.run([sys.executable, "-c", RANK_LOCAL_WRITER, str(src / STEP), "4.0"], env=torch_env, check=True,
+                   capture_output=True, timeout=WAIT_SECONDS)
+    assert (src / STEP / "__0.metadata").exists() and not (src / STEP / ".metadata").exists()
+
+    report = Mirror(src, dst, completion=Completion.AUTO, keep=2, workers=2, settle_seconds=0,
+                    world_size=world_size).sync_once()
+
+    if published:
+        assert [c.name for c in report.mirrored] == [STEP]
+        assert loaded_values(torch_env, dst / STEP) == [4.0]
+    else:
+        assert report.mirrored == []
+        why = report.not_ready[STEP]
+        assert ("__1.metadata" in why) if world_size else (str(src / STEP) in why and "world size" in why), why

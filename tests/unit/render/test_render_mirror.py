@@ -19,3 +19,9 @@ def test_the_mirror_pod_takes_the_jobs_node_selector_and_tolerations() -> None:
 def test_a_job_without_placement_leaves_the_mirror_pod_free() -> None:
     spec = render_mirror_pod(make_job(**STORAGE))["spec"]
     assert "nodeSelector" not in spec and "tolerations" not in spec
+
+
+def test_the_mirror_is_told_the_jobs_world_size_for_per_rank_layouts() -> None:
+    job = make_job(3, **STORAGE, numProcPerNode=4)
+    args = render_mirror_pod(job)["spec"]["containers"][0]["args"]
+    assert args[args.index("--world-size") + 1] == "12"
