@@ -25,7 +25,6 @@ from multinode.checkpoints.layouts import Completion
 from multinode.checkpoints.manifest import (
     ManifestFile,
     MirroredCheckpoint,
-    list_mirrored,
     published_order,
     read_published,
     rfc3339,
@@ -120,23 +119,27 @@ class Mirror:
             if fate.startswith("left") or not self._discard(self.dest / name, report, name):
                 occupied.add(name)
 
-        index = DedupeIndex()
-        for checkpoint, files in published:
-            index.add(checkpoint.path, files)
+        pinned, pinned_error = self._read_pinned()
+        index = _dedupe_index(published)
         files_of = {c.name: files for c, files in published}
         for candidate in wanted:
+            # A published checkpoint is published again when its source was saved again; never a pinned
+            # one (or any, when the pinned ones are unknown): an attempt is reading it.
             replace = candidate.name in occupied
-            if replace and not self._rewritten(candidate, files_of.get(candidate.name)):
+            if replace and (pinned is None or candidate.name in pinned
+                            or not _rewritten(candidate, files_of.get(candidate.name))):
                 continue
             if not self._publish(candidate, index, published, report, replace=replace) and \
                     report.problems[-1].reason == "DestinationFull":
                 break   # the next checkpoint would not fit either
             if replace:   # the index named files of the version just replaced
-                index = DedupeIndex()
-                for checkpoint, files in published:
-                    index.add(checkpoint.path, files)
+                index = _dedupe_index(published)
         published.sort(key=lambda item: published_order(item[0]))
-        self._prune([c for c, _ in published], kept, report)
+        if published and pinned is None:
+            self._problem(report, "PinnedUnknown", f"cannot tell which checkpoints are pinned ({pinned_error}); "
+                                                   "nothing pruned")
+        elif published:
+            self._prune([c for c, _ in published], kept, pinned or set(), report)
         report.latest = published[-1][0] if published else None
 
     def _scan(self, report: SyncReport, final: bool) -> list[CheckpointCandidate]:
@@ -167,23 +170,12 @@ class Mirror:
         ordered = sorted(steps, key=lambda name: (order_key(steps[name], 0), name))
         return set(ordered[-max(1, self.keep):])
 
-    def _rewritten(self, candidate: CheckpointCandidate, files: list[ManifestFile] | None) -> bool:
-        """The cache's copy of a published checkpoint was saved again (and is complete again): its files
-        differ from the manifest's. Never for a pinned one: an attempt is reading it."""
-        if files is None or candidate.name in self._pinned_names():
-            return False
+    def _read_pinned(self) -> tuple[set[str] | None, str]:
+        """The names `pinned()` gives (names or paths), or None and why when it fails."""
         try:
-            now = {f.rel: (f.size, f.mtime_ns) for f in walk_files(candidate.path)}
-        except OSError:
-            return False
-        then = {f.path: (f.size, f.mtime_ns) for f in files}
-        return now != then
-
-    def _pinned_names(self) -> set[str]:
-        try:
-            return {Path(p).name for p in self.pinned()}
-        except Exception:  # noqa: BLE001 - the caller's callback; _prune reports it
-            return {c.name for c in list_mirrored(self.dest)}   # unknown: treat every one as pinned
+            return {Path(p).name for p in self.pinned()}, ""
+        except Exception as e:  # noqa: BLE001 - the caller's callback: without it, pruning is unsafe
+            return None, str(e)
 
     def _publish(self, candidate: CheckpointCandidate, index: DedupeIndex, published: list,
                  report: SyncReport, replace: bool = False) -> bool:
@@ -212,20 +204,15 @@ class Mirror:
                       result.seconds, rate)
         return True
 
-    def _prune(self, published: list[MirroredCheckpoint], kept: set[str], report: SyncReport) -> None:
+    def _prune(self, published: list[MirroredCheckpoint], kept: set[str], pinned: set[str],
+               report: SyncReport) -> None:
         """Keep what `_kept` keeps, the newest published whatever `keep` says, and every pinned one."""
-        if not published:
-            return
-        try:
-            pinned = {Path(p).name for p in self.pinned()}
-        except Exception as e:  # noqa: BLE001 - the caller's callback: without it, pruning is unsafe
-            self._problem(report, "PinnedUnknown", f"cannot tell which checkpoints are pinned ({e}); nothing pruned")
-            return
         keep = {c.name for c in published if c.name in kept}
         # A kept checkpoint that failed to publish (a full volume) leaves its place to the newest older ones.
-        fill = [c.name for c in published if c.name not in keep][-max(0, max(1, self.keep) - len(keep)):] \
-            if len(keep) < max(1, self.keep) else []
-        keep |= set(fill) | {published[-1].name} | pinned
+        short = max(1, self.keep) - len(keep)
+        if short > 0:
+            keep |= set([c.name for c in published if c.name not in keep][-short:])
+        keep |= {published[-1].name} | pinned
         for checkpoint in published:
             if checkpoint.name not in keep and self._discard(checkpoint.path, report, checkpoint.name):
                 report.pruned.append(checkpoint.name)
@@ -270,3 +257,21 @@ class Mirror:
         report.problems.append(MirrorProblem(reason, message, checkpoint))
         self.log.warning("%s: %s", reason, message)
 
+
+def _dedupe_index(published: list[tuple[MirroredCheckpoint, list[ManifestFile]]]) -> DedupeIndex:
+    index = DedupeIndex()
+    for checkpoint, files in published:
+        index.add(checkpoint.path, files)
+    return index
+
+
+def _rewritten(candidate: CheckpointCandidate, files: list[ManifestFile] | None) -> bool:
+    """The cache's copy of a published checkpoint was saved again (and is complete again): its files
+    differ from the manifest's."""
+    if files is None:
+        return False
+    try:
+        now = {f.rel: (f.size, f.mtime_ns) for f in walk_files(candidate.path)}
+    except OSError:
+        return False
+    return now != {f.path: (f.size, f.mtime_ns) for f in files}
