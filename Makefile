@@ -28,24 +28,26 @@ $(STAMP): pyproject.toml tools/localcluster/pyproject.toml
 
 venv: $(STAMP)
 
-binaries:
-	tools/localcluster/build.sh
+# Everything is built once per version and cached (.cache/localcluster); `localcluster prepare` runs the
+# slow builds side by side (Go compiling while pip and debootstrap download), which a cold start needs.
+binaries: venv
+	@$(PY) -m localcluster prepare
 
 # The real nodes' images (operator, trainer, pause), built without Docker and cached by content, and torch
 # for the real trainers (installed once, mounted into pods): made here, not inside a timed test, so the
 # first real-node cluster of a test session starts in seconds.
-images: venv binaries
-	@$(PY) -m localcluster images >/dev/null
-	@$(PY) -m localcluster.trainerenv >/dev/null
+images: venv
+	@$(PY) -m localcluster prepare --images
 
 # The benchmark peers, JobSet and Kubeflow Training Operator v1 (cached like the rest; the smoke run of the
 # benchmarks in `make test` runs them).
-peers:
-	tools/localcluster/build.sh jobset kubeflow
+peers: venv
+	@$(PY) -m localcluster prepare --peers
 
 # REAL_NODES=N adds N real kubelet + containerd nodes beside the kwok nodes (root only).
 REAL_NODES ?= 0
-cluster-up: venv binaries
+cluster-up: venv
+	@$(PY) -m localcluster prepare $(if $(filter-out 0,$(REAL_NODES)),--images)
 	@$(PY) -m localcluster up --real-nodes $(REAL_NODES)
 
 cluster-down: venv
@@ -67,19 +69,21 @@ test-unit: venv
 	$(PY) -m pytest tests -m "not integration" $(PYTEST_ARGS)
 
 # pytest exits 5 when a selection collects no test; that is not a failure of the code under test.
-test: venv binaries images peers lint
+test: venv lint
+	@$(PY) -m localcluster prepare --images --peers
 	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc; }
 
 # -P: the script folder must not go on sys.path, where tools/localcluster would shadow the package.
-demo: venv binaries
+# The demo prepares what it needs itself (real nodes: images and torch too), side by side.
+demo: venv
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/demo.py
 
 # Benchmarks: not part of `make test` (a toy-sized smoke run of each is). Each writes .cache/bench/<name>.json
 # and prints a table; the peer benchmarks (startup, load, recovery_peers) run JobSet and Kubeflow Training
 # Operator v1 beside the operator; tools/bench/report.py gathers the JSON into docs/benchmarks.json and the
 # tables of docs/benchmarks.md.
-bench: venv binaries peers
+bench: venv peers
 	$(PY) -P tools/bench/mirror.py
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery.py --nodes 8 64 --trials 10
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/startup.py --sizes 16 128 1000 --runs 5 --runs-at-1000-for-kubeflow 2

@@ -164,8 +164,25 @@ build_cni() {
     $m/main/bridge $m/ipam/host-local $m/main/loopback $m/meta/portmap
 }
 
+# local_main NAME VERSION SRC_DIR OUTPUT MODULE@VERSION — build our own main package (SRC_DIR/*.go) against a
+# published module into $CACHE/bin/NAME-VERSION-<hash of the sources>/OUTPUT.
+local_main() {
+  local name=$1 v=$2 src=$3 output=$4 require=$5 sum
+  sum=$(cat "$src"/*.go | sha256sum | cut -c1-12)
+  local out="$CACHE/bin/$name-$v-$sum" mod="$CACHE/src/$name-$v-$sum"
+  if have_all "$out" "$output"; then log "$name $v-$sum: cached"; return; fi
+  wrapper_module "$mod" "multinode.dev/localcluster/$name"
+  cp "$src"/*.go "$mod/"
+  log "$name $v-$sum: resolving and compiling"
+  (cd "$mod" && go get "$require" && go mod tidy)
+  mkdir -p "$out.tmp"
+  (cd "$mod" && go build -p "$(nproc)" -trimpath -ldflags "-s -w" -o "$out.tmp/$output" .)
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+# tools/localcluster/coredns: CoreDNS with just the plugins the local cluster's Corefile names.
 build_coredns() {
-  go_build coredns "$COREDNS_VERSION" github.com/coredns/coredns "" "" github.com/coredns/coredns
+  local_main coredns "$COREDNS_VERSION" "$here/coredns" coredns "github.com/coredns/coredns@$COREDNS_VERSION"
 }
 
 # The pod sandbox's pause process, from the Kubernetes source in the module cache (no image registry here).
@@ -182,17 +199,7 @@ build_pause() {
 # Our fake device plugin (tools/localcluster/deviceplugin): GPUs and RDMA devices the way real plugins
 # advertise them. Keyed by the kubelet API version and the source's hash.
 build_deviceplugin() {
-  local src="$here/deviceplugin" sum
-  sum=$(cat "$src"/*.go | sha256sum | cut -c1-12)
-  local v="$KUBE_VERSION-$sum" out="$CACHE/bin/deviceplugin-$KUBE_VERSION-$sum" mod="$CACHE/src/deviceplugin-$sum"
-  if have_all "$out" fake-device-plugin; then log "deviceplugin $v: cached"; return; fi
-  wrapper_module "$mod" multinode.dev/localcluster/fake-device-plugin
-  cp "$src"/*.go "$mod/"
-  log "deviceplugin $v: resolving and compiling"
-  (cd "$mod" && go get "k8s.io/kubelet@v0.${KUBE_VERSION#v1.}" && go mod tidy)
-  mkdir -p "$out.tmp"
-  (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/fake-device-plugin" .)
-  rm -rf "$out"; mv "$out.tmp" "$out"
+  local_main deviceplugin "$KUBE_VERSION" "$here/deviceplugin" fake-device-plugin "k8s.io/kubelet@v0.${KUBE_VERSION#v1.}"
 }
 
 # Optional, for the peer benchmarks only: a Go controller `manager` and the CRDs of its module.

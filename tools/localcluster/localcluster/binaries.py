@@ -75,15 +75,15 @@ def locate() -> Binaries:
         ctr=containerd / "ctr",
         runc=bin_dir / f"runc-{v['RUNC_VERSION']}" / "runc",
         cni_plugins=bin_dir / f"cni-plugins-{v['CNI_PLUGINS_VERSION']}",
-        coredns=bin_dir / f"coredns-{v['COREDNS_VERSION']}" / "coredns",
+        coredns=bin_dir / f"coredns-{v['COREDNS_VERSION']}-{sources_hash('coredns')}" / "coredns",
         pause=bin_dir / f"pause-{v['KUBE_VERSION']}" / "pause",
-        device_plugin=bin_dir / f"deviceplugin-{v['KUBE_VERSION']}-{device_plugin_hash()}" / "fake-device-plugin",
+        device_plugin=bin_dir / f"deviceplugin-{v['KUBE_VERSION']}-{sources_hash('deviceplugin')}" / "fake-device-plugin",
     )
 
 
-def device_plugin_hash() -> str:
-    """The same key build.sh uses: the first 12 hex digits of sha256 over the plugin's Go sources."""
-    sources = sorted((TOOL_DIR / "deviceplugin").glob("*.go"))
+def sources_hash(folder: str) -> str:
+    """The key build.sh's local_main uses: the first 12 hex digits of sha256 over a main's Go sources."""
+    sources = sorted((TOOL_DIR / folder).glob("*.go"))
     return hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
 
 

@@ -1,4 +1,4 @@
-"""`localcluster up|down|status|build`: the entry points behind `make cluster-up` and `make cluster-down`."""
+"""`localcluster up|down|status|build|prepare`: the entry points behind `make cluster-up` and `make cluster-down`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from localcluster import binaries, images
+from localcluster import binaries, images, prepare
 from localcluster.cluster import ClusterConfig, LocalCluster
 from localcluster.nodes import NodePoolConfig
 
@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     for name in ("down", "status"):
         sub.add_parser(name).add_argument("--name", default="default")
     sub.add_parser("build", help="build the pinned binaries (skipped when cached)")
+    prepare.add_arguments(sub.add_parser("prepare", help="build binaries (and images, torch, peers) side by side"))
     sub.add_parser("images", help="build the real nodes' container images (cached) and print their archives")
     sub.add_parser("bin-path", help="print the folders holding the pinned kubectl and helm")
     return p
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         binaries.ensure_built()
         return 0
+    if args.command == "prepare":
+        return prepare.prepare(images=args.images, peers=args.peers)
     if args.command == "images":
         built = images.build_images()
         for image in built:
