@@ -17,7 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from multinode.api.conditions import Reason
 from multinode.api.constants import CONDITION_CHECKPOINTS_SYNCED
+from multinode.api.timestamps import rfc3339
 from multinode.checkpoints import Completion, Mirror, MirroredCheckpoint, SyncReport
 from multinode.metrics.mirror import MirrorMetrics
 from multinode.mirror.reporter import JobGone, StatusReporter
@@ -26,13 +28,13 @@ log = logging.getLogger("multinode.mirror")
 
 
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.now(timezone.utc))
 
 
 def final_sync_requested(status: dict[str, Any]) -> bool:
     for condition in status.get("conditions") or []:
         if condition.get("type") == CONDITION_CHECKPOINTS_SYNCED:
-            return condition.get("status") == "False" and condition.get("reason") == "FinalSyncRequested"
+            return condition.get("status") == "False" and condition.get("reason") == Reason.FINAL_SYNC_REQUESTED
     return False
 
 

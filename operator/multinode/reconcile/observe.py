@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_NODE_INDEX
-
-TRAINER_CONTAINER = "trainer"
-PREFLIGHT_CONTAINER = "preflight"
+from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, EnvName
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     image_id = next((cs.get("imageID") for cs in status.get("containerStatuses") or []
                      if cs.get("name") == TRAINER_CONTAINER and cs.get("imageID")), None)
     return ObservedPod(
-        resume_from=_env_value(spec, TRAINER_CONTAINER, "MULTINODE_RESUME_FROM"),
+        resume_from=_env_value(spec, TRAINER_CONTAINER, EnvName.MULTINODE_RESUME_FROM),
         disruption=disruption.get("reason") if disruption.get("status") == "True" else None,
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
