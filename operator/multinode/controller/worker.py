@@ -26,7 +26,7 @@ from multinode.controller.settings import OperatorSettings
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.conditions import set_condition
-from multinode.reconcile.plan import fail_job, mark_failed
+from multinode.reconcile.status_report import fail_job, mark_failed
 
 log = logging.getLogger("multinode.controller")
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_NODE_INDEX
+from multinode.api.conditions import Reason
 from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, EnvName
 
 
@@ -83,7 +84,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     preflight = _terminated(status.get("initContainerStatuses"), PREFLIGHT_CONTAINER)
     trainer = _terminated(status.get("containerStatuses"), TRAINER_CONTAINER)
     if preflight is not None and preflight.get("exitCode", 0) != 0:
-        exit_code, reason = preflight.get("exitCode"), "PreflightFailed"
+        exit_code, reason = preflight.get("exitCode"), Reason.PREFLIGHT_FAILED
         message = preflight.get("message") or preflight.get("reason")
     elif trainer is not None:
         exit_code, reason, message = trainer.get("exitCode"), trainer.get("reason"), trainer.get("message")

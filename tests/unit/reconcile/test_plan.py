@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from multinode.api import Phase, TrainingJobStatus
 from multinode.api.status import MAX_CONDITION_MESSAGE
 from multinode.reconcile import Observed, ObservedPod, plan
-from multinode.reconcile.plan import fail_job
+from multinode.reconcile.status_report import fail_job
 from multinode.render import RenderSettings
 from tests.unit.render.render_job_factory import make_job
 
