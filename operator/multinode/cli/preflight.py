@@ -94,7 +94,8 @@ def _write_termination_message(message: str) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=float(DEFAULT_PREFLIGHT_TIMEOUT_SECONDS), help="seconds to wait before failing")
+    parser.add_argument("--timeout", type=float, default=float(DEFAULT_PREFLIGHT_TIMEOUT_SECONDS),
+                        help="seconds to wait before failing")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between rounds of lookups")
     parser.add_argument("--peers", help="comma-separated names to wait for (default: from the env contract)")
     parser.add_argument("--make-dir", action="append", default=[], metavar="PATH",

@@ -237,7 +237,8 @@ class Reconciler:
             raise e
         if e.status not in (400, 422):
             raise e
-        return fail_job(result, Reason.POD_CREATION_FAILED, api_error_summary(e), now=datetime.now(timezone.utc), pods=pods)
+        return fail_job(result, Reason.POD_CREATION_FAILED, api_error_summary(e), now=datetime.now(timezone.utc),
+                        pods=pods)
 
     def _resume_source_latest(self, job: TrainingJob) -> str | None:
         """The latest mirrored checkpoint of the job named in resumeFrom.trainingJob (same namespace)."""

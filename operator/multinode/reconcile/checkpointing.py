@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from multinode.api import TrainingJob, TrainingJobStatus
-from multinode.reconcile.observe import ObservedMirror, ObservedPod
+from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
 
 
 def resume_path(job: TrainingJob, status: TrainingJobStatus, attempt_pods: list[ObservedPod],
@@ -38,6 +38,6 @@ def mirror_needs(mirror: ObservedMirror | None, final_sync_done: bool) -> tuple[
         return True, False
     if mirror.terminating:
         return False, False
-    if mirror.phase == "Failed" or (mirror.phase == "Succeeded" and not final_sync_done):
+    if mirror.phase == PodPhase.FAILED or (mirror.phase == PodPhase.SUCCEEDED and not final_sync_done):
         return False, True
     return False, False

@@ -16,7 +16,7 @@ from multinode.api.lifecycle import MismatchAction
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.failures import Failure
-from multinode.reconcile.observe import ObservedPod
+from multinode.reconcile.observe import ObservedPod, PodPhase
 
 _RUNTIME_PREFIXES = ("docker-pullable://", "docker://", "containerd://")
 
@@ -49,7 +49,7 @@ def pinned_image(job: TrainingJob, status: TrainingJobStatus) -> str | None:
 def check_digests(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod],
                   now: datetime) -> Failure | None:
     """Record the first digest; report (and by policy fail) an attempt whose pods run different ones."""
-    running = [p for p in current.values() if p.phase in ("Running", "Succeeded")]
+    running = [p for p in current.values() if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED)]
     digests = running_digests(running)
     if status.image_digest is None:
         first = next((digest_reference(p.image_id) for p in sorted(running, key=lambda p: p.index)

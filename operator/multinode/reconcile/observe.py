@@ -15,6 +15,20 @@ from multinode.api.conditions import Reason
 from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, EnvName
 
 
+class PodPhase:
+    """Kubernetes' pod phases, as the planner reads them."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+# Still holds (or is about to hold) resources.
+ACTIVE_POD_PHASES = (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.UNKNOWN)
+
+
 @dataclass(frozen=True)
 class ObservedPod:
     name: str
@@ -45,7 +59,7 @@ class ObservedPod:
     @property
     def active(self) -> bool:
         """Still holds (or is about to hold) resources: the kind of pod a finished job must not leave."""
-        return self.phase in ("Pending", "Running", "Unknown") and not self.terminating
+        return self.phase in ACTIVE_POD_PHASES and not self.terminating
 
 
 def _int_label(labels: Mapping[str, str], key: str) -> int | None:
@@ -113,7 +127,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         job_name=job_name,
         index=index,
         attempt=attempt,
-        phase=status.get("phase") or "Pending",
+        phase=status.get("phase") or PodPhase.PENDING,
         node=spec.get("nodeName"),
         terminating=meta.get("deletionTimestamp") is not None,
         ready=ready,
@@ -143,7 +157,7 @@ class ObservedMirror:
 
     @property
     def active(self) -> bool:
-        return self.phase in ("Pending", "Running", "Unknown") and not self.terminating
+        return self.phase in ACTIVE_POD_PHASES and not self.terminating
 
 
 def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
@@ -152,5 +166,5 @@ def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
     if job_name is None:
         return None
     return ObservedMirror(name=meta.get("name", ""), job_name=job_name,
-                          phase=(pod.get("status") or {}).get("phase") or "Pending",
+                          phase=(pod.get("status") or {}).get("phase") or PodPhase.PENDING,
                           terminating=meta.get("deletionTimestamp") is not None)

@@ -25,7 +25,7 @@ from multinode.reconcile.failures import Failure, lost_failure, lost_indices, po
 from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.image_consistency import check_digests, pinned_image
 from multinode.reconcile.node_loss import evicted_failure, force_delete_stranded
-from multinode.reconcile.observe import ObservedMirror, ObservedPod
+from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
 from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, Verdict
 from multinode.reconcile.placement import ObservedNode, attempt_node_selector
 from multinode.reconcile.restarts import apply_failure_policy, ready_for_next_attempt
@@ -144,7 +144,7 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
     succeeded under LeaderOnly), different image digests, the startup timeout."""
     leader_done = leader_succeeded(job, current)
     # A pod we are deleting may report Failed on its way out (SIGTERM); that is not its failure.
-    failed = [p for p in current.values() if p.phase == "Failed" and not p.terminating]
+    failed = [p for p in current.values() if p.phase == PodPhase.FAILED and not p.terminating]
     if failed and not leader_done:
         return pod_failure(failed)
     lost = lost_indices(job.metadata.name, job.spec.num_nodes, before, current, status.attempt)

@@ -14,7 +14,7 @@ from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import Reason
 from multinode.api.timestamps import parse_time
 from multinode.reconcile.failures import Failure
-from multinode.reconcile.observe import ObservedPod
+from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Plan, Verdict
 
 # Waiting reasons (Kubernetes' words) a user must act on, in the words of the condition reason we report.
@@ -45,7 +45,8 @@ def startup_timeout(job: TrainingJob, status: TrainingJobStatus, current: dict[i
                     result: Plan, *, why_not_running: Callable[[], str]) -> Failure | None:
     """StartupTimeout once the timeout passed with pods not all running; until then, come back when it would."""
     timeout = job.spec.startup_timeout_seconds
-    all_running = len(current) == job.spec.num_nodes and all(p.phase in ("Running", "Succeeded") for p in current.values())
+    started = (PodPhase.RUNNING, PodPhase.SUCCEEDED)
+    all_running = len(current) == job.spec.num_nodes and all(p.phase in started for p in current.values())
     if not (timeout and status.attempt_start_time and not all_running):
         return None
     waited = (now - parse_time(status.attempt_start_time, now)).total_seconds()

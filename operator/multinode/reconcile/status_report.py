@@ -10,7 +10,7 @@ from multinode.api import NodeStatus, Phase, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
-from multinode.reconcile.observe import ObservedPod
+from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import TERMINAL_PHASES, Event, Plan, Verdict
 
 
@@ -56,7 +56,7 @@ def fill_node_statuses(status: TrainingJobStatus, current: dict[int, ObservedPod
         reason = p.disruption or p.reason or p.waiting_reason
         nodes.append(NodeStatus(index=i, pod=p.name, node=p.node, phase=p.phase, reason=reason, exit_code=p.exit_code))
     status.node_statuses = nodes
-    status.ready_nodes = sum(1 for p in current.values() if p.phase == "Running" and p.ready)
+    status.ready_nodes = sum(1 for p in current.values() if p.phase == PodPhase.RUNNING and p.ready)
     status.ready = f"{status.ready_nodes}/{num_nodes}"
 
 
