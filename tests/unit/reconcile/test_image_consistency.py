@@ -4,6 +4,7 @@ digests are reported or fail the attempt."""
 from __future__ import annotations
 
 from multinode.api import Phase
+from multinode.reconcile.image_consistency import digest_reference
 from tests.unit.reconcile.planning import condition, pod, run
 from tests.unit.render.render_job_factory import make_job
 
@@ -37,3 +38,10 @@ def test_different_digests_in_one_attempt_fail_it_or_are_reported() -> None:
     assert reported.status.phase == Phase.RUNNING
     message = condition(reported.status, "ImageConsistent").message
     assert "llama-0-a0" in message and "llama-1-a0" in message
+
+
+def test_digest_reference_strips_the_runtime_prefix_and_needs_a_repository() -> None:
+    assert digest_reference(f"docker-pullable://{DIGEST_A}") == DIGEST_A
+    assert digest_reference(f"containerd://{DIGEST_A}") == DIGEST_A
+    assert digest_reference("sha256:" + "a" * 64) is None, "an image ID names no repository to pull by digest"
+    assert digest_reference(None) is None

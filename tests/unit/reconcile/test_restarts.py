@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from multinode.api import Phase
+from multinode.reconcile.restarts import backoff_seconds
 from tests.unit.reconcile.planning import NOW, condition, env, fail_node_1, pod, run
 from tests.unit.render.render_job_factory import make_job
 
@@ -80,3 +81,9 @@ def test_a_spent_budget_fails_the_job_naming_the_last_failure() -> None:
     assert cond.reason == "RestartLimitExceeded"
     assert cond.message == ("no restarts left (maxRestarts 1, 1 used); last failure: "
                             "pod llama-1-a1 (node 1) failed: exit code 2, reason Error")
+
+
+def test_backoff_counts_restarts_of_either_kind() -> None:
+    job = make_job(2, failurePolicy={"backoff": {"initialSeconds": 10, "maxSeconds": 25}})
+
+    assert [backoff_seconds(job, n) for n in range(4)] == [10.0, 20.0, 25.0, 25.0]
