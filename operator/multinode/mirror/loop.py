@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from multinode.api.conditions import Reason
-from multinode.api.constants import CONDITION_CHECKPOINTS_SYNCED
-from multinode.api.timestamps import rfc3339
+from multinode.api.constants import CONDITION_CHECKPOINTS_SYNCED, TIME_FORMAT
 from multinode.checkpoints import Completion, Mirror, MirroredCheckpoint, SyncReport
 from multinode.metrics.mirror import MirrorMetrics
 from multinode.mirror.reporter import JobGone, StatusReporter
@@ -28,7 +27,7 @@ log = logging.getLogger("multinode.mirror")
 
 
 def now_rfc3339() -> str:
-    return rfc3339(datetime.now(timezone.utc))
+    return datetime.now(timezone.utc).strftime(TIME_FORMAT)
 
 
 def final_sync_requested(status: dict[str, Any]) -> bool:
