@@ -6,6 +6,8 @@ cannot drift apart on a label key or an environment variable name.
 
 from __future__ import annotations
 
+from multinode.api.conditions import ConditionType
+
 GROUP = "multinode.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -42,63 +44,95 @@ DEFAULT_RENDEZVOUS_PORT = 29500
 SHM_VOLUME_NAME = "dshm"
 SHM_MOUNT_PATH = "/dev/shm"
 
-CONDITION_CREATED = "Created"
-CONDITION_RUNNING = "Running"
-CONDITION_SUCCEEDED = "Succeeded"
-CONDITION_FAILED = "Failed"
-# False while training has ended and the mirror's final sync runs; True once it is done.
-CONDITION_CHECKPOINTS_SYNCED = "CheckpointsSynced"
+# Condition types and reasons live in multinode.api.conditions; these names stay for existing importers.
+CONDITION_CREATED = ConditionType.CREATED
+CONDITION_RUNNING = ConditionType.RUNNING
+CONDITION_SUCCEEDED = ConditionType.SUCCEEDED
+CONDITION_FAILED = ConditionType.FAILED
+CONDITION_CHECKPOINTS_SYNCED = ConditionType.CHECKPOINTS_SYNCED
 
-# Every variable the operator sets in the trainer container. Users may not set these
-# in spec.env (the CRD rejects them): two definitions of MASTER_ADDR in one container
-# would leave the effective value up to list order. The NCCL_* ones are set only when
-# spec.network.nccl asks for them, but they are reserved unconditionally so that
-# there is exactly one way to configure each.
+# Containers of the pods the operator renders; the planner reads their statuses by these names.
+TRAINER_CONTAINER = "trainer"
+PREFLIGHT_CONTAINER = "preflight"
+MIRROR_CONTAINER = "mirror"
+
+
+
+def node_hostname(job: str, index: int) -> str:
+    """The hostname of node `index`'s pod in every attempt (pod names add the attempt)."""
+    return f"{job}-{index}"
+
+
+def node_dns_name(job: str, index: int, service: str, namespace: str) -> str:
+    """Node `index` answers at this name (its hostname under the headless Service, the pod's subdomain)
+    whatever its pod's name: the renderer publishes it and `multinode preflight` waits for it."""
+    return f"{node_hostname(job, index)}.{service}.{namespace}.svc"
+
+
+# RFC 3339 in UTC, second precision: the format of every time in the status, written by the operator
+# and the mirror alike (multinode.api.timestamps reads and writes it).
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+# How long a node's preflight waits for its peers' DNS names: the operator's setting and the CLI's
+# default.
+DEFAULT_PREFLIGHT_TIMEOUT_SECONDS = 300
+# Prometheus /metrics of the operator (the chart's metrics.port) and of each job's mirror pod.
+OPERATOR_METRICS_PORT = 8080
+MIRROR_METRICS_PORT = 9400
+
+# Every variable the operator sets in the trainer container, by the name it has there; the renderer, the
+# planner (which reads MULTINODE_RESUME_FROM back) and the in-pod CLIs read the names from here.
+class EnvName:
+    # torchrun / Kubeflow v1 style
+    MASTER_ADDR = "MASTER_ADDR"
+    MASTER_PORT = "MASTER_PORT"
+    NNODES = "NNODES"
+    NODE_RANK = "NODE_RANK"
+    NPROC_PER_NODE = "NPROC_PER_NODE"
+    WORLD_SIZE = "WORLD_SIZE"
+    # torchrun reads PET_<FLAG> as the default of --<flag>
+    PET_NNODES = "PET_NNODES"
+    PET_NODE_RANK = "PET_NODE_RANK"
+    PET_NPROC_PER_NODE = "PET_NPROC_PER_NODE"
+    PET_MASTER_ADDR = "PET_MASTER_ADDR"
+    PET_MASTER_PORT = "PET_MASTER_PORT"
+    # multinode's own
+    MULTINODE_JOB_NAME = "MULTINODE_JOB_NAME"
+    MULTINODE_NAMESPACE = "MULTINODE_NAMESPACE"
+    MULTINODE_NODE_INDEX = "MULTINODE_NODE_INDEX"
+    MULTINODE_ATTEMPT = "MULTINODE_ATTEMPT"
+    MULTINODE_SERVICE = "MULTINODE_SERVICE"
+    MULTINODE_POD_NAME = "MULTINODE_POD_NAME"
+    MULTINODE_HOST_NODE = "MULTINODE_HOST_NODE"
+    # Baseten Training compatible
+    BT_TRAINING_JOB_NAME = "BT_TRAINING_JOB_NAME"
+    BT_NODE_RANK = "BT_NODE_RANK"
+    BT_GROUP_SIZE = "BT_GROUP_SIZE"
+    BT_LEADER_ADDR = "BT_LEADER_ADDR"
+    BT_NUM_GPUS = "BT_NUM_GPUS"
+    PYTHONUNBUFFERED = "PYTHONUNBUFFERED"
+    # restarts, the shared cache and checkpoints (set when spec.cache / spec.checkpointing are)
+    MULTINODE_RESTART_COUNT = "MULTINODE_RESTART_COUNT"
+    BT_RETRY_COUNT = "BT_RETRY_COUNT"
+    MULTINODE_CACHE_DIR = "MULTINODE_CACHE_DIR"
+    MULTINODE_JOB_CACHE_DIR = "MULTINODE_JOB_CACHE_DIR"
+    BT_PROJECT_CACHE_DIR = "BT_PROJECT_CACHE_DIR"
+    MULTINODE_CHECKPOINT_DIR = "MULTINODE_CHECKPOINT_DIR"
+    BT_CHECKPOINT_DIR = "BT_CHECKPOINT_DIR"
+    MULTINODE_MIRROR_DIR = "MULTINODE_MIRROR_DIR"
+    MULTINODE_RESUME_FROM = "MULTINODE_RESUME_FROM"
+    BT_LOAD_CHECKPOINT_DIR = "BT_LOAD_CHECKPOINT_DIR"
+    # from spec.network.nccl
+    NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
+    NCCL_IB_HCA = "NCCL_IB_HCA"
+    NCCL_DEBUG = "NCCL_DEBUG"
+    NCCL_DEBUG_SUBSYS = "NCCL_DEBUG_SUBSYS"
+
+
+# Users may not set these in spec.env (the CRD rejects them): two definitions of MASTER_ADDR in one
+# container would leave the effective value up to list order. The NCCL_* ones are set only when
+# spec.network.nccl asks for them, but they are reserved unconditionally so that there is exactly one way
+# to configure each.
 RESERVED_ENV_NAMES: frozenset[str] = frozenset(
-    {
-        # torchrun / Kubeflow v1 style
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "NNODES",
-        "NODE_RANK",
-        "NPROC_PER_NODE",
-        "WORLD_SIZE",
-        # torchrun reads PET_<FLAG> as the default of --<flag>
-        "PET_NNODES",
-        "PET_NODE_RANK",
-        "PET_NPROC_PER_NODE",
-        "PET_MASTER_ADDR",
-        "PET_MASTER_PORT",
-        # multinode's own
-        "MULTINODE_JOB_NAME",
-        "MULTINODE_NAMESPACE",
-        "MULTINODE_NODE_INDEX",
-        "MULTINODE_ATTEMPT",
-        "MULTINODE_SERVICE",
-        "MULTINODE_POD_NAME",
-        "MULTINODE_HOST_NODE",
-        # Baseten Training compatible
-        "BT_TRAINING_JOB_NAME",
-        "BT_NODE_RANK",
-        "BT_GROUP_SIZE",
-        "BT_LEADER_ADDR",
-        "BT_NUM_GPUS",
-        "PYTHONUNBUFFERED",
-        # restarts, the shared cache and checkpoints (set when spec.cache / spec.checkpointing are)
-        "MULTINODE_RESTART_COUNT",
-        "BT_RETRY_COUNT",
-        "MULTINODE_CACHE_DIR",
-        "MULTINODE_JOB_CACHE_DIR",
-        "BT_PROJECT_CACHE_DIR",
-        "MULTINODE_CHECKPOINT_DIR",
-        "BT_CHECKPOINT_DIR",
-        "MULTINODE_MIRROR_DIR",
-        "MULTINODE_RESUME_FROM",
-        "BT_LOAD_CHECKPOINT_DIR",
-        # from spec.network.nccl
-        "NCCL_SOCKET_IFNAME",
-        "NCCL_IB_HCA",
-        "NCCL_DEBUG",
-        "NCCL_DEBUG_SUBSYS",
-    }
+    value for key, value in vars(EnvName).items() if not key.startswith("_")
 )

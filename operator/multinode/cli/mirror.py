@@ -8,6 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
+from multinode.api.constants import MIRROR_METRICS_PORT
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", required=True, type=Path, help="the job's cache dir (read-only)")
@@ -20,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--settle", type=float, default=60.0, help="settle time for markers without a barrier")
     parser.add_argument("--workers", type=int, default=8, help="files copied in parallel")
     parser.add_argument("--world-size", type=int, help="the job's ranks, for layouts with per-rank files")
-    parser.add_argument("--metrics-port", type=int, default=9400, help="0 disables the metrics endpoint")
+    parser.add_argument("--metrics-port", type=int, default=MIRROR_METRICS_PORT, help="0 disables the metrics endpoint")
     parser.add_argument("--metrics-address", default="0.0.0.0")
 
 

@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 
+from multinode.api.constants import OPERATOR_METRICS_PORT
 from multinode.controller.settings import OperatorSettings
 
 
@@ -17,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operator-image", help="image of the preflight init container")
     parser.add_argument("--workers", type=int, help="jobs reconciled at once")
     parser.add_argument("--liveness", default=None, help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz")
-    parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port; 0 disables it")
+    parser.add_argument("--metrics-port", type=int, default=OPERATOR_METRICS_PORT,
+                        help="Prometheus /metrics port; 0 disables it")
     parser.add_argument("--metrics-address", default="0.0.0.0")
     parser.add_argument("--verbose", "-v", action="store_true")
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS, EnvName, node_dns_name
+
 log = logging.getLogger("multinode.preflight")
 
 TERMINATION_LOG = Path("/dev/termination-log")
@@ -75,11 +77,11 @@ def wait_for_peers(
 def peers_from_env(env: dict[str, str]) -> list[str]:
     """The stable DNS name of every node of the job, from the env contract the operator sets."""
     try:
-        job, service, namespace = env["MULTINODE_JOB_NAME"], env["MULTINODE_SERVICE"], env["MULTINODE_NAMESPACE"]
-        nnodes = int(env["NNODES"])
+        job, service = env[EnvName.MULTINODE_JOB_NAME], env[EnvName.MULTINODE_SERVICE]
+        namespace, nnodes = env[EnvName.MULTINODE_NAMESPACE], int(env[EnvName.NNODES])
     except (KeyError, ValueError) as e:
         raise SystemExit(f"preflight: the env contract is incomplete ({e!r}); is this pod made by multinode?")
-    return [f"{job}-{index}.{service}.{namespace}.svc" for index in range(nnodes)]
+    return [node_dns_name(job, index, service, namespace) for index in range(nnodes)]
 
 
 def _write_termination_message(message: str) -> None:
@@ -92,7 +94,8 @@ def _write_termination_message(message: str) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait before failing")
+    parser.add_argument("--timeout", type=float, default=float(DEFAULT_PREFLIGHT_TIMEOUT_SECONDS),
+                        help="seconds to wait before failing")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between rounds of lookups")
     parser.add_argument("--peers", help="comma-separated names to wait for (default: from the env contract)")
     parser.add_argument("--make-dir", action="append", default=[], metavar="PATH",

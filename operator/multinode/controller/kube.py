@@ -28,6 +28,7 @@ from kubernetes import client, config
 
 from multinode import __version__
 from multinode.api import GROUP, KIND, PLURAL, VERSION
+from multinode.api.timestamps import rfc3339
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -157,7 +158,7 @@ class KubeApi:
                 raise
 
     async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = rfc3339(datetime.now(timezone.utc))
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{job_meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": job_meta["namespace"]},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS
 from multinode.render import DEFAULT_OPERATOR_IMAGE, RenderSettings
 
 
@@ -17,8 +18,9 @@ def _env_int(name: str, default: int) -> int:
 class OperatorSettings:
     # Empty: watch every namespace.
     namespaces: tuple[str, ...] = ()
-    operator_image: str = DEFAULT_OPERATOR_IMAGE
-    preflight_timeout_seconds: int = 300
+    # What shapes the rendered pods (the operator image, the preflight timeout) is the renderer's own
+    # settings class, held here, not mirrored field by field.
+    render: RenderSettings = field(default_factory=RenderSettings)
     # Jobs reconciled at once, and API calls in flight at once (pod creation fans out to this many).
     workers: int = 8
     api_concurrency: int = 32
@@ -27,23 +29,24 @@ class OperatorSettings:
     # Each API call of the operator's client gives up after this long (the reconcile is then retried):
     # without a timeout, one call to a hung apiserver or over a dead connection stalls its job forever.
     api_timeout_seconds: float = 30.0
-    render: RenderSettings = field(init=False)
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.api_concurrency < 1:
             raise ValueError("workers and api_concurrency must be at least 1")
         if self.api_timeout_seconds <= 0:
             raise ValueError("api_timeout_seconds must be positive")
-        object.__setattr__(self, "render", RenderSettings(
-            operator_image=self.operator_image, preflight_timeout_seconds=self.preflight_timeout_seconds))
 
     @classmethod
-    def from_env(cls, **overrides) -> OperatorSettings:
+    def from_env(cls, *, operator_image: str | None = None, **overrides) -> OperatorSettings:
+        """The chart's MULTINODE_* variables; keyword arguments that are not None (the command line) win."""
+        render = RenderSettings(
+            operator_image=operator_image or os.environ.get("MULTINODE_OPERATOR_IMAGE", DEFAULT_OPERATOR_IMAGE),
+            preflight_timeout_seconds=_env_int("MULTINODE_PREFLIGHT_TIMEOUT_SECONDS",
+                                               DEFAULT_PREFLIGHT_TIMEOUT_SECONDS))
         namespaces = tuple(n for n in os.environ.get("MULTINODE_NAMESPACES", "").split(",") if n)
         values = dict(
             namespaces=namespaces,
-            operator_image=os.environ.get("MULTINODE_OPERATOR_IMAGE", DEFAULT_OPERATOR_IMAGE),
-            preflight_timeout_seconds=_env_int("MULTINODE_PREFLIGHT_TIMEOUT_SECONDS", 300),
+            render=render,
             workers=_env_int("MULTINODE_WORKERS", 8),
             api_concurrency=_env_int("MULTINODE_API_CONCURRENCY", 32),
             api_timeout_seconds=float(os.environ.get("MULTINODE_API_TIMEOUT_SECONDS") or 30),

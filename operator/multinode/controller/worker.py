@@ -18,14 +18,15 @@ from kubernetes import client
 from pydantic import ValidationError
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
+from multinode.api.conditions import ConditionType, Reason
+from multinode.api.timestamps import parse_time, rfc3339
 from multinode.controller.kube import AlreadyExists, KubeApi, api_error_summary
 from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.conditions import set_condition
-from multinode.reconcile.lifecycle import rfc3339
-from multinode.reconcile.plan import fail_job, mark_failed
+from multinode.reconcile.status_report import fail_job, mark_failed
 
 log = logging.getLogger("multinode.controller")
 
@@ -71,15 +72,15 @@ def status_patch(desired: dict, before: TrainingJobStatus | None, on_server: dic
 
 
 def _created(status: TrainingJobStatus) -> bool:
-    return any(c.type == "Created" and c.status == "True" for c in status.conditions)
+    return any(c.type == ConditionType.CREATED and c.status == "True" for c in status.conditions)
 
 
 def _age_seconds(job: TrainingJob) -> float | None:
     created = job.metadata.creation_timestamp
     if not created:
         return None
-    when = datetime.strptime(str(created), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - when).total_seconds()
+    now = datetime.now(timezone.utc)
+    return (now - parse_time(str(created), now)).total_seconds()
 
 
 def describe_validation_error(e: ValidationError) -> str:
@@ -229,14 +230,15 @@ class Reconciler:
         refuses): a manifest rendered from an admitted spec will not get better, so the job fails with the
         apiserver's message, which names the field. Anything else is re-raised and retried."""
         if e.status == 403:
-            set_condition(result.status.conditions, "Running", "False", "PodCreationForbidden",
+            set_condition(result.status.conditions, ConditionType.RUNNING, "False", Reason.POD_CREATION_FORBIDDEN,
                           api_error_summary(e), now=rfc3339(datetime.now(timezone.utc)),
                           generation=job.metadata.generation)
             await self._write_status(job, previous or job.status, result)
             raise e
         if e.status not in (400, 422):
             raise e
-        return fail_job(result, "PodCreationFailed", api_error_summary(e), now=datetime.now(timezone.utc), pods=pods)
+        return fail_job(result, Reason.POD_CREATION_FAILED, api_error_summary(e), now=datetime.now(timezone.utc),
+                        pods=pods)
 
     def _resume_source_latest(self, job: TrainingJob) -> str | None:
         """The latest mirrored checkpoint of the job named in resumeFrom.trainingJob (same namespace)."""
@@ -292,7 +294,7 @@ class Reconciler:
         status = result.status
         if status.phase:
             self.phases[job.metadata.uid or ""] = status.phase.value
-        if any(e.reason == "Restarting" for e in result.events) and status.restart_history:
+        if any(e.reason == Reason.RESTARTING for e in result.events) and status.restart_history:
             record = status.restart_history[-1]
             self.metrics.restarts.labels(reason=record.reason, counted=str(record.counted).lower()).inc()
         age = _age_seconds(job)
@@ -310,5 +312,5 @@ class Reconciler:
         if (raw.get("status") or {}).get("phase") == "Failed":
             return
         status = TrainingJobStatus()
-        mark_failed(status, "InvalidSpec", message, now=datetime.now(timezone.utc))
+        mark_failed(status, Reason.INVALID_SPEC, message, now=datetime.now(timezone.utc))
         await self.kube.patch_job_status(meta["namespace"], meta["name"], _dump(status))

@@ -17,7 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from multinode.api.constants import CONDITION_CHECKPOINTS_SYNCED
+from multinode.api.conditions import Reason
+from multinode.api.constants import CONDITION_CHECKPOINTS_SYNCED, TIME_FORMAT
 from multinode.checkpoints import Completion, Mirror, MirroredCheckpoint, SyncReport
 from multinode.metrics.mirror import MirrorMetrics
 from multinode.mirror.reporter import JobGone, StatusReporter
@@ -26,13 +27,13 @@ log = logging.getLogger("multinode.mirror")
 
 
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(timezone.utc).strftime(TIME_FORMAT)
 
 
 def final_sync_requested(status: dict[str, Any]) -> bool:
     for condition in status.get("conditions") or []:
         if condition.get("type") == CONDITION_CHECKPOINTS_SYNCED:
-            return condition.get("status") == "False" and condition.get("reason") == "FinalSyncRequested"
+            return condition.get("status") == "False" and condition.get("reason") == Reason.FINAL_SYNC_REQUESTED
     return False
 
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from multinode.api import TrainingJobStatus
+from multinode.api.conditions import Reason
 from multinode.api.lifecycle import FailureAction, FailurePolicy, FailureRule
 from multinode.reconcile.observe import ObservedPod
+from multinode.render import pod_name
 
 # Uncounted restarts still end somewhere: a job whose nodes keep vanishing fails after this many.
 MAX_UNCOUNTED_RESTARTS = 100
@@ -37,19 +40,26 @@ def pod_failure(failed: list[ObservedPod]) -> Failure:
     why = f", reason {p.reason}" if p.reason else ""
     words = f": {p.message}" if p.message else ""
     more = f" ({len(failed) - 1} more pods failed)" if len(failed) > 1 else ""
-    reason = "PreflightFailed" if p.reason == "PreflightFailed" else "PodFailed"
+    reason = Reason.PREFLIGHT_FAILED if p.reason == Reason.PREFLIGHT_FAILED else Reason.POD_FAILED
     reasons = {r for r in (p.reason, p.disruption, reason) if r}
     # A pod the kubelet or a controller killed for a disruption is a lost node, not a crash.
-    node_loss = p.disruption is not None or p.reason in ("Evicted", "NodeLost", "Terminated", "Shutdown")
+    node_loss = p.disruption is not None or p.reason in ("Evicted", Reason.NODE_LOST, "Terminated", "Shutdown")
     return Failure(reason, f"pod {p.name} (node {p.index}) failed: {detail}{why}{words}{more}",
                    exit_code=p.exit_code, reasons=frozenset(reasons), node_loss=node_loss)
 
 
 def lost_failure(index: int, pod: str | None, last_reason: str | None) -> Failure:
     seen = f" (last seen: {last_reason})" if last_reason else ""
-    return Failure("NodeLost", f"pod {pod or '?'} of node {index} was deleted before it finished{seen}; "
+    return Failure(Reason.NODE_LOST, f"pod {pod or '?'} of node {index} was deleted before it finished{seen}; "
                                "the gang cannot continue without it",
-                   reasons=frozenset({"NodeLost", *([last_reason] if last_reason else [])}), node_loss=True)
+                   reasons=frozenset({Reason.NODE_LOST, *([last_reason] if last_reason else [])}), node_loss=True)
+
+
+def lost_indices(job_name: str, num_nodes: int, before: TrainingJobStatus, current: dict[int, ObservedPod],
+                 attempt: int) -> list[int]:
+    """Indices whose pod of this attempt was seen before and is gone now (deleted, evicted)."""
+    known = {ns.index: ns.pod for ns in before.node_statuses if ns.phase}
+    return [i for i in range(num_nodes) if i not in current and known.get(i) == pod_name(job_name, i, attempt)]
 
 
 def _matches(rule: FailureRule, failure: Failure) -> bool:

@@ -1,79 +1,47 @@
-"""Lifecycle steps of the planner: restarts with backoff, suspend and resume, deadlines, TTL, cleanup."""
+"""Suspend, deadline and TTL: the job-level timers and switches around the attempts, and what a finished
+job keeps (spec.cleanPodPolicy)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
-from multinode.api.lifecycle import CleanPodPolicy, FailureAction
-from multinode.api.status import RestartRecord
-from multinode.reconcile.failures import Decision, Failure
+from multinode.api.conditions import ConditionType, Reason
+from multinode.api.lifecycle import CleanPodPolicy
+from multinode.api.timestamps import parse_time, rfc3339
+from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedMirror, ObservedPod
-
-RESTART_HISTORY = 10
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-
-
-def rfc3339(now: datetime) -> str:
-    return now.strftime(TIME_FORMAT)
+from multinode.reconcile.outcome import Event, Plan, Verdict
+from multinode.reconcile.restarts import new_attempt
+from multinode.reconcile.status_report import change_phase, fill_node_statuses
 
 
-def parse_time(value: str, like: datetime) -> datetime:
-    return datetime.strptime(value, TIME_FORMAT).replace(tzinfo=like.tzinfo)
+def suspend(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
+            result: Plan, now: datetime) -> Plan:
+    """spec.suspend: nothing is created and the attempt's pods go."""
+    result.pods_to_create = []
+    result.delete(p.name for p in current.values() if p.active)
+    verdict = Verdict(Phase.SUSPENDED, Reason.SUSPENDED, "spec.suspend is true; no pods run")
+    for type_, value in ((ConditionType.SUSPENDED, "True"), (ConditionType.RUNNING, "False")):
+        set_condition(status.conditions, type_, value, Reason.SUSPENDED, verdict.message, now=rfc3339(now),
+                      generation=job.metadata.generation)
+    fill_node_statuses(status, current, job.spec.num_nodes)
+    status.ready_nodes, status.ready = 0, f"0/{job.spec.num_nodes}"
+    change_phase(status, before, verdict, result)
+    return result
 
 
-def backoff_seconds(job: TrainingJob, restarts_so_far: int) -> float:
-    """Exponential: initial, 2×initial, 4×initial ... capped; restarts of either kind count toward it."""
-    b = job.spec.failure_policy.backoff
-    return float(min(b.max_seconds, b.initial_seconds * 2 ** max(0, restarts_so_far)))
-
-
-def begin_restart(job: TrainingJob, status: TrainingJobStatus, failure: Failure, decision: Decision,
-                  now: datetime) -> str:
-    """Move the job to the next attempt (phase Restarting); returns the event message."""
-    counted = decision.action == FailureAction.RESTART
-    previous_restarts = status.restarts + status.uncounted_restarts
-    delay = backoff_seconds(job, previous_restarts)
-    record = RestartRecord(attempt=status.attempt, reason=failure.reason, message=failure.message[:4096],
-                           counted=counted, time=rfc3339(now))
-    status.restart_history = [*status.restart_history, record][-RESTART_HISTORY:]
-    if counted:
-        status.restarts += 1
-    else:
-        status.uncounted_restarts += 1
-    status.attempt += 1
-    status.phase = Phase.RESTARTING
-    status.next_attempt_time = rfc3339(now + timedelta(seconds=delay))
-    _new_attempt(status)
-    budget = f"restart {status.restarts}/{job.spec.failure_policy.max_restarts}" if counted else "not counted"
-    return (f"attempt {record.attempt} failed: {failure.message}; {budget} ({decision.why}); "
-            f"attempt {status.attempt} in {delay:.0f}s")
-
-
-def resume_after_suspend(status: TrainingJobStatus, ran: bool) -> None:
+def resume(status: TrainingJobStatus, current: dict[int, ObservedPod], result: Plan) -> None:
     """Unsuspended: a job that had pods starts a new attempt (not counted); one created suspended starts."""
+    ran = bool(current) or status.attempt_start_time is not None or any(ns.pod for ns in status.node_statuses)
     status.phase = Phase.PENDING
     status.next_attempt_time = None
     if ran:
         status.attempt += 1
         status.uncounted_restarts += 1
-        _new_attempt(status)
-
-
-def _new_attempt(status: TrainingJobStatus) -> None:
-    status.node_statuses = []
-    status.attempt_start_time = None
-    status.resumed_from = None
-    status.topology_domain = None
-    status.ready_nodes = 0
-
-
-def restart_budget_spent(job: TrainingJob, status: TrainingJobStatus, decision: Decision) -> bool:
-    from multinode.reconcile.failures import MAX_UNCOUNTED_RESTARTS
-
-    if decision.action == FailureAction.RESTART:
-        return status.restarts >= job.spec.failure_policy.max_restarts
-    return status.uncounted_restarts >= MAX_UNCOUNTED_RESTARTS
+        new_attempt(status)
+    result.events.append(Event("Normal", Reason.RESUMED, f"resumed as attempt {status.attempt}"))
+    result.delete(p.name for p in current.values() if p.active)
 
 
 def _time_left(limit: int | None, since: str | None, now: datetime) -> tuple[bool, float | None]:
@@ -84,14 +52,24 @@ def _time_left(limit: int | None, since: str | None, now: datetime) -> tuple[boo
     return left <= 0, max(left, 0.0)
 
 
-def deadline_exceeded(job: TrainingJob, status: TrainingJobStatus, now: datetime) -> tuple[bool, float | None]:
-    """spec.activeDeadlineSeconds, counted from startTime."""
-    return _time_left(job.spec.active_deadline_seconds, status.start_time, now)
+def deadline_verdict(job: TrainingJob, status: TrainingJobStatus, result: Plan, now: datetime) -> Verdict | None:
+    """spec.activeDeadlineSeconds, counted from startTime: the Failed verdict once it passed, else a timer."""
+    exceeded, left = _time_left(job.spec.active_deadline_seconds, status.start_time, now)
+    if exceeded:
+        return Verdict(Phase.FAILED, Reason.DEADLINE_EXCEEDED,
+                       f"activeDeadlineSeconds ({job.spec.active_deadline_seconds}s) passed since {status.start_time}")
+    result.come_back_in(left)
+    return None
 
 
-def ttl_expired(job: TrainingJob, status: TrainingJobStatus, now: datetime) -> tuple[bool, float | None]:
-    """spec.ttlSecondsAfterFinished, counted from completionTime."""
-    return _time_left(job.spec.ttl_seconds_after_finished, status.completion_time, now)
+def clean_up_finished(job: TrainingJob, status: TrainingJobStatus, pods: list[ObservedPod],
+                      mirror: ObservedMirror | None, result: Plan, now: datetime) -> Plan:
+    """A finished job is never recreated: it cleans up, and goes when spec.ttlSecondsAfterFinished says so."""
+    result.delete(finished_job_deletions(job, pods, mirror))
+    expired, left = _time_left(job.spec.ttl_seconds_after_finished, status.completion_time, now)
+    result.delete_job = expired
+    result.come_back_in(None if expired else left)
+    return result
 
 
 def finished_job_deletions(job: TrainingJob, pods: list[ObservedPod], mirror: ObservedMirror | None) -> list[str]:

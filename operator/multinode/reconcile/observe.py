@@ -11,9 +11,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_NODE_INDEX
+from multinode.api.conditions import Reason
+from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, EnvName
 
-TRAINER_CONTAINER = "trainer"
-PREFLIGHT_CONTAINER = "preflight"
+
+class PodPhase:
+    """Kubernetes' pod phases, as the planner reads them."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+# Still holds (or is about to hold) resources.
+ACTIVE_POD_PHASES = (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.UNKNOWN)
 
 
 @dataclass(frozen=True)
@@ -46,7 +59,7 @@ class ObservedPod:
     @property
     def active(self) -> bool:
         """Still holds (or is about to hold) resources: the kind of pod a finished job must not leave."""
-        return self.phase in ("Pending", "Running", "Unknown") and not self.terminating
+        return self.phase in ACTIVE_POD_PHASES and not self.terminating
 
 
 def _int_label(labels: Mapping[str, str], key: str) -> int | None:
@@ -85,7 +98,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     preflight = _terminated(status.get("initContainerStatuses"), PREFLIGHT_CONTAINER)
     trainer = _terminated(status.get("containerStatuses"), TRAINER_CONTAINER)
     if preflight is not None and preflight.get("exitCode", 0) != 0:
-        exit_code, reason = preflight.get("exitCode"), "PreflightFailed"
+        exit_code, reason = preflight.get("exitCode"), Reason.PREFLIGHT_FAILED
         message = preflight.get("message") or preflight.get("reason")
     elif trainer is not None:
         exit_code, reason, message = trainer.get("exitCode"), trainer.get("reason"), trainer.get("message")
@@ -104,7 +117,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     image_id = next((cs.get("imageID") for cs in status.get("containerStatuses") or []
                      if cs.get("name") == TRAINER_CONTAINER and cs.get("imageID")), None)
     return ObservedPod(
-        resume_from=_env_value(spec, TRAINER_CONTAINER, "MULTINODE_RESUME_FROM"),
+        resume_from=_env_value(spec, TRAINER_CONTAINER, EnvName.MULTINODE_RESUME_FROM),
         disruption=disruption.get("reason") if disruption.get("status") == "True" else None,
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
@@ -114,7 +127,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         job_name=job_name,
         index=index,
         attempt=attempt,
-        phase=status.get("phase") or "Pending",
+        phase=status.get("phase") or PodPhase.PENDING,
         node=spec.get("nodeName"),
         terminating=meta.get("deletionTimestamp") is not None,
         ready=ready,
@@ -144,7 +157,7 @@ class ObservedMirror:
 
     @property
     def active(self) -> bool:
-        return self.phase in ("Pending", "Running", "Unknown") and not self.terminating
+        return self.phase in ACTIVE_POD_PHASES and not self.terminating
 
 
 def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
@@ -153,5 +166,5 @@ def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
     if job_name is None:
         return None
     return ObservedMirror(name=meta.get("name", ""), job_name=job_name,
-                          phase=(pod.get("status") or {}).get("phase") or "Pending",
+                          phase=(pod.get("status") or {}).get("phase") or PodPhase.PENDING,
                           terminating=meta.get("deletionTimestamp") is not None)

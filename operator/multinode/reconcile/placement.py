@@ -1,4 +1,4 @@
-"""Where an attempt's pods go and what they run: one topology domain, one image digest."""
+"""Topology: an attempt's pods go to one domain (spec.topology.sameDomainLabel) with room for them all."""
 
 from __future__ import annotations
 
@@ -6,11 +6,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from multinode.api import TrainingJob
+from multinode.api import Phase, TrainingJob, TrainingJobStatus
+from multinode.api.conditions import Reason
 from multinode.api.constants import LABEL_GPU_PRODUCT
-from multinode.reconcile.observe import ObservedPod
-
-_RUNTIME_PREFIXES = ("docker-pullable://", "docker://", "containerd://")
+from multinode.reconcile.outcome import Verdict
 
 
 @dataclass(frozen=True)
@@ -57,24 +56,18 @@ def choose_domain(job: TrainingJob, nodes: Iterable[ObservedNode]) -> tuple[str 
     return domain, f"{key}={domain} ({have} eligible nodes)"
 
 
-def digest_reference(image_id: str | None) -> str | None:
-    """image@sha256:... from a container status imageID, or None when it names no repository digest."""
-    if not image_id:
-        return None
-    for prefix in _RUNTIME_PREFIXES:
-        if image_id.startswith(prefix):
-            image_id = image_id[len(prefix):]
-    return image_id if "@sha256:" in image_id and not image_id.startswith("sha256:") else None
-
-
-def running_digests(pods: Iterable[ObservedPod]) -> dict[str, list[str]]:
-    """Digest → pod names, for the pods of an attempt that report one."""
-    by_digest: dict[str, list[str]] = {}
-    for p in pods:
-        ref = digest_reference(p.image_id)
-        if ref is not None:
-            by_digest.setdefault(ref.split("@", 1)[1], []).append(p.name)
-    return by_digest
+def attempt_node_selector(job: TrainingJob, status: TrainingJobStatus,
+                          nodes: Iterable[ObservedNode]) -> tuple[dict[str, str] | None, Verdict | None]:
+    """The node selector of the attempt's pods: the attempt's domain, chosen once and kept in
+    status.topologyDomain; or a Pending verdict when no domain fits the gang."""
+    if job.spec.topology is None:
+        return None, None
+    if status.topology_domain is None:
+        domain, why = choose_domain(job, nodes)
+        if domain is None:
+            return None, Verdict(Phase.PENDING, Reason.NO_TOPOLOGY_DOMAIN, why)
+        status.topology_domain = domain
+    return {job.spec.topology.same_domain_label: status.topology_domain}, None
 
 
 def observe_node(node: Mapping) -> ObservedNode:

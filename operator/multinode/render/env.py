@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from multinode.api import TrainingJob, effective_num_proc_per_node, world_size
+from multinode.api.constants import EnvName
 from multinode.render.names import check_node, job_identity, node_dns_name, service_name
 from multinode.render.storage import storage_env
 
@@ -36,35 +37,35 @@ def operator_env(
     procs = effective_num_proc_per_node(spec)
 
     env = [
-        _value("MASTER_ADDR", leader),
-        _value("MASTER_PORT", port),
-        _value("NNODES", nodes),
-        _value("NODE_RANK", index),
-        _value("NPROC_PER_NODE", procs),
+        _value(EnvName.MASTER_ADDR, leader),
+        _value(EnvName.MASTER_PORT, port),
+        _value(EnvName.NNODES, nodes),
+        _value(EnvName.NODE_RANK, index),
+        _value(EnvName.NPROC_PER_NODE, procs),
         # Total processes, not pods (Kubeflow v1 sets the pod count here).
-        _value("WORLD_SIZE", world_size(spec)),
+        _value(EnvName.WORLD_SIZE, world_size(spec)),
         # torchrun takes the default of every --flag from PET_<FLAG>, so a bare
         # `torchrun train.py` joins the gang with no arguments.
-        _value("PET_NNODES", nodes),
-        _value("PET_NODE_RANK", index),
-        _value("PET_NPROC_PER_NODE", procs),
-        _value("PET_MASTER_ADDR", leader),
-        _value("PET_MASTER_PORT", port),
-        _value("MULTINODE_JOB_NAME", identity.name),
-        _value("MULTINODE_NAMESPACE", identity.namespace),
-        _value("MULTINODE_NODE_INDEX", index),
-        _value("MULTINODE_ATTEMPT", attempt),
-        _value("MULTINODE_SERVICE", service_name(identity.name)),
-        _field_ref("MULTINODE_POD_NAME", "metadata.name"),
-        _field_ref("MULTINODE_HOST_NODE", "spec.nodeName"),
+        _value(EnvName.PET_NNODES, nodes),
+        _value(EnvName.PET_NODE_RANK, index),
+        _value(EnvName.PET_NPROC_PER_NODE, procs),
+        _value(EnvName.PET_MASTER_ADDR, leader),
+        _value(EnvName.PET_MASTER_PORT, port),
+        _value(EnvName.MULTINODE_JOB_NAME, identity.name),
+        _value(EnvName.MULTINODE_NAMESPACE, identity.namespace),
+        _value(EnvName.MULTINODE_NODE_INDEX, index),
+        _value(EnvName.MULTINODE_ATTEMPT, attempt),
+        _value(EnvName.MULTINODE_SERVICE, service_name(identity.name)),
+        _field_ref(EnvName.MULTINODE_POD_NAME, "metadata.name"),
+        _field_ref(EnvName.MULTINODE_HOST_NODE, "spec.nodeName"),
         # Baseten Training names, so scripts written for it run unchanged.
-        _value("BT_TRAINING_JOB_NAME", identity.name),
-        _value("BT_NODE_RANK", index),
-        _value("BT_GROUP_SIZE", nodes),
-        _value("BT_LEADER_ADDR", leader),
-        _value("BT_NUM_GPUS", spec.resources_per_node.gpus),
+        _value(EnvName.BT_TRAINING_JOB_NAME, identity.name),
+        _value(EnvName.BT_NODE_RANK, index),
+        _value(EnvName.BT_GROUP_SIZE, nodes),
+        _value(EnvName.BT_LEADER_ADDR, leader),
+        _value(EnvName.BT_NUM_GPUS, spec.resources_per_node.gpus),
         # Without it Python buffers stdout and a hung rank's last words never reach the logs.
-        _value("PYTHONUNBUFFERED", 1),
+        _value(EnvName.PYTHONUNBUFFERED, 1),
     ]
     env.extend(_value(name, value) for name, value in storage_env(job, restarts=restarts, resume_from=resume_from))
     env.extend(_nccl_env(job))
@@ -76,10 +77,10 @@ def _nccl_env(job: TrainingJob) -> list[dict[str, Any]]:
     if nccl is None:
         return []
     pairs = [
-        ("NCCL_SOCKET_IFNAME", nccl.socket_ifname),
-        ("NCCL_IB_HCA", nccl.ib_hca),
-        ("NCCL_DEBUG", nccl.debug),
-        ("NCCL_DEBUG_SUBSYS", nccl.debug_subsys),
+        (EnvName.NCCL_SOCKET_IFNAME, nccl.socket_ifname),
+        (EnvName.NCCL_IB_HCA, nccl.ib_hca),
+        (EnvName.NCCL_DEBUG, nccl.debug),
+        (EnvName.NCCL_DEBUG_SUBSYS, nccl.debug_subsys),
     ]
     return [_value(name, value) for name, value in pairs if value is not None]
 

@@ -9,13 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, TrainingJob, world_size
-from multinode.api.constants import LABEL_APP_NAME, LABEL_MANAGED_BY, LABEL_MIRROR_OF, MANAGED_BY_VALUE
+from multinode.api.constants import (
+    LABEL_APP_NAME,
+    LABEL_MANAGED_BY,
+    LABEL_MIRROR_OF,
+    MANAGED_BY_VALUE,
+    MIRROR_CONTAINER,
+    MIRROR_METRICS_PORT,
+)
 from multinode.render.names import job_identity, owner_reference
 from multinode.render.settings import RenderSettings
 from multinode.render.storage import job_cache_dir, job_mirror_dir, mirror_storage_mounts, storage_volumes
 
-MIRROR_CONTAINER = "mirror"
-METRICS_PORT = 9400
 MIRROR_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
 
 
@@ -71,14 +76,14 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
         "--job", identity.name, "--namespace", identity.namespace,
         "--completion", ckpt.completion.value, "--keep", str(ckpt.keep),
         "--interval", str(ckpt.interval_seconds), "--settle", str(ckpt.settle_seconds),
-        "--metrics-port", str(METRICS_PORT), "--world-size", str(world_size(job.spec)),
+        "--metrics-port", str(MIRROR_METRICS_PORT), "--world-size", str(world_size(job.spec)),
     ]
     container = {
         "name": MIRROR_CONTAINER,
         "image": settings.operator_image,
         "command": ["multinode", "mirror"],
         "args": args,
-        "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
+        "ports": [{"name": "metrics", "containerPort": MIRROR_METRICS_PORT}],
         "resources": {kind: dict(values) for kind, values in MIRROR_RESOURCES.items()},
         "volumeMounts": mirror_storage_mounts(job),
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,

@@ -23,6 +23,8 @@ from multinode.api.constants import (
     LABEL_NODE_INDEX,
     MANAGED_BY_VALUE,
 )
+from multinode.api.constants import node_dns_name as api_node_dns_name
+from multinode.api.constants import node_hostname
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,6 @@ def service_name(job_name: str) -> str:
     return job_name
 
 
-def node_hostname(job_name: str, index: int) -> str:
-    return f"{job_name}-{index}"
-
-
 def pod_name(job_name: str, index: int, attempt: int) -> str:
     return f"{job_name}-{index}-a{attempt}"
 
@@ -59,10 +57,7 @@ def pod_name(job_name: str, index: int, attempt: int) -> str:
 def node_dns_name(job: TrainingJob, index: int) -> str:
     """Stable DNS name of node `index`, valid across attempts."""
     identity = job_identity(job)
-    return (
-        f"{node_hostname(identity.name, index)}.{service_name(identity.name)}"
-        f".{identity.namespace}.svc"
-    )
+    return api_node_dns_name(identity.name, index, service_name(identity.name), identity.namespace)
 
 
 def selector_labels(job_name: str) -> dict[str, str]:

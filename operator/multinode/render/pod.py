@@ -8,8 +8,11 @@ from multinode.api import TrainingJob
 from multinode.api.constants import (
     ANNOTATION_MULTUS_NETWORKS,
     LABEL_GPU_PRODUCT,
+    PREFLIGHT_CONTAINER,
     SHM_MOUNT_PATH,
     SHM_VOLUME_NAME,
+    TRAINER_CONTAINER,
+    EnvName,
 )
 from multinode.render.env import operator_env, user_env
 from multinode.render.storage import CACHE_VOLUME, job_cache_dir, node_storage_mounts, storage_volumes
@@ -24,8 +27,6 @@ from multinode.render.names import (
 )
 from multinode.render.settings import RenderSettings
 
-TRAINER_CONTAINER = "trainer"
-PREFLIGHT_CONTAINER = "preflight"
 # The preflight only resolves DNS names (and creates the job's cache dir); keep it from
 # competing with the trainer for the node's CPU and memory.
 PREFLIGHT_RESOURCES = {
@@ -34,7 +35,7 @@ PREFLIGHT_RESOURCES = {
 }
 # What `multinode preflight` reads (peers_from_env) and nothing more: every variable is in the pod twice
 # (spec and managedFields) and in every watch event of it, which the operator and the apiserver decode.
-PREFLIGHT_ENV = ("MULTINODE_JOB_NAME", "MULTINODE_NAMESPACE", "MULTINODE_SERVICE", "NNODES")
+PREFLIGHT_ENV = (EnvName.MULTINODE_JOB_NAME, EnvName.MULTINODE_NAMESPACE, EnvName.MULTINODE_SERVICE, EnvName.NNODES)
 
 
 def _without_empty(mapping: dict[str, Any]) -> dict[str, Any]:

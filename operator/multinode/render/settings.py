@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS
+
 DEFAULT_OPERATOR_IMAGE = "ghcr.io/multinode/multinode:0.1.0"
 
 
@@ -18,7 +20,7 @@ class RenderSettings:
     """
 
     operator_image: str = DEFAULT_OPERATOR_IMAGE
-    preflight_timeout_seconds: int = 300
+    preflight_timeout_seconds: int = DEFAULT_PREFLIGHT_TIMEOUT_SECONDS
 
     def __post_init__(self) -> None:
         if not self.operator_image:

@@ -12,6 +12,7 @@ import posixpath
 from typing import Any
 
 from multinode.api import TrainingJob
+from multinode.api.constants import EnvName
 
 CACHE_VOLUME = "multinode-cache"
 CHECKPOINT_VOLUME = "multinode-checkpoints"
@@ -58,22 +59,22 @@ def mirror_storage_mounts(job: TrainingJob) -> list[dict[str, Any]]:
 
 def storage_env(job: TrainingJob, *, restarts: int, resume_from: str) -> list[tuple[str, object]]:
     """(name, value) pairs: the cache and checkpoint paths under multinode's and Baseten's names."""
-    pairs: list[tuple[str, object]] = [("MULTINODE_RESTART_COUNT", restarts), ("BT_RETRY_COUNT", restarts)]
+    pairs: list[tuple[str, object]] = [(EnvName.MULTINODE_RESTART_COUNT, restarts), (EnvName.BT_RETRY_COUNT, restarts)]
     cache_dir = job_cache_dir(job)
     if cache_dir is not None:
         pairs += [
-            ("MULTINODE_CACHE_DIR", job.spec.cache.mount_path),
-            ("MULTINODE_JOB_CACHE_DIR", cache_dir),
-            ("BT_PROJECT_CACHE_DIR", job.spec.cache.mount_path),
+            (EnvName.MULTINODE_CACHE_DIR, job.spec.cache.mount_path),
+            (EnvName.MULTINODE_JOB_CACHE_DIR, cache_dir),
+            (EnvName.BT_PROJECT_CACHE_DIR, job.spec.cache.mount_path),
         ]
     if job.spec.checkpointing is not None:
         pairs += [
             # Where training writes checkpoints: the job's cache dir, which the mirror watches.
-            ("MULTINODE_CHECKPOINT_DIR", cache_dir),
-            ("BT_CHECKPOINT_DIR", cache_dir),
-            ("MULTINODE_MIRROR_DIR", job_mirror_dir(job)),
+            (EnvName.MULTINODE_CHECKPOINT_DIR, cache_dir),
+            (EnvName.BT_CHECKPOINT_DIR, cache_dir),
+            (EnvName.MULTINODE_MIRROR_DIR, job_mirror_dir(job)),
             # Empty on a first start with nothing to resume from: scripts test for emptiness.
-            ("MULTINODE_RESUME_FROM", resume_from),
-            ("BT_LOAD_CHECKPOINT_DIR", resume_from),
+            (EnvName.MULTINODE_RESUME_FROM, resume_from),
+            (EnvName.BT_LOAD_CHECKPOINT_DIR, resume_from),
         ]
     return pairs

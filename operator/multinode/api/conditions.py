@@ -1,0 +1,69 @@
+"""Every condition type and reason the operator writes, and the reasons of the Events it posts.
+
+The one place these words are spelled: the planner, the controller and the mirror use the members, and
+tests/unit/docs checks that the docs and the Argo CD health check name only these and document all of
+them. They are StrEnums, so they compare equal to, and serialise as, their plain strings.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ConditionType(StrEnum):
+    CREATED = "Created"
+    RUNNING = "Running"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    IMAGE_CONSISTENT = "ImageConsistent"
+    # False while training has ended and the mirror's final sync runs; True once it is done.
+    CHECKPOINTS_SYNCED = "CheckpointsSynced"
+
+
+class Reason(StrEnum):
+    # Created
+    PODS_CREATED = "PodsCreated"
+    CREATING_PODS = "CreatingPods"
+    # Pending: why the pods are not all placed
+    NO_TOPOLOGY_DOMAIN = "NoTopologyDomain"
+    UNSCHEDULABLE = "Unschedulable"
+    WAITING_FOR_SCHEDULING = "WaitingForScheduling"
+    # Starting: why the pods are not all running
+    IMAGE_PULL_FAILING = "ImagePullFailing"
+    CRASH_LOOPING = "CrashLooping"
+    CONTAINER_CONFIG_ERROR = "ContainerConfigError"
+    WAITING_FOR_PEER_DNS = "WaitingForPeerDNS"
+    PODS_STARTING = "PodsStarting"
+    ALL_NODES_RUNNING = "AllNodesRunning"
+    # Why an attempt failed
+    POD_FAILED = "PodFailed"
+    PREFLIGHT_FAILED = "PreflightFailed"
+    NODE_LOST = "NodeLost"
+    STARTUP_TIMEOUT = "StartupTimeout"
+    IMAGE_DIGEST_MISMATCH = "ImageDigestMismatch"
+    # Restarting
+    RESTARTING = "Restarting"
+    WAITING_FOR_OLD_PODS = "WaitingForOldPods"
+    BACKOFF = "Backoff"
+    POD_FORCE_DELETED = "PodForceDeleted"
+    # Suspend
+    SUSPENDED = "Suspended"
+    RESUMED = "Resumed"
+    # Finished
+    ALL_NODES_SUCCEEDED = "AllNodesSucceeded"
+    LEADER_SUCCEEDED = "LeaderSucceeded"
+    RESTART_LIMIT_EXCEEDED = "RestartLimitExceeded"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    JOB_FINISHED = "JobFinished"
+    # Refused by the apiserver, or not a valid object
+    POD_CREATION_FORBIDDEN = "PodCreationForbidden"
+    POD_CREATION_FAILED = "PodCreationFailed"
+    INVALID_SPEC = "InvalidSpec"
+    # ImageConsistent
+    SAME_DIGEST = "SameDigest"
+    # CheckpointsSynced, and Running while the job waits for it
+    FINAL_SYNC = "FinalSync"
+    FINAL_SYNC_REQUESTED = "FinalSyncRequested"
+    FINAL_SYNC_DONE = "FinalSyncDone"
+    FINAL_SYNC_TIMED_OUT = "FinalSyncTimedOut"

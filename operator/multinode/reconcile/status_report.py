@@ -1,0 +1,84 @@
+"""How a verdict shows in the status: the conditions, the per-node table, the phase and its Event, and a
+failed job's status (also written by the controller when the apiserver refuses a pod or the spec)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from multinode.api import NodeStatus, Phase, TrainingJobStatus
+from multinode.api.conditions import ConditionType, Reason
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.observe import ObservedPod, PodPhase
+from multinode.reconcile.outcome import TERMINAL_PHASES, Event, Plan, Verdict
+
+
+def set_conditions(status: TrainingJobStatus, verdict: Verdict, *, created: int, num_nodes: int,
+                   now: datetime, generation: int | None) -> None:
+    def put(type_: str, ok: bool, reason: str, message: str) -> None:
+        set_condition(status.conditions, type_, "True" if ok else "False", reason, message,
+                      now=rfc3339(now), generation=generation)
+
+    all_created = created == num_nodes or verdict.phase in TERMINAL_PHASES
+    put(ConditionType.CREATED, all_created, Reason.PODS_CREATED if all_created else Reason.CREATING_PODS,
+        f"{created}/{num_nodes} pods created")
+    if verdict.phase == Phase.RUNNING:
+        put(ConditionType.RUNNING, True, verdict.reason, verdict.message)
+    elif verdict.phase in TERMINAL_PHASES:
+        put(ConditionType.RUNNING, False, Reason.JOB_FINISHED, f"job {verdict.phase.value.lower()}")
+    else:
+        put(ConditionType.RUNNING, False, verdict.reason, verdict.message)
+    if any(c.type == ConditionType.SUSPENDED for c in status.conditions):
+        put(ConditionType.SUSPENDED, False, Reason.RESUMED, "spec.suspend is false")
+    if verdict.phase == Phase.SUCCEEDED:
+        put(ConditionType.SUCCEEDED, True, verdict.reason, verdict.message)
+    if verdict.phase == Phase.FAILED:
+        put(ConditionType.FAILED, True, verdict.reason, verdict.message)
+
+
+def change_phase(status: TrainingJobStatus, before: TrainingJobStatus, verdict: Verdict, result: Plan) -> None:
+    if verdict.phase != before.phase:
+        status.phase = verdict.phase
+        result.events.append(Event("Warning" if verdict.phase == Phase.FAILED else "Normal", verdict.reason,
+                                   verdict.message))
+
+
+def fill_node_statuses(status: TrainingJobStatus, current: dict[int, ObservedPod], num_nodes: int) -> None:
+    previous = {ns.index: ns for ns in status.node_statuses}
+    nodes = []
+    for i in range(num_nodes):
+        p = current.get(i)
+        if p is None:
+            # Keep what we last saw of a vanished pod: it explains a NodeLost restart.
+            nodes.append(previous.get(i) or NodeStatus(index=i))
+            continue
+        reason = p.disruption or p.reason or p.waiting_reason
+        nodes.append(NodeStatus(index=i, pod=p.name, node=p.node, phase=p.phase, reason=reason, exit_code=p.exit_code))
+    status.node_statuses = nodes
+    status.ready_nodes = sum(1 for p in current.values() if p.phase == PodPhase.RUNNING and p.ready)
+    status.ready = f"{status.ready_nodes}/{num_nodes}"
+
+
+def fail_job(result: Plan, reason: str, message: str, *, now: datetime, pods: Iterable[ObservedPod]) -> Plan:
+    """Turn a plan into the job's failure: nothing more is created, active pods go, the status says why.
+
+    Pods created moments ago may not be observed yet; the next reconcile sees them and, the job being
+    terminal, deletes them.
+    """
+    status = result.status
+    attempt = status.attempt
+    mark_failed(status, reason, message, now=now)
+    events = [*result.events, Event("Warning", reason, message)]
+    to_delete = sorted(p.name for p in pods if p.attempt == attempt and p.active)
+    return Plan(pods_to_delete=to_delete, status=status, events=events)
+
+
+def mark_failed(status: TrainingJobStatus, reason: str, message: str, *, now: datetime,
+                generation: int | None = None) -> None:
+    status.phase = Phase.FAILED
+    status.completion_time = status.completion_time or rfc3339(now)
+    set_condition(status.conditions, ConditionType.RUNNING, "False", Reason.JOB_FINISHED, "job failed",
+                  now=rfc3339(now), generation=generation)
+    set_condition(status.conditions, ConditionType.FAILED, "True", reason, message, now=rfc3339(now),
+                  generation=generation)

@@ -1,0 +1,74 @@
+"""Planning with checkpointing (checkpointing.py): the mirror's objects and where each attempt resumes from."""
+
+from __future__ import annotations
+
+from multinode.api import TrainingJob
+from tests.unit.reconcile.planning import LATEST, env, fail_node_1, pod, run, running_mirror
+from tests.unit.reconcile.planning import checkpointed_job as job
+from tests.unit.render.render_job_factory import make_job
+
+
+def test_mirror_identity_then_pod_are_created_with_the_job() -> None:
+    result = run(job(), [])
+
+    assert [(o["kind"], o["metadata"]["name"]) for o in result.objects_to_create] == [
+        ("ServiceAccount", "llama-mirror"), ("Role", "llama-mirror"), ("RoleBinding", "llama-mirror"),
+        ("Pod", "llama-mirror")]
+    role = result.objects_to_create[1]
+    assert role["rules"] == [{"apiGroups": ["multinode.dev"], "resources": ["trainingjobs/status"],
+                              "resourceNames": ["llama"], "verbs": ["get", "patch"]}]
+
+
+def test_a_running_mirror_is_left_alone_and_a_failed_one_replaced() -> None:
+    assert run(job(), [], mirror=running_mirror()).objects_to_create == []
+    failed = run(job(), [], mirror=running_mirror("Failed"))
+    assert "llama-mirror" in failed.pods_to_delete and failed.objects_to_create == []
+
+
+def test_first_start_resumes_from_nothing_or_from_resume_from() -> None:
+    fresh = run(job(), [])
+    assert env(fresh.pods_to_create[0])["MULTINODE_RESUME_FROM"] == ""
+    assert fresh.status.resumed_from is None
+
+    by_path = run(job(resumeFrom={"path": "/checkpoints/warmup/checkpoint-9"}), [])
+    assert env(by_path.pods_to_create[1])["MULTINODE_RESUME_FROM"] == "/checkpoints/warmup/checkpoint-9"
+
+    by_job = run(job(resumeFrom={"trainingJob": "warmup"}), [], resume_source_latest="/checkpoints/warmup/ckpt-5")
+    assert env(by_job.pods_to_create[0])["BT_LOAD_CHECKPOINT_DIR"] == "/checkpoints/warmup/ckpt-5"
+    assert by_job.status.resumed_from == "/checkpoints/warmup/ckpt-5"
+
+
+def test_own_latest_mirrored_checkpoint_wins_over_resume_from() -> None:
+    result = run(job(checkpoints={"latest": LATEST}, resumeFrom={"path": "/checkpoints/warmup/x"}), [])
+
+    assert {env(p)["MULTINODE_RESUME_FROM"] for p in result.pods_to_create} == {LATEST["path"]}
+
+
+def test_pods_of_one_attempt_agree_on_the_resume_path_even_if_a_newer_checkpoint_appeared() -> None:
+    existing = pod(0, "Pending", node=None, resume_from="/checkpoints/llama/checkpoint-200")
+    result = run(job(checkpoints={"latest": LATEST}), [existing])
+
+    assert [env(p)["MULTINODE_RESUME_FROM"] for p in result.pods_to_create] == ["/checkpoints/llama/checkpoint-200"]
+
+
+def test_the_next_attempt_resumes_from_the_latest_mirrored_checkpoint() -> None:
+    base = make_job(2, cache={"claimName": "c"}, checkpointing={"claimName": "k"},
+                    failurePolicy={"backoff": {"initialSeconds": 0}})
+    restarting = fail_node_1(base)
+    latest = {"name": "checkpoint-700", "path": "/checkpoints/llama/checkpoint-700", "step": 700, "bytes": 1,
+              "mirroredAt": "2026-11-20T11:59:00Z"}
+    job = TrainingJob.model_validate({**base.model_dump(by_alias=True, exclude_none=True),
+                                      "status": {"checkpoints": {"latest": latest}}})
+
+    next_attempt = run(job, [], previous=restarting.status)
+
+    assert {env(p)["MULTINODE_RESUME_FROM"] for p in next_attempt.pods_to_create} == {latest["path"]}
+    assert next_attempt.status.resumed_from == latest["path"]
+
+
+def test_the_operator_never_writes_the_mirrors_status() -> None:
+    from multinode.controller.worker import _dump
+
+    result = run(job(checkpoints={"latest": LATEST}), [])
+    assert result.status.checkpoints.latest.name == "checkpoint-300"
+    assert "checkpoints" not in _dump(result.status)

@@ -1,0 +1,55 @@
+"""The final sync (final_sync.py): a finished checkpointed job waits for the mirror's last pass, or its timeout."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from multinode.api import Phase
+from tests.unit.reconcile.planning import LATEST, NOW, condition, pod, run, running_mirror
+from tests.unit.reconcile.planning import checkpointed_job as job
+
+
+def test_success_waits_for_the_final_sync_then_finishes() -> None:
+    done_pods = [pod(0, "Succeeded"), pod(1, "Succeeded")]
+    running = run(job(), [pod(0), pod(1)], mirror=running_mirror())
+    waiting = run(job(), done_pods, previous=running.status, mirror=running_mirror())
+
+    assert waiting.status.phase == Phase.RUNNING, "not Succeeded before the final sync"
+    synced = condition(waiting.status, "CheckpointsSynced")
+    assert (synced.status, synced.reason) == ("False", "FinalSyncRequested")
+    assert waiting.requeue_after == 1800
+    assert [e.reason for e in waiting.events] == ["FinalSyncRequested"]
+
+    later = NOW + timedelta(seconds=40)
+    after_sync = run(job(checkpoints={"finalSyncTime": "2026-11-20T12:00:30Z", "latest": LATEST}), done_pods,
+                     previous=waiting.status, mirror=running_mirror("Succeeded"), now=later)
+    assert after_sync.status.phase == Phase.SUCCEEDED
+    assert condition(after_sync.status, "CheckpointsSynced").status == "True"
+    assert after_sync.status.completion_time == "2026-11-20T12:00:40Z"
+
+
+def test_failure_stops_the_nodes_at_once_but_waits_for_the_final_sync() -> None:
+    def failing_job():
+        j = job()
+        j.spec.failure_policy.max_restarts = 0
+        return j
+
+    running = run(failing_job(), [pod(0), pod(1)], mirror=running_mirror())
+    failing = run(failing_job(), [pod(0), pod(1, "Failed", exit_code=1)], previous=running.status,
+                  mirror=running_mirror())
+
+    assert failing.pods_to_delete == ["llama-0-a0"], "the healthy node gives its GPUs back now"
+    assert failing.status.phase == Phase.RUNNING
+    assert condition(failing.status, "CheckpointsSynced").reason == "FinalSyncRequested"
+
+
+def test_final_sync_times_out_into_the_terminal_phase() -> None:
+    done_pods = [pod(0, "Succeeded"), pod(1, "Succeeded")]
+    waiting = run(job(finalSyncTimeoutSeconds=60), done_pods, mirror=running_mirror())
+    timed_out = run(job(finalSyncTimeoutSeconds=60), done_pods, previous=waiting.status,
+                    mirror=running_mirror(), now=NOW + timedelta(seconds=61))
+
+    assert timed_out.status.phase == Phase.SUCCEEDED
+    synced = condition(timed_out.status, "CheckpointsSynced")
+    assert (synced.status, synced.reason) == ("False", "FinalSyncTimedOut")
+    assert "llama-mirror" in timed_out.pods_to_delete

@@ -1,0 +1,35 @@
+"""One topology domain per attempt (placement.py)."""
+
+from __future__ import annotations
+
+from multinode.api import Phase
+from multinode.reconcile.placement import ObservedNode
+from tests.unit.reconcile.planning import condition, run
+from tests.unit.render.render_job_factory import make_job
+
+
+def nodes(domains: dict[str, int], gpus: int = 8) -> tuple[ObservedNode, ...]:
+    out = []
+    for domain, count in domains.items():
+        for i in range(count):
+            out.append(ObservedNode(name=f"{domain}-{i}", labels={"block": domain, "nvidia.com/gpu.product": "H100"},
+                                    allocatable={"nvidia.com/gpu": str(gpus)}))
+    return tuple(out)
+
+
+def test_topology_picks_the_domain_with_the_most_eligible_nodes_and_pins_it() -> None:
+    job = make_job(3, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
+    result = run(job, [], nodes=nodes({"block-0": 2, "block-1": 4, "block-2": 3}))
+
+    assert result.status.topology_domain == "block-1"
+    assert {p["spec"]["nodeSelector"]["block"] for p in result.pods_to_create} == {"block-1"}
+
+
+def test_topology_without_a_big_enough_domain_says_so() -> None:
+    job = make_job(4, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
+    result = run(job, [], nodes=nodes({"block-0": 3, "block-1": 2}))
+
+    assert result.pods_to_create == [] and result.status.phase == Phase.PENDING
+    cond = condition(result.status, "Running")
+    assert cond.reason == "NoTopologyDomain"
+    assert cond.message == "no block domain has 4 eligible nodes (largest: block-0 with 3)"

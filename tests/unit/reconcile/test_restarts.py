@@ -1,0 +1,89 @@
+"""Gang restarts (restarts.py): counted or not, budget, backoff, blocking recreate."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from multinode.api import Phase
+from multinode.reconcile.restarts import backoff_seconds
+from tests.unit.reconcile.planning import NOW, condition, env, fail_node_1, pod, run
+from tests.unit.render.render_job_factory import make_job
+
+
+def test_a_retryable_failure_restarts_the_whole_gang_counted_with_backoff() -> None:
+    restarting = fail_node_1(make_job(2))
+
+    s = restarting.status
+    assert (s.phase, s.attempt, s.restarts, s.uncounted_restarts) == (Phase.RESTARTING, 1, 1, 0)
+    assert restarting.pods_to_delete == ["llama-0-a0"], "the healthy node goes too"
+    assert restarting.pods_to_create == []
+    assert s.next_attempt_time == "2026-11-20T12:00:05Z" and restarting.requeue_after == 5.0
+    record = s.restart_history[-1]
+    assert (record.attempt, record.reason, record.counted) == (0, "PodFailed", True)
+    [event] = restarting.events
+    assert (event.type, event.reason) == ("Warning", "Restarting")
+    assert "restart 1/3" in event.message and "attempt 1 in 5s" in event.message
+
+
+def test_blocking_recreate_waits_for_old_pods_then_for_the_backoff() -> None:
+    job = make_job(2)
+    restarting = fail_node_1(job)
+    old = [pod(0, terminating=True), pod(1, "Failed", exit_code=1)]
+
+    waiting = run(job, old, previous=restarting.status, now=NOW + timedelta(seconds=10))
+    assert waiting.pods_to_create == []
+    assert condition(waiting.status, "Running").reason == "WaitingForOldPods"
+
+    backoff = run(job, [pod(1, "Failed", exit_code=1)], previous=restarting.status, now=NOW + timedelta(seconds=2))
+    assert backoff.pods_to_create == [] and backoff.requeue_after == 3.0
+    assert condition(backoff.status, "Running").reason == "Backoff"
+
+    next_attempt = run(job, [pod(1, "Failed", exit_code=1)], previous=restarting.status, now=NOW + timedelta(seconds=6))
+    assert [p["metadata"]["name"] for p in next_attempt.pods_to_create] == ["llama-0-a1", "llama-1-a1"]
+    assert {env(p)["MULTINODE_RESTART_COUNT"] for p in next_attempt.pods_to_create} == {"1"}
+    assert {env(p)["BT_RETRY_COUNT"] for p in next_attempt.pods_to_create} == {"1"}
+    assert {p["metadata"]["labels"]["multinode.dev/attempt"] for p in next_attempt.pods_to_create} == {"1"}
+    assert next_attempt.status.phase == Phase.PENDING
+
+
+def test_recreate_does_not_wait_for_old_pods() -> None:
+    job = make_job(2, failurePolicy={"restartStrategy": "Recreate", "backoff": {"initialSeconds": 0}})
+    restarting = fail_node_1(job)
+
+    again = run(job, [pod(0, terminating=True)], previous=restarting.status)
+
+    assert len(again.pods_to_create) == 2
+
+
+def test_backoff_doubles_and_is_capped() -> None:
+    job = make_job(2, failurePolicy={"maxRestarts": 10, "backoff": {"initialSeconds": 10, "maxSeconds": 25}})
+    status = None
+    delays = []
+    for attempt in range(4):
+        running = run(job, [pod(0, attempt=attempt), pod(1, attempt=attempt)], previous=status)
+        failed = run(job, [pod(0, attempt=attempt), pod(1, "Failed", attempt=attempt, exit_code=1)],
+                     previous=running.status)
+        delays.append(failed.requeue_after)
+        status = failed.status
+        status.next_attempt_time = None  # pretend the backoff passed
+    assert delays == [10.0, 20.0, 25.0, 25.0]
+
+
+def test_a_spent_budget_fails_the_job_naming_the_last_failure() -> None:
+    job = make_job(2, failurePolicy={"maxRestarts": 1, "backoff": {"initialSeconds": 0}})
+    first = fail_node_1(job)
+    second_running = run(job, [pod(0, attempt=1), pod(1, attempt=1)], previous=first.status)
+    failed = run(job, [pod(0, attempt=1, exit_code=None), pod(1, "Failed", attempt=1, exit_code=2, reason="Error")],
+                 previous=second_running.status)
+
+    assert failed.status.phase == Phase.FAILED
+    cond = condition(failed.status, "Failed")
+    assert cond.reason == "RestartLimitExceeded"
+    assert cond.message == ("no restarts left (maxRestarts 1, 1 used); last failure: "
+                            "pod llama-1-a1 (node 1) failed: exit code 2, reason Error")
+
+
+def test_backoff_counts_restarts_of_either_kind() -> None:
+    job = make_job(2, failurePolicy={"backoff": {"initialSeconds": 10, "maxSeconds": 25}})
+
+    assert [backoff_seconds(job, n) for n in range(4)] == [10.0, 20.0, 25.0, 25.0]
