@@ -8,6 +8,7 @@ slow rank's, with rank 0's marker written and rank 1's file missing.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,11 +20,18 @@ from pathlib import Path
 
 from localcluster.frameworksenv import process_env
 
+from multinode.checkpoints.manifest import MANIFEST_NAME
+
 WAIT_SECONDS = 180   # two ranks importing torch and transformers on 2 shared cores
 
 
 def frameworks_env() -> dict[str, str]:
     return dict(os.environ, **process_env(), PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+
+
+def published_files(published: Path) -> set[str]:
+    """The files a published checkpoint's manifest lists."""
+    return {f["path"] for f in json.loads((published / MANIFEST_NAME).read_text())["files"]}
 
 
 class Writer:

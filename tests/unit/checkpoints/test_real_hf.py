@@ -8,7 +8,6 @@ never repaired when the file arrived.
 
 from __future__ import annotations
 
-import json
 import os
 import textwrap
 from pathlib import Path
@@ -18,8 +17,7 @@ from localcluster.trainerenv import INSTALL_TIMEOUT_SECONDS
 
 from multinode.checkpoints import Mirror, list_mirrored, verify_mirrored
 from multinode.checkpoints.layouts import Completion
-from multinode.checkpoints.manifest import MANIFEST_NAME
-from tests.unit.checkpoints.real_frameworks import WAIT_SECONDS, frameworks_env, two_ranks
+from tests.unit.checkpoints.real_frameworks import WAIT_SECONDS, frameworks_env, published_files, two_ranks
 
 STEPS = 2
 CHECKPOINT = f"checkpoint-{STEPS}"
@@ -61,10 +59,6 @@ WRITER = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def env() -> dict[str, str]:
     return frameworks_env()
-
-
-def published_files(dest: Path) -> set[str]:
-    return {f["path"] for f in json.loads((dest / MANIFEST_NAME).read_text())["files"]}
 
 
 def test_with_the_world_size_a_checkpoint_waits_for_every_ranks_rng_state(tmp_path: Path,
