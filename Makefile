@@ -32,11 +32,13 @@ binaries:
 	tools/localcluster/build.sh
 
 # The real nodes' images (operator, trainer, pause), built without Docker and cached by content, and torch
-# for the real trainers (installed once, mounted into pods): made here, not inside a timed test, so the
+# for the real trainers (installed once, mounted into pods), and HF/DeepSpeed for the real-framework
+# checkpoint tests: made here, not inside a timed test, so the
 # first real-node cluster of a test session starts in seconds.
 images: venv binaries
 	@$(PY) -m localcluster images >/dev/null
 	@$(PY) -m localcluster.trainerenv >/dev/null
+	@$(PY) -m localcluster.frameworksenv >/dev/null
 
 # The benchmark peers, JobSet and Kubeflow Training Operator v1 (cached like the rest; the smoke run of the
 # benchmarks in `make test` runs them).
