@@ -80,6 +80,15 @@ def test_with_the_world_size_a_checkpoint_waits_for_every_ranks_rng_state(tmp_pa
 
         writer.release()
 
+    # A rank that died in the middle of writing its file (a fault torch cannot be made to produce on demand):
+    # even with the job ended, which waives the settle rule, half a torch.save archive is not a rank file.
+    rank_1_file = src / CHECKPOINT / "rng_state_1.pth"
+    whole = rank_1_file.read_bytes()
+    os.truncate(rank_1_file, len(whole) // 2)
+    cut = mirror.sync_once(final=True)
+    assert cut.mirrored == [] and "rng_state_1.pth is still being written" in cut.not_ready[CHECKPOINT], cut
+    rank_1_file.write_bytes(whole)
+
     after = mirror.sync_once()
     assert [c.name for c in after.mirrored] == [CHECKPOINT], after
     assert {"rng_state_0.pth", "rng_state_1.pth", "trainer_state.json"} <= published_files(dst / CHECKPOINT)
