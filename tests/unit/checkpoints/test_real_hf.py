@@ -9,6 +9,8 @@ never repaired when the file arrived.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -134,3 +136,19 @@ def test_a_pinned_checkpoint_is_not_replaced_when_its_source_grows(tmp_path: Pat
         writer.release()
     assert mirror.sync_once().mirrored == []
     assert "rng_state_1.pth" not in published_files(dst / CHECKPOINT)
+
+
+def test_a_single_process_trainers_rng_state_is_its_rank_file(tmp_path: Path, env: dict[str, str]) -> None:
+    src, dst = tmp_path / "cache" / "job", tmp_path / "checkpoints" / "job"
+    src.mkdir(parents=True)
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1", str(writer),
+                    str(src), str(STEPS), str(tmp_path / "gate")], env=env, check=True, capture_output=True,
+                   timeout=WAIT_SECONDS)
+    assert (src / CHECKPOINT / "rng_state.pth").is_file()
+
+    report = Mirror(src, dst, completion=Completion.HF, keep=2, workers=2, settle_seconds=0,
+                    world_size=1).sync_once()
+    assert [c.name for c in report.mirrored] == [CHECKPOINT], report
+    assert "rng_state.pth" in published_files(dst / CHECKPOINT)
