@@ -35,7 +35,8 @@ binaries: venv
 
 # The real nodes' images (operator, trainer, pause), built without Docker and cached by content, and torch
 # for the real trainers (installed once, mounted into pods): made here, not inside a timed test, so the
-# first real-node cluster of a test session starts in seconds.
+# first real-node cluster of a test session starts in seconds. `make test` also installs HF and DeepSpeed
+# for the real-framework checkpoint tests (--frameworks).
 images: venv
 	@$(PY) -m localcluster prepare --images
 
@@ -70,7 +71,7 @@ test-unit: venv
 
 # pytest exits 5 when a selection collects no test; that is not a failure of the code under test.
 test: venv lint
-	@$(PY) -m localcluster prepare --images --peers
+	@$(PY) -m localcluster prepare --images --frameworks --peers
 	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc; }
 

@@ -63,7 +63,7 @@ def test_every_component_of_the_build_script_is_in_exactly_one_lane() -> None:
     script = binaries.BUILD_SCRIPT.read_text()
     default = next(line for line in script.splitlines() if line.strip().startswith("components=(debs"))
     built_by_default = set(default.split("(", 1)[1].rstrip(")").split())
-    lanes = prepare.lanes(images=True, peers=True)
+    lanes = prepare.lanes(images=True, peers=True, frameworks=True)
     go = [c for lane in lanes if lane.command[0] == str(binaries.BUILD_SCRIPT) for c in lane.command[1:]]
     in_lanes = [*prepare.FIRST, *go]
     assert sorted(in_lanes) == sorted(set(in_lanes)), "a component is built by two lanes at once"

@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from multinode.checkpoints.names import METADATA_TMP, UNFINISHED_SUFFIX, parse_step
+from multinode.checkpoints.rankfiles import deepspeed_rank_files, hf_rank_files
 from multinode.checkpoints.tree import walk_files
 
 
@@ -180,6 +181,10 @@ def deepspeed_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Ev
     if tag is None:
         return Evidence(False, "deepspeed", "no `latest` file names a tag yet")
     if name == tag:
+        # `latest` is written before the save's last barrier: other ranks may still be writing.
+        waiting = deepspeed_rank_files(path, src.world_size) if src.world_size else None
+        if waiting:
+            return Evidence(False, "deepspeed", f"`latest` names it; {waiting}")
         return _settle("deepspeed", "`latest` names it", name, path, src)
     step, tag_step = parse_step(name), parse_step(tag)
     if step is not None and tag_step is not None and step < tag_step:
@@ -193,6 +198,10 @@ def hf_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence 
     if not (path / "trainer_state.json").is_file():
         # Without it the directory may be another layout under an HF-like name; auto then needs other evidence.
         return Evidence(False, "hf", "trainer_state.json not written yet") if explicit else None
+    # Rank 0 writes trainer_state.json with no barrier after the other ranks' files.
+    waiting = hf_rank_files(path, src.world_size) if src.world_size else None
+    if waiting:
+        return Evidence(False, "hf", f"trainer_state.json written; {waiting}")
     return _settle("hf", "trainer_state.json written", name, path, src)
 
 

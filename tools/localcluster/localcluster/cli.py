@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         binaries.ensure_built()
         return 0
     if args.command == "prepare":
-        return prepare.prepare(images=args.images, peers=args.peers)
+        return prepare.prepare(images=args.images, peers=args.peers, frameworks=args.frameworks)
     if args.command == "images":
         built = images.build_images()
         for image in built:

@@ -1,6 +1,6 @@
 """Build everything a local cluster needs, the slow parts side by side.
 
-    python -m localcluster prepare [--images] [--peers]
+    python -m localcluster prepare [--images [--frameworks]] [--peers]
 
 A cold build is mostly waiting: Go compiles on both cores, but resolving modules, pip downloading torch and
 debootstrap fetching Debian are network and disk. Run one after the other they took 17 minutes of the
@@ -8,7 +8,8 @@ debootstrap fetching Debian are network and disk. Run one after the other they t
 
 - `go-kubernetes`: Kubernetes (the largest Go build), then the peers when asked for;
 - `go-rest`: etcd, kwok, helm, and the real nodes' containerd, runc, CNI plugins, CoreDNS, device plugin;
-- `torch` (with --images): the trainer env (pip download and unpack of about 5 GB);
+- `torch` (with --images): the trainer env (pip download and unpack of about 5 GB), then with --frameworks
+  HF Transformers and DeepSpeed for the real-framework checkpoint tests;
 - `images` (with --images): the real nodes' images (debootstrap, pylib).
 
 Everything stays cached by version, as `build.sh`, `images` and `trainerenv` cache it, so a warm run
@@ -44,15 +45,17 @@ class Lane:
     command: list[str]
 
 
-def lanes(images: bool, peers: bool) -> list[Lane]:
+def lanes(images: bool, peers: bool, frameworks: bool = False) -> list[Lane]:
     build = str(binaries.BUILD_SCRIPT)
     python = [sys.executable, "-m"]
     kubernetes = [*KUBERNETES_LANE, *(PEERS if peers else ())]
     result = [Lane("go-kubernetes", [build, *kubernetes]), Lane("go-rest", [build, *REST_LANE])]
     if images:
-        # Not `-m localcluster.trainerenv`: the package imports it first, and runpy warns about that.
-        torch = [sys.executable, "-c", "import sys; from localcluster import trainerenv; sys.exit(trainerenv.main())"]
-        result += [Lane("torch", torch), Lane("images", [*python, "localcluster", "images"])]
+        # Not `-m localcluster.trainerenv`: the package imports it first, and runpy warns about that. The
+        # frameworks env is layered on torch's, so it follows it in the same lane.
+        envs = ["trainerenv", *(["frameworksenv"] if frameworks else [])]
+        code = "import sys; " + "; ".join(f"from localcluster import {m}; {m}.main() and sys.exit(1)" for m in envs)
+        result += [Lane("torch", [sys.executable, "-c", code]), Lane("images", [*python, "localcluster", "images"])]
     return result
 
 
@@ -98,12 +101,12 @@ def _worth_showing(line: str) -> bool:
     return not line.startswith(GO_CHATTER)
 
 
-def prepare(images: bool, peers: bool) -> int:
+def prepare(images: bool, peers: bool, frameworks: bool = False) -> int:
     started = time.monotonic()
     log_dir = binaries.cache_dir() / "logs"
     if run_lanes([Lane("setup", [str(binaries.BUILD_SCRIPT), *FIRST])], log_dir):
         return 1
-    failed = run_lanes(lanes(images, peers), log_dir)
+    failed = run_lanes(lanes(images, peers, frameworks), log_dir)
     if failed:
         print(f"prepare: {', '.join(failed)} failed", file=sys.stderr)
         return 1
@@ -115,3 +118,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", action="store_true",
                         help="also the real nodes' images and torch for their trainers")
     parser.add_argument("--peers", action="store_true", help="also JobSet and Kubeflow (the benchmark peers)")
+    parser.add_argument("--frameworks", action="store_true",
+                        help="with --images: also HF Transformers and DeepSpeed (the real-framework checkpoint tests)")

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from localcluster import binaries
@@ -54,14 +55,26 @@ def is_complete(path: Path) -> bool:
 
 def ensure_trainer_env(log=None) -> Path:
     """The installed folder for the pinned versions; installs it when missing. Safe to call concurrently."""
+    def install(tmp: Path) -> dict:
+        _pip_install(tmp)
+        compile_folder(tmp)
+        _portable_scripts(tmp / "bin")
+        return {"torch": TORCH_VERSION, "numpy": NUMPY_VERSION}
+
+    return install_once(env_dir(), f"torch=={TORCH_VERSION} numpy=={NUMPY_VERSION} (about 5 GB, minutes)",
+                        install, log)
+
+
+def install_once(final: Path, what: str, install: Callable[[Path], dict], log=None) -> Path:
+    """`final`, made by `install(tmp)` into a temporary folder beside it and renamed into place, unless it
+    is already complete. One installer at a time (a lock in the parent folder); a second caller waits and
+    then finds the folder complete. `install` returns what its marker records."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    final = env_dir()
     if is_complete(final):
         return final
     _check_interpreter()
-    root = cache_root()
+    root = final.parent
     root.mkdir(parents=True, exist_ok=True)
-    # One installer at a time; a second caller waits and then finds the folder complete.
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if is_complete(final):
@@ -72,14 +85,11 @@ def ensure_trainer_env(log=None) -> Path:
         if final.exists():  # not complete, so not ours; never reuse a half-made folder
             shutil.rmtree(final)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
-        log(f"installing torch=={TORCH_VERSION} numpy=={NUMPY_VERSION} into {final} (about 5 GB, minutes)")
+        log(f"installing {what} into {final}")
         started = time.monotonic()
-        _pip_install(tmp)
-        _compile(tmp)
-        _portable_scripts(tmp / "bin")
+        marker = install(tmp)
         seconds = time.monotonic() - started
-        marker = {"torch": TORCH_VERSION, "numpy": NUMPY_VERSION, "python": platform.python_version(),
-                  "install_seconds": round(seconds, 1)}
+        marker.update(python=platform.python_version(), install_seconds=round(seconds, 1))
         (tmp / COMPLETE_MARKER).write_text(json.dumps(marker, indent=1) + "\n")
         tmp.chmod(0o755)  # mkdtemp makes it 0700; pods may run as another user
         # The rename is the commit: a killed install leaves only a .tmp-* folder, never `final`.
@@ -101,7 +111,7 @@ def _pip_install(target: Path) -> None:
         "--target", str(target),
         # Wheels only, so nothing is compiled on the host against the host's libraries.
         "--only-binary=:all:",
-        "--no-compile",  # _compile does it, on both cores
+        "--no-compile",  # compile_folder does it, on both cores
         f"torch=={TORCH_VERSION}", f"numpy=={NUMPY_VERSION}",
     ]
     # pip's progress goes to stderr, so stdout of the CLI is only the path.
@@ -110,7 +120,7 @@ def _pip_install(target: Path) -> None:
         raise RuntimeError(f"pip install into {target} failed with exit code {result.returncode}")
 
 
-def _compile(target: Path) -> None:
+def compile_folder(target: Path) -> None:
     """Write the .pyc files now: pods mount the folder read-only, so they could never cache them, and
     importing torch from source alone takes about 20 s instead of 6 s, in the launcher and in every worker.
     The exit code is not checked: a few files are for newer Pythons (torch's py312_intrinsics.py) and fail
