@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from multinode.checkpoints.copying import (
+    READ_ONLY,
     Cancelled,
     DestinationError,
     SourceChanged,
@@ -31,7 +32,6 @@ from multinode.checkpoints.copying import (
     hash_source,
     is_out_of_space,
     link_published,
-    probe,
     probe_source,
 )
 from multinode.checkpoints.dedupe import DedupeIndex
@@ -46,7 +46,6 @@ from multinode.checkpoints.scan import CheckpointCandidate
 from multinode.checkpoints.tree import SourceFile, walk_files
 
 STAGING_PREFIX = ".staging-"
-READ_ONLY = 0o444
 
 
 class PublishFailed(Exception):
@@ -202,15 +201,14 @@ class _Publisher:
         dst = self.staging / f.rel
         expected = None
         if self.index.worth_hashing(f, probe_source):
-            expected = hash_source(f, self.cancel)
-            known = self.index.find(expected, f.size)
+            expected = hash_source(f, self.cancel, self.index.algorithms(f.size))
+            known = self.index.find(expected.digests, f.size)
             if known is not None and self._link(known.path, dst, f.size):
-                fingerprint = known.probe or self._probe(dst, f.size)
-                return ManifestFile(f.rel, f.size, expected, f.mtime_ns, fingerprint), 0, f.size
-        digest = copy_and_hash(f, dst, self.cancel)
-        if expected is not None and digest != expected:
+                return ManifestFile(f.rel, f.size, expected.digest, f.mtime_ns, expected.probe), 0, f.size
+        copied = copy_and_hash(f, dst, self.cancel)
+        if expected is not None and copied.digest != expected.digest:
             raise SourceChanged(f"{f.path} changed between hashing and copying")
-        return ManifestFile(f.rel, f.size, digest, f.mtime_ns, self._probe(dst, f.size)), f.size, 0
+        return ManifestFile(f.rel, f.size, copied.digest, f.mtime_ns, copied.probe), f.size, 0
 
     @staticmethod
     def _link(published: Path, dst: Path, size: int) -> bool:
@@ -229,19 +227,14 @@ class _Publisher:
             raise DestinationError(e) from None
         return False
 
-    @staticmethod
-    def _probe(path: Path, size: int) -> str:
-        try:
-            return probe(path, size)
-        except OSError as e:
-            raise DestinationError(e) from None
-
     def _check_sizes(self, entries: list[ManifestFile]) -> None:
         for entry in entries:
             path = self.staging / entry.path
             try:
-                size = os.stat(path).st_size
-                os.chmod(path, READ_ONLY)   # published files are immutable: hard links to them are safe
+                st = os.stat(path)
+                size = st.st_size
+                if st.st_mode & 0o777 != READ_ONLY:   # a reflink (copies are created read-only)
+                    os.chmod(path, READ_ONLY)
             except OSError as e:
                 raise DestinationError(e) from None
             if size != entry.size:
