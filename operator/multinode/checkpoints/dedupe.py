@@ -5,6 +5,11 @@ checkpoint is published, so it never points at a pruned or trashed file for long
 that vanished anyway falls back to a copy. Manifests of older formats hash with sha256, newer ones with
 hashing.DEFAULT_HASH: the index keeps each digest under its algorithm, and a file that may match is
 hashed with every algorithm its candidates use, in one read.
+
+A source file that is the very file an earlier manifest was made from (same inode, size, mtime and
+ctime; the publisher records the identity only of files whose ctime was already older than
+IDENTITY_MARGIN_NS, so a rewrite within one timestamp granule cannot keep it) is linked without being read
+at all: that is what makes re-mirroring a renamed checkpoint read almost none of its bytes.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ class KnownFile:
     size: int
     probe: str | None
     algorithm: str    # of `probe` (and of the digest it was found by)
+    digest: str
+
+
+IDENTITY_MARGIN_NS = 2_000_000_000   # coarser than any filesystem's timestamps (FAT: 2 s)
 
 
 class DedupeIndex:
@@ -32,13 +41,16 @@ class DedupeIndex:
         self._probes: set[tuple[str, int, str]] = set()         # (algorithm, size, probe)
         self._sizes_without_probe: set[int] = set()
         self._algorithms_by_size: dict[int, set[str]] = {}
+        self._identities: dict[tuple[int, int, int, int], KnownFile] = {}   # (ino, size, mtime_ns, ctime_ns)
 
     def add(self, checkpoint_dir: Path, files: list[ManifestFile]) -> None:
         for f in files:
             if f.size == 0:
                 continue
-            known = KnownFile(checkpoint_dir / f.path, f.size, f.probe, f.algorithm)
+            known = KnownFile(checkpoint_dir / f.path, f.size, f.probe, f.algorithm, f.digest)
             self._by_digest.setdefault((f.algorithm, f.digest), known)
+            if None not in (f.ino, f.mtime_ns, f.ctime_ns):
+                self._identities.setdefault((f.ino, f.size, f.mtime_ns, f.ctime_ns), known)
             self._algorithms_by_size.setdefault(f.size, set()).add(f.algorithm)
             if f.mtime_ns is not None:
                 self._hints.add((f.path, f.size, f.mtime_ns))
@@ -46,6 +58,10 @@ class DedupeIndex:
                 self._sizes_without_probe.add(f.size)
             else:
                 self._probes.add((f.algorithm, f.size, f.probe))
+
+    def same_file(self, src: SourceFile) -> KnownFile | None:
+        """The published copy of `src` when `src` is the very file it was made from, unchanged since."""
+        return self._identities.get((src.ino, src.size, src.mtime_ns, src.ctime_ns)) if src.size else None
 
     def worth_hashing(self, src: SourceFile, probe_of: Callable[[SourceFile, str], str]) -> bool:
         """Whether `src` may already be published, so hashing it first (read only) may save its copy.

@@ -56,6 +56,8 @@ class ManifestFile:
     digest: str        # hex, of the whole file, with `algorithm`
     mtime_ns: int | None = None   # of the source file: a dedupe hint
     probe: str | None = None      # digest of sampled blocks, with `algorithm`: a dedupe hint (hashing.probe)
+    ino: int | None = None        # of the source file, with ctime_ns: the same file, unchanged (dedupe.py)
+    ctime_ns: int | None = None
     algorithm: str = DEFAULT_HASH   # the manifest's hash (sha256 for format 1)
 
 
@@ -117,7 +119,8 @@ def _manifest_file(entry: dict, algorithm: str, format_version: int) -> Manifest
     if type(size) is not int or size < 0 or not isinstance(digest, str) or not _HEX.match(digest) \
             or len(digest) != DIGEST_LENGTH[algorithm]:
         raise ValueError(f"file entry {entry!r}")
-    return ManifestFile(rel, size, digest, entry.get("mtime_ns"), entry.get("probe"), algorithm)
+    return ManifestFile(rel, size, digest, entry.get("mtime_ns"), entry.get("probe"), entry.get("ino"),
+                        entry.get("ctime_ns"), algorithm)
 
 
 def check_files(path: Path, files: list[ManifestFile], *, full: bool) -> None:

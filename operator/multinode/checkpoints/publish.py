@@ -34,7 +34,8 @@ from multinode.checkpoints.copying import (
     link_published,
     probe_source,
 )
-from multinode.checkpoints.dedupe import DedupeIndex
+from multinode.checkpoints.dedupe import IDENTITY_MARGIN_NS, DedupeIndex
+from multinode.checkpoints.hashing import DEFAULT_HASH
 from multinode.checkpoints.manifest import (
     MANIFEST_NAME,
     ManifestFile,
@@ -102,9 +103,11 @@ class _Publisher:
         self.replace = replace
         self.workers = max(1, workers)
         self.cancel = threading.Event()
+        self.started_ns = 0   # the clock when run() began, in ns
 
     def run(self, completed_at: str | None, clock: Callable[[], float]) -> PublishResult:
         started = time.monotonic()
+        self.started_ns = int(clock() * 1e9)
         try:
             files = [f for f in walk_files(self.candidate.path) if f.rel != MANIFEST_NAME]
         except OSError as e:
@@ -199,16 +202,27 @@ class _Publisher:
 
     def _copy_or_link(self, f: SourceFile) -> tuple[ManifestFile, int, int]:
         dst = self.staging / f.rel
+        # The clock was read before any file: one whose ctime is older by the margin cannot change unseen.
+        settled = self.started_ns - f.ctime_ns > IDENTITY_MARGIN_NS
+        same = self.index.same_file(f)
+        if same is not None and same.algorithm == DEFAULT_HASH and self._link(same.path, dst, f.size):
+            return self._entry(f, same.digest, same.probe, settled), 0, f.size
         expected = None
         if self.index.worth_hashing(f, probe_source):
             expected = hash_source(f, self.cancel, self.index.algorithms(f.size))
             known = self.index.find(expected.digests, f.size)
             if known is not None and self._link(known.path, dst, f.size):
-                return ManifestFile(f.rel, f.size, expected.digest, f.mtime_ns, expected.probe), 0, f.size
+                return self._entry(f, expected.digest, expected.probe, settled), 0, f.size
         copied = copy_and_hash(f, dst, self.cancel)
         if expected is not None and copied.digest != expected.digest:
             raise SourceChanged(f"{f.path} changed between hashing and copying")
-        return ManifestFile(f.rel, f.size, copied.digest, f.mtime_ns, copied.probe), f.size, 0
+        return self._entry(f, copied.digest, copied.probe, settled), f.size, 0
+
+    @staticmethod
+    def _entry(f: SourceFile, digest: str, probe: str | None, settled: bool) -> ManifestFile:
+        if not settled:
+            return ManifestFile(f.rel, f.size, digest, f.mtime_ns, probe)
+        return ManifestFile(f.rel, f.size, digest, f.mtime_ns, probe, ino=f.ino, ctime_ns=f.ctime_ns)
 
     @staticmethod
     def _link(published: Path, dst: Path, size: int) -> bool:

@@ -17,6 +17,7 @@ class SourceFile:
     size: int
     mtime_ns: int
     ino: int
+    ctime_ns: int = 0
 
 
 def _raise(error: OSError) -> None:
@@ -49,7 +50,7 @@ def walk_files(root: Path, *, include_temporary: bool = False) -> list[SourceFil
                     continue
                 raise
             rel = path.relative_to(root).as_posix()
-            files.append(SourceFile(rel, path, fst.st_size, fst.st_mtime_ns, fst.st_ino))
+            files.append(SourceFile(rel, path, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_ctime_ns))
     files.sort(key=lambda f: f.rel)
     return files
 
