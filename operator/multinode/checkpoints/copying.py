@@ -45,9 +45,16 @@ class Cancelled(Exception):
     """Another file of the same checkpoint failed: stop early, the checkpoint is abandoned."""
 
 
-def _buffer(size: int) -> bytearray:
-    # Checkpoints can hold thousands of small files: do not zero 8 MiB for each of them.
-    return bytearray(max(1, min(BUFFER_SIZE, size + 1)))
+_per_thread = threading.local()
+
+
+def _buffer() -> bytearray:
+    """The calling thread's buffer, made once per copy thread: checkpoints can hold thousands of small
+    files, and zeroing a buffer for each cost more CPU than copying it."""
+    buf = getattr(_per_thread, "buffer", None)
+    if buf is None:
+        buf = _per_thread.buffer = bytearray(BUFFER_SIZE)
+    return buf
 
 
 def write_all(fd: int, data: memoryview) -> None:
@@ -151,14 +158,14 @@ class Digests:
         return self.digests[DEFAULT_HASH]
 
 
-def copy_and_hash(src: SourceFile, dst: Path, cancel: threading.Event) -> Digests:
+def copy_and_hash(src: SourceFile, dst: str | Path, cancel: threading.Event) -> Digests:
     """Copy `src` to the new read-only file `dst`, hashing exactly the bytes written; fsync it.
 
     One read pass gives the content hash and the probe (no second read of either file)."""
     f, before = _open_source(src)
     h = new_hash(DEFAULT_HASH)
     sampled = ProbeCollector(src.size)
-    buf = _buffer(src.size)
+    buf = _buffer()
     view = memoryview(buf)
     copied = previous = 0
     try:
@@ -176,7 +183,8 @@ def copy_and_hash(src: SourceFile, dst: Path, cancel: threading.Event) -> Digest
                 sampled.feed(copied, chunk)
                 try:
                     write_all(fd, chunk)
-                    _flush_behind(fd, previous, copied, copied + n)
+                    if copied + n < src.size:   # more to come (the fsync below writes the last chunk)
+                        _flush_behind(fd, previous, copied, copied + n)
                 except OSError as e:
                     raise DestinationError(e) from None
                 previous, copied = copied, copied + n
@@ -200,7 +208,7 @@ def hash_source(src: SourceFile, cancel: threading.Event, algorithms: set[str] =
     f, before = _open_source(src)
     hashes = {algorithm: new_hash(algorithm) for algorithm in {DEFAULT_HASH, *algorithms}}
     sampled = ProbeCollector(src.size)
-    buf = _buffer(src.size)
+    buf = _buffer()
     view = memoryview(buf)
     size = 0
     with f:
@@ -224,7 +232,7 @@ def probe_source(src: SourceFile, algorithm: str) -> str:
         raise SourceError(e) from None
 
 
-def link_published(published: Path, dst: Path) -> str:
+def link_published(published: Path, dst: str | Path) -> str:
     """Make `dst` share `published`'s data: a reflink where the filesystem can, else a hard link.
 
     Published files are read-only and never rewritten, so a hard link is as safe as a copy. Returns

@@ -18,20 +18,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from multinode.checkpoints.hashing import PROBE_BLOCK
 from multinode.checkpoints.manifest import ManifestFile
 from multinode.checkpoints.tree import SourceFile
 
 
 @dataclass(frozen=True)
 class KnownFile:
-    path: Path        # the published file
+    checkpoint_dir: Path
+    rel: str
     size: int
     probe: str | None
     algorithm: str    # of `probe` (and of the digest it was found by)
     digest: str
 
+    @property
+    def path(self) -> Path:   # the published file (made on demand: most indexed files are never linked)
+        return self.checkpoint_dir / self.rel
+
 
 IDENTITY_MARGIN_NS = 2_000_000_000   # coarser than any filesystem's timestamps (FAT: 2 s)
+PROBE_SAMPLED = 3 * PROBE_BLOCK       # what the probe reads at most
 
 
 class DedupeIndex:
@@ -47,7 +54,7 @@ class DedupeIndex:
         for f in files:
             if f.size == 0:
                 continue
-            known = KnownFile(checkpoint_dir / f.path, f.size, f.probe, f.algorithm, f.digest)
+            known = KnownFile(checkpoint_dir, f.path, f.size, f.probe, f.algorithm, f.digest)
             self._by_digest.setdefault((f.algorithm, f.digest), known)
             if None not in (f.ino, f.mtime_ns, f.ctime_ns):
                 self._identities.setdefault((f.ino, f.size, f.mtime_ns, f.ctime_ns), known)
@@ -67,12 +74,14 @@ class DedupeIndex:
         """Whether `src` may already be published, so hashing it first (read only) may save its copy.
 
         Yes when an earlier manifest lists the same relative path, size and mtime; or a file of its size
-        whose sampled blocks match. A same-size file with other content is then copied in one pass.
+        whose sampled blocks match. A same-size file with other content is then copied in one pass. A file
+        the probe would read (nearly) whole is hashed straight away: the probe would cost the same read.
         """
         algorithms = self.algorithms(src.size)
         if src.size == 0 or not algorithms:
             return False
-        if (src.rel, src.size, src.mtime_ns) in self._hints or src.size in self._sizes_without_probe:
+        if (src.rel, src.size, src.mtime_ns) in self._hints or src.size in self._sizes_without_probe \
+                or src.size <= PROBE_SAMPLED:
             return True
         return any((algorithm, src.size, probe_of(src, algorithm)) in self._probes for algorithm in algorithms)
 

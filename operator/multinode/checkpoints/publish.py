@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import secrets
 import shutil
 import threading
@@ -157,12 +158,13 @@ class _Publisher:
                                 f"copied ({len(changed)} file(s) differ)")
 
     def _make_dirs(self, files: list[SourceFile]) -> set[Path]:
-        dirs = {self.staging}
+        rels = {""}
         for f in files:
-            parent = (self.staging / f.rel).parent
-            while parent not in dirs:
-                dirs.add(parent)
-                parent = parent.parent
+            parent = posixpath.dirname(f.rel)
+            while parent not in rels:
+                rels.add(parent)
+                parent = posixpath.dirname(parent)
+        dirs = {self.staging / rel if rel else self.staging for rel in rels}
         try:
             for d in sorted(dirs, key=lambda p: len(p.parts)):
                 os.mkdir(d)
@@ -201,7 +203,7 @@ class _Publisher:
             raise
 
     def _copy_or_link(self, f: SourceFile) -> tuple[ManifestFile, int, int]:
-        dst = self.staging / f.rel
+        dst = f"{self.staging}/{f.rel}"   # a string: no Path parsing per file
         # The clock was read before any file: one whose ctime is older by the margin cannot change unseen.
         settled = self.started_ns - f.ctime_ns > IDENTITY_MARGIN_NS
         same = self.index.same_file(f)
@@ -225,7 +227,7 @@ class _Publisher:
         return ManifestFile(f.rel, f.size, digest, f.mtime_ns, probe, ino=f.ino, ctime_ns=f.ctime_ns)
 
     @staticmethod
-    def _link(published: Path, dst: Path, size: int) -> bool:
+    def _link(published: Path, dst: str, size: int) -> bool:
         try:
             link_published(published, dst)
             if os.stat(dst).st_size == size:
@@ -242,8 +244,9 @@ class _Publisher:
         return False
 
     def _check_sizes(self, entries: list[ManifestFile]) -> None:
+        staging = os.fspath(self.staging)
         for entry in entries:
-            path = self.staging / entry.path
+            path = f"{staging}/{entry.path}"
             try:
                 st = os.stat(path)
                 size = st.st_size
@@ -255,7 +258,10 @@ class _Publisher:
                 raise PublishFailed("CopyFailed", f"staged {path} has {size} bytes, expected {entry.size}")
 
     def _write_manifest(self, doc: dict) -> None:
-        data = json.dumps(doc, indent=1).encode()
+        # One line per file, each by json's C encoder (an indented dump runs the pure-Python one).
+        head = json.dumps({k: v for k, v in doc.items() if k != "files"})
+        files = ",\n".join(json.dumps(f, separators=(",", ":")) for f in doc["files"])
+        data = f'{head[:-1]}, "files": [\n{files}\n]}}\n'.encode()
         fd = os.open(self.staging / MANIFEST_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, READ_ONLY)
         try:
             view = memoryview(data)
