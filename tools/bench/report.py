@@ -102,12 +102,17 @@ def floor_table(data: dict) -> str:
 
 
 def mirror_table(data: dict) -> str:
-    rows = [["`cp -r` + `sync`", f"{data['cp_median_mb_s']:.0f}"],
-            ["mirror (`Mirror.sync_once`)", f"{data['mirror_median_mb_s']:.0f}"],
-            ["**ratio mirror/cp**", f"**{data['ratio_mirror_to_cp']:.2f}**"]]
-    rows += [[f"re-mirror, {r['how']}: bytes copied", f"{r['copied_pct']:.3f} %"] for r in data["remirror"]]
-    return (_table(["", "MB/s (median)"], rows, "--- ---:")
-            + f"\n\n{data['size_bytes'] / 1e6:.0f} MB in {data['shards']} shards, {data['rounds']} rounds.")
+    header = ["tree", "mirror MB/s", "`cp -r` MB/s", "`rsync -a` MB/s", "**mirror/cp**", "mirror/rsync",
+              "CPU s (mirror / cp / rsync)"]
+    rows = [[f"{t['bytes'] / 1e6:.0f} MB, {t['files']} files", *(f"{t['median_mb_s'][k]:.0f}" for k in
+                                                                  ("mirror", "cp", "rsync")),
+             f"**{t['ratio_mirror_to']['cp']:.2f}**", f"{t['ratio_mirror_to']['rsync']:.2f}",
+             " / ".join(f"{t['median_cpu_s'][k]:.2f}" for k in ("mirror", "cp", "rsync"))] for t in data["trees"]]
+    remirror = "; ".join(f"{r['how']}: {r['copied_pct']:.3f} % of the bytes copied, {r['read_pct']:.3f} % read"
+                         for r in data["remirror"])
+    return (_table(header, rows, "--- ---: ---: ---: ---: ---: ---:")
+            + f"\n\nMedians of {data['rounds']} rotating rounds, each until durable (`sync`); {data['machine']}."
+            + f" Re-mirror of the largest tree under new names: {remirror}.")
 
 
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table, "recovery_peers": recovery_peers_table,

@@ -1,8 +1,8 @@
 """Checkpoint mirroring: copy only complete checkpoints from a job's cache into a backed-up volume.
 
-Atomically (staging + rename), verified (sha256 of the bytes written, manifest last), deduplicated
+Atomically (staging + rename), verified (XXH3-128 of the bytes written, manifest last), deduplicated
 (reflink or hard link of content already published) and with retention. A standalone library: stdlib
-only, no Kubernetes; the `multinode mirror` pod calls it in a loop and reports the results.
+and xxhash only, no Kubernetes; the `multinode mirror` pod calls it in a loop and reports the results.
 docs/checkpoints.md describes the layouts, the publish protocol and the problems it reports.
 """
 

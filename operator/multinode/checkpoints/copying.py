@@ -1,5 +1,7 @@
 """Moving bytes: copy-while-hashing, hashing without copying, linking a published file, fsync.
 
+The hashes themselves are in hashing.py.
+
 Every failure is raised as one of three kinds, so the publisher can say whose fault it was: SourceError
 (reading the cache: a vanished file is FileNotFoundError inside), DestinationError (writing the backed-up
 volume: ENOSPC inside means it is full), SourceChanged (a file changed while it was read).
@@ -10,16 +12,17 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
-import hashlib
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
+from multinode.checkpoints.hashing import DEFAULT_HASH, ProbeCollector, new_hash, probe
 from multinode.checkpoints.tree import SourceFile
 
 BUFFER_SIZE = 8 << 20
 FICLONE = 0x40049409          # ioctl(dst_fd, FICLONE, src_fd): share extents (btrfs, XFS, bcachefs)
-PROBE_BLOCK = 64 << 10
+READ_ONLY = 0o444   # published files are immutable: hard links to them are safe
 
 
 class SourceError(Exception):
@@ -42,9 +45,16 @@ class Cancelled(Exception):
     """Another file of the same checkpoint failed: stop early, the checkpoint is abandoned."""
 
 
-def _buffer(size: int) -> bytearray:
-    # Checkpoints can hold thousands of small files: do not zero 8 MiB for each of them.
-    return bytearray(max(1, min(BUFFER_SIZE, size + 1)))
+_per_thread = threading.local()
+
+
+def _buffer() -> bytearray:
+    """The calling thread's buffer, made once per copy thread: checkpoints can hold thousands of small
+    files, and zeroing a buffer for each cost more CPU than copying it."""
+    buf = getattr(_per_thread, "buffer", None)
+    if buf is None:
+        buf = _per_thread.buffer = bytearray(BUFFER_SIZE)
+    return buf
 
 
 def write_all(fd: int, data: memoryview) -> None:
@@ -138,16 +148,30 @@ def _read(f, buf: bytearray) -> int:
         raise SourceError(e) from None
 
 
-def copy_and_hash(src: SourceFile, dst: Path, cancel: threading.Event) -> str:
-    """Copy `src` to the new file `dst`, hashing exactly the bytes written; fsync it. Returns the sha256."""
+@dataclass(frozen=True)
+class Digests:
+    digests: dict[str, str]   # algorithm -> hex digest of the whole file
+    probe: str                # hashing.probe of the file, with DEFAULT_HASH
+
+    @property
+    def digest(self) -> str:
+        return self.digests[DEFAULT_HASH]
+
+
+def copy_and_hash(src: SourceFile, dst: str | Path, cancel: threading.Event) -> Digests:
+    """Copy `src` to the new read-only file `dst`, hashing exactly the bytes written; fsync it.
+
+    One read pass gives the content hash and the probe (no second read of either file)."""
     f, before = _open_source(src)
-    h = hashlib.sha256()
-    buf = _buffer(src.size)
+    h = new_hash(DEFAULT_HASH)
+    sampled = ProbeCollector(src.size)
+    buf = _buffer()
     view = memoryview(buf)
     copied = previous = 0
     try:
         try:
-            fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            # Created read-only (published files are immutable); the descriptor still writes.
+            fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, READ_ONLY)
         except OSError as e:
             raise DestinationError(e) from None
         try:
@@ -156,9 +180,11 @@ def copy_and_hash(src: SourceFile, dst: Path, cancel: threading.Event) -> str:
                     raise Cancelled()
                 chunk = view[:n]
                 h.update(chunk)
+                sampled.feed(copied, chunk)
                 try:
                     write_all(fd, chunk)
-                    _flush_behind(fd, previous, copied, copied + n)
+                    if copied + n < src.size:   # more to come (the fsync below writes the last chunk)
+                        _flush_behind(fd, previous, copied, copied + n)
                 except OSError as e:
                     raise DestinationError(e) from None
                 previous, copied = copied, copied + n
@@ -173,49 +199,40 @@ def copy_and_hash(src: SourceFile, dst: Path, cancel: threading.Event) -> str:
     ensure_unchanged(src, before)
     if copied != src.size:
         raise SourceChanged(f"{src.path}: read {copied} bytes, expected {src.size}")
-    return h.hexdigest()
+    return Digests({DEFAULT_HASH: h.hexdigest()}, sampled.digest())
 
 
-def hash_source(src: SourceFile, cancel: threading.Event) -> str:
-    """The sha256 of a source file, read only (to find out whether it can be linked instead of copied)."""
+def hash_source(src: SourceFile, cancel: threading.Event, algorithms: set[str] = frozenset()) -> Digests:
+    """A source file's digests (DEFAULT_HASH and `algorithms`, those of older manifests it may match, all
+    in one read) and probe, read only: to find out whether it can be linked instead of copied."""
     f, before = _open_source(src)
-    h = hashlib.sha256()
-    buf = _buffer(src.size)
+    hashes = {algorithm: new_hash(algorithm) for algorithm in {DEFAULT_HASH, *algorithms}}
+    sampled = ProbeCollector(src.size)
+    buf = _buffer()
     view = memoryview(buf)
     size = 0
     with f:
         while n := _read(f, buf):
             if cancel.is_set():
                 raise Cancelled()
-            h.update(view[:n])
+            for h in hashes.values():
+                h.update(view[:n])
+            sampled.feed(size, view[:n])
             size += n
     ensure_unchanged(src, before)
     if size != src.size:
         raise SourceChanged(f"{src.path}: read {size} bytes, expected {src.size}")
-    return h.hexdigest()
+    return Digests({algorithm: h.hexdigest() for algorithm, h in hashes.items()}, sampled.digest())
 
 
-def probe(path: Path, size: int) -> str:
-    """A cheap fingerprint: sha256 of the size and three sampled blocks (start, middle, end).
-
-    Equal probes make a full hash worth its read; unequal ones prove the files differ. So a changed
-    shard of the same size as a published one is read once (copied), not twice (hashed, then copied).
-    """
-    h = hashlib.sha256(str(size).encode())
-    with open(path, "rb", buffering=0) as f:
-        for offset in sorted({0, max(0, size // 2 - PROBE_BLOCK // 2), max(0, size - PROBE_BLOCK)}):
-            h.update(os.pread(f.fileno(), PROBE_BLOCK, offset))
-    return h.hexdigest()
-
-
-def probe_source(src: SourceFile) -> str:
+def probe_source(src: SourceFile, algorithm: str) -> str:
     try:
-        return probe(src.path, src.size)
+        return probe(src.path, src.size, algorithm)
     except OSError as e:
         raise SourceError(e) from None
 
 
-def link_published(published: Path, dst: Path) -> str:
+def link_published(published: Path, dst: str | Path) -> str:
     """Make `dst` share `published`'s data: a reflink where the filesystem can, else a hard link.
 
     Published files are read-only and never rewritten, so a hard link is as safe as a copy. Returns

@@ -9,7 +9,6 @@ The manifest is `mirror-manifest.json`, not `manifest.json`, because checkpoints
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -17,12 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
+from multinode.checkpoints.hashing import DEFAULT_HASH, DIGEST_LENGTH, HASHES, SHA256, digest_of
 from multinode.checkpoints.names import order_key
 
 MANIFEST_NAME = "mirror-manifest.json"
-FORMAT_VERSION = 1
-HASH_BUFFER = 8 << 20
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# Format 1: every file has a "sha256". Format 2: the manifest names its "hash" and each file has a "digest".
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
+_HEX = re.compile(r"^[0-9a-f]+$")
 
 
 class CorruptCheckpoint(Exception):
@@ -52,9 +53,12 @@ class MirroredCheckpoint:
 class ManifestFile:
     path: str          # relative, "/"-separated
     size: int
-    sha256: str
+    digest: str        # hex, of the whole file, with `algorithm`
     mtime_ns: int | None = None   # of the source file: a dedupe hint
-    probe: str | None = None      # digest of sampled blocks: a dedupe hint (copying.probe)
+    probe: str | None = None      # digest of sampled blocks, with `algorithm`: a dedupe hint (hashing.probe)
+    ino: int | None = None        # of the source file, with ctime_ns: the same file, unchanged (dedupe.py)
+    ctime_ns: int | None = None
+    algorithm: str = DEFAULT_HASH   # the manifest's hash (sha256 for format 1)
 
 
 def rfc3339(t: float) -> str:
@@ -64,11 +68,13 @@ def rfc3339(t: float) -> str:
 def manifest_document(*, name: str, source: str, step: int | None, framework: str | None,
                       files: list[ManifestFile], copied_bytes: int, linked_bytes: int,
                       completed_at: str | None, mirrored_at: str) -> dict:
+    if any(f.algorithm != DEFAULT_HASH for f in files):
+        raise ValueError(f"a new manifest lists {DEFAULT_HASH} digests only")
     return {
-        "format": FORMAT_VERSION, "name": name, "source": source, "step": step, "framework": framework,
-        "total_bytes": sum(f.size for f in files), "copied_bytes": copied_bytes, "linked_bytes": linked_bytes,
-        "completed_at": completed_at, "mirrored_at": mirrored_at,
-        "files": [{k: v for k, v in vars(f).items() if v is not None} for f in files],
+        "format": FORMAT_VERSION, "hash": DEFAULT_HASH, "name": name, "source": source, "step": step,
+        "framework": framework, "total_bytes": sum(f.size for f in files), "copied_bytes": copied_bytes,
+        "linked_bytes": linked_bytes, "completed_at": completed_at, "mirrored_at": mirrored_at,
+        "files": [{k: v for k, v in vars(f).items() if v is not None and k != "algorithm"} for f in files],
     }
 
 
@@ -82,11 +88,14 @@ def read_manifest(path: Path) -> tuple[MirroredCheckpoint, list[ManifestFile]]:
     except (OSError, ValueError) as e:
         raise CorruptCheckpoint(manifest, f"unreadable: {e}") from None
     try:
-        if doc["format"] != FORMAT_VERSION:
-            raise ValueError(f"format {doc['format']!r}, expected {FORMAT_VERSION}")
+        if doc["format"] not in READABLE_FORMATS:
+            raise ValueError(f"format {doc['format']!r}, expected one of {READABLE_FORMATS}")
         if doc["name"] != path.name:
             raise ValueError(f"names {doc['name']!r}, not the directory's name")
-        files = [_manifest_file(entry) for entry in doc["files"]]
+        algorithm = SHA256 if doc["format"] == 1 else doc["hash"]
+        if algorithm not in HASHES:
+            raise ValueError(f"hash {algorithm!r}")
+        files = [_manifest_file(entry, algorithm, doc["format"]) for entry in doc["files"]]
         total = sum(f.size for f in files)
         if doc["total_bytes"] != total:
             raise ValueError(f"total_bytes {doc['total_bytes']} but the files add up to {total}")
@@ -101,19 +110,21 @@ def read_manifest(path: Path) -> tuple[MirroredCheckpoint, list[ManifestFile]]:
     return checkpoint, files
 
 
-def _manifest_file(entry: dict) -> ManifestFile:
-    rel, size, sha = entry["path"], entry["size"], entry["sha256"]
+def _manifest_file(entry: dict, algorithm: str, format_version: int) -> ManifestFile:
+    rel, size, digest = entry["path"], entry["size"], entry[SHA256 if format_version == 1 else "digest"]
     parts = PurePosixPath(rel).parts if isinstance(rel, str) else ()
     # A manifest names files inside its own directory only.
     if not parts or rel.startswith("/") or any(p in ("..", ".", "") for p in parts) or rel == MANIFEST_NAME:
         raise ValueError(f"file path {rel!r}")
-    if type(size) is not int or size < 0 or not isinstance(sha, str) or not _SHA256.match(sha):
+    if type(size) is not int or size < 0 or not isinstance(digest, str) or not _HEX.match(digest) \
+            or len(digest) != DIGEST_LENGTH[algorithm]:
         raise ValueError(f"file entry {entry!r}")
-    return ManifestFile(rel, size, sha, entry.get("mtime_ns"), entry.get("probe"))
+    return ManifestFile(rel, size, digest, entry.get("mtime_ns"), entry.get("probe"), entry.get("ino"),
+                        entry.get("ctime_ns"), algorithm)
 
 
 def check_files(path: Path, files: list[ManifestFile], *, full: bool) -> None:
-    """Every listed file exists with its size (and, if `full`, its sha256), and no other file is there."""
+    """Every listed file exists with its size (and, if `full`, its digest), and no other file is there."""
     listed = {f.path for f in files}
     for dirpath, _, filenames in os.walk(path):
         for name in filenames:
@@ -131,19 +142,9 @@ def check_files(path: Path, files: list[ManifestFile], *, full: bool) -> None:
         if st.st_size != f.size:
             raise CorruptCheckpoint(file, f"size {st.st_size}, manifest says {f.size}")
         if full:
-            digest = sha256_of(file)
-            if digest != f.sha256:
-                raise CorruptCheckpoint(file, f"sha256 {digest}, manifest says {f.sha256}")
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(max(1, min(HASH_BUFFER, os.fstat(f.fileno()).st_size + 1)))
-        view = memoryview(buf)
-        while n := f.readinto(buf):
-            h.update(view[:n])
-    return h.hexdigest()
+            digest = digest_of(file, f.algorithm)
+            if digest != f.digest:
+                raise CorruptCheckpoint(file, f"{f.algorithm} {digest}, manifest says {f.digest}")
 
 
 def verify_mirrored(path: Path, *, full: bool = True) -> None:

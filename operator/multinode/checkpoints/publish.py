@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import secrets
 import shutil
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from multinode.checkpoints.copying import (
+    READ_ONLY,
     Cancelled,
     DestinationError,
     SourceChanged,
@@ -31,10 +33,10 @@ from multinode.checkpoints.copying import (
     hash_source,
     is_out_of_space,
     link_published,
-    probe,
     probe_source,
 )
-from multinode.checkpoints.dedupe import DedupeIndex
+from multinode.checkpoints.dedupe import IDENTITY_MARGIN_NS, DedupeIndex
+from multinode.checkpoints.hashing import DEFAULT_HASH
 from multinode.checkpoints.manifest import (
     MANIFEST_NAME,
     ManifestFile,
@@ -46,7 +48,6 @@ from multinode.checkpoints.scan import CheckpointCandidate
 from multinode.checkpoints.tree import SourceFile, walk_files
 
 STAGING_PREFIX = ".staging-"
-READ_ONLY = 0o444
 
 
 class PublishFailed(Exception):
@@ -103,9 +104,11 @@ class _Publisher:
         self.replace = replace
         self.workers = max(1, workers)
         self.cancel = threading.Event()
+        self.started_ns = 0   # the clock when run() began, in ns
 
     def run(self, completed_at: str | None, clock: Callable[[], float]) -> PublishResult:
         started = time.monotonic()
+        self.started_ns = int(clock() * 1e9)
         try:
             files = [f for f in walk_files(self.candidate.path) if f.rel != MANIFEST_NAME]
         except OSError as e:
@@ -155,12 +158,13 @@ class _Publisher:
                                 f"copied ({len(changed)} file(s) differ)")
 
     def _make_dirs(self, files: list[SourceFile]) -> set[Path]:
-        dirs = {self.staging}
+        rels = {""}
         for f in files:
-            parent = (self.staging / f.rel).parent
-            while parent not in dirs:
-                dirs.add(parent)
-                parent = parent.parent
+            parent = posixpath.dirname(f.rel)
+            while parent not in rels:
+                rels.add(parent)
+                parent = posixpath.dirname(parent)
+        dirs = {self.staging / rel if rel else self.staging for rel in rels}
         try:
             for d in sorted(dirs, key=lambda p: len(p.parts)):
                 os.mkdir(d)
@@ -199,21 +203,31 @@ class _Publisher:
             raise
 
     def _copy_or_link(self, f: SourceFile) -> tuple[ManifestFile, int, int]:
-        dst = self.staging / f.rel
+        dst = f"{self.staging}/{f.rel}"   # a string: no Path parsing per file
+        # The clock was read before any file: one whose ctime is older by the margin cannot change unseen.
+        settled = self.started_ns - f.ctime_ns > IDENTITY_MARGIN_NS
+        same = self.index.same_file(f)
+        if same is not None and same.algorithm == DEFAULT_HASH and self._link(same.path, dst, f.size):
+            return self._entry(f, same.digest, same.probe, settled), 0, f.size
         expected = None
         if self.index.worth_hashing(f, probe_source):
-            expected = hash_source(f, self.cancel)
-            known = self.index.find(expected, f.size)
+            expected = hash_source(f, self.cancel, self.index.algorithms(f.size))
+            known = self.index.find(expected.digests, f.size)
             if known is not None and self._link(known.path, dst, f.size):
-                fingerprint = known.probe or self._probe(dst, f.size)
-                return ManifestFile(f.rel, f.size, expected, f.mtime_ns, fingerprint), 0, f.size
-        digest = copy_and_hash(f, dst, self.cancel)
-        if expected is not None and digest != expected:
+                return self._entry(f, expected.digest, expected.probe, settled), 0, f.size
+        copied = copy_and_hash(f, dst, self.cancel)
+        if expected is not None and copied.digest != expected.digest:
             raise SourceChanged(f"{f.path} changed between hashing and copying")
-        return ManifestFile(f.rel, f.size, digest, f.mtime_ns, self._probe(dst, f.size)), f.size, 0
+        return self._entry(f, copied.digest, copied.probe, settled), f.size, 0
 
     @staticmethod
-    def _link(published: Path, dst: Path, size: int) -> bool:
+    def _entry(f: SourceFile, digest: str, probe: str | None, settled: bool) -> ManifestFile:
+        if not settled:
+            return ManifestFile(f.rel, f.size, digest, f.mtime_ns, probe)
+        return ManifestFile(f.rel, f.size, digest, f.mtime_ns, probe, ino=f.ino, ctime_ns=f.ctime_ns)
+
+    @staticmethod
+    def _link(published: Path, dst: str, size: int) -> bool:
         try:
             link_published(published, dst)
             if os.stat(dst).st_size == size:
@@ -229,26 +243,25 @@ class _Publisher:
             raise DestinationError(e) from None
         return False
 
-    @staticmethod
-    def _probe(path: Path, size: int) -> str:
-        try:
-            return probe(path, size)
-        except OSError as e:
-            raise DestinationError(e) from None
-
     def _check_sizes(self, entries: list[ManifestFile]) -> None:
+        staging = os.fspath(self.staging)
         for entry in entries:
-            path = self.staging / entry.path
+            path = f"{staging}/{entry.path}"
             try:
-                size = os.stat(path).st_size
-                os.chmod(path, READ_ONLY)   # published files are immutable: hard links to them are safe
+                st = os.stat(path)
+                size = st.st_size
+                if st.st_mode & 0o777 != READ_ONLY:   # a reflink (copies are created read-only)
+                    os.chmod(path, READ_ONLY)
             except OSError as e:
                 raise DestinationError(e) from None
             if size != entry.size:
                 raise PublishFailed("CopyFailed", f"staged {path} has {size} bytes, expected {entry.size}")
 
     def _write_manifest(self, doc: dict) -> None:
-        data = json.dumps(doc, indent=1).encode()
+        # One line per file, each by json's C encoder (an indented dump runs the pure-Python one).
+        head = json.dumps({k: v for k, v in doc.items() if k != "files"})
+        files = ",\n".join(json.dumps(f, separators=(",", ":")) for f in doc["files"])
+        data = f'{head[:-1]}, "files": [\n{files}\n]}}\n'.encode()
         fd = os.open(self.staging / MANIFEST_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, READ_ONLY)
         try:
             view = memoryview(data)

@@ -17,6 +17,7 @@ class SourceFile:
     size: int
     mtime_ns: int
     ino: int
+    ctime_ns: int = 0
 
 
 def _raise(error: OSError) -> None:
@@ -30,7 +31,8 @@ def walk_files(root: Path, *, include_temporary: bool = False) -> list[SourceFil
     """
     files: list[SourceFile] = []
     seen_dirs: set[tuple[int, int]] = set()
-    for dirpath, dirnames, filenames in os.walk(root, onerror=_raise, followlinks=True):
+    top = os.fspath(root)
+    for dirpath, dirnames, filenames in os.walk(top, onerror=_raise, followlinks=True):
         st = os.stat(dirpath)
         if (st.st_dev, st.st_ino) in seen_dirs:   # a symlink loop: walk each directory once
             dirnames.clear()
@@ -38,18 +40,20 @@ def walk_files(root: Path, *, include_temporary: bool = False) -> list[SourceFil
         seen_dirs.add((st.st_dev, st.st_ino))
         dirnames.sort()
         base = Path(dirpath)
+        # Strings, not Path arithmetic, per file: checkpoints can hold thousands of files.
+        prefix = os.path.relpath(dirpath, top).replace(os.sep, "/") + "/" if dirpath != top else ""
         for name in filenames:
             if not include_temporary and is_temporary_file(name):
                 continue
-            path = base / name
+            full = os.path.join(dirpath, name)
             try:
-                fst = os.stat(path)
+                fst = os.stat(full)
             except FileNotFoundError:
-                if os.path.islink(path):   # a dangling symlink is not a file of the checkpoint
+                if os.path.islink(full):   # a dangling symlink is not a file of the checkpoint
                     continue
                 raise
-            rel = path.relative_to(root).as_posix()
-            files.append(SourceFile(rel, path, fst.st_size, fst.st_mtime_ns, fst.st_ino))
+            files.append(SourceFile(prefix + name, base / name, fst.st_size, fst.st_mtime_ns, fst.st_ino,
+                                    fst.st_ctime_ns))
     files.sort(key=lambda f: f.rel)
     return files
 

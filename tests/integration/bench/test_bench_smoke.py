@@ -90,12 +90,15 @@ def test_recovery_benches_see_a_replacement_gang(bench_dir: Path) -> None:
     assert 0 < ours["failure_to_gang_s"]["median"] <= ours["failure_to_gang_s"]["p99"], ours
 
 
-def test_mirror_bench_compares_with_cp(bench_dir: Path) -> None:
-    run_bench("mirror.py", "--size-mb", "16", "--shards", "2", "--rounds", "1", "--dir", str(bench_dir))
-    shutil.rmtree(bench_dir / "cache")  # the 16 MB source checkpoint
+def test_mirror_bench_compares_with_cp_and_rsync(bench_dir: Path) -> None:
+    run_bench("mirror.py", "--scales", "0", "--small-files", "50", "--rounds", "1", "--dir", str(bench_dir))
+    assert not (bench_dir / "cache").exists()   # the source trees are removed after the run
     report = json.loads((bench_dir / "mirror.json").read_text())
-    assert report["size_bytes"] >= 16 << 20 and report["ratio_mirror_to_cp"] > 0, report
-    # Re-mirroring an unchanged checkpoint under a new name copies (almost) nothing: it is linked.
+    [tree] = report["trees"]
+    assert tree["files"] > 50 and tree["checkpoints"] == 4, tree
+    assert set(tree["ratio_mirror_to"]) == {"cp", "rsync"} and all(v > 0 for v in tree["ratio_mirror_to"].values())
+    # Re-mirroring unchanged checkpoints under new names copies (almost) nothing: they are linked.
+    assert [r["how"] for r in report["remirror"]] == ["renamed", "copied"]
     assert all(r["copied_pct"] < 1 for r in report["remirror"]), report["remirror"]
 
 

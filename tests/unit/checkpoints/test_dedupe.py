@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from multinode.checkpoints import list_mirrored, verify_mirrored
+from multinode.checkpoints import MANIFEST_NAME, list_mirrored, verify_mirrored
 from multinode.checkpoints import publish as publish_module
 from tests.unit.checkpoints import checkpoint_factory as make
 
@@ -66,9 +68,7 @@ def test_a_removed_destination_entry_is_relinked_from_another(src: Path, dst: Pa
 
 def test_changed_shards_of_the_same_size_are_copied_in_one_read(src: Path, first, monkeypatch) -> None:
     make.sharded(src, "checkpoint_0000200", shard_size=SHARD, seed=2)   # every weight changed
-    hashed = []
-    real = publish_module.hash_source
-    monkeypatch.setattr(publish_module, "hash_source", lambda f, cancel: hashed.append(f.rel) or real(f, cancel))
+    hashed = hashed_files(monkeypatch)
 
     report = first.sync_once()
 
@@ -76,3 +76,53 @@ def test_changed_shards_of_the_same_size_are_copied_in_one_read(src: Path, first
     assert [h for h in hashed if h.startswith("rank_")] == []
     assert report.bytes_copied >= 8 * SHARD
     verify_mirrored(report.mirrored[0].path, full=True)
+
+
+def hashed_files(monkeypatch) -> list[str]:
+    """The source files the publisher hashes before deciding to link (read only), as they happen."""
+    hashed: list[str] = []
+    real = publish_module.hash_source
+    monkeypatch.setattr(publish_module, "hash_source", lambda f, *args: hashed.append(f.rel) or real(f, *args))
+    return hashed
+
+
+def test_a_renamed_checkpoint_is_linked_without_reading_it(src: Path, dst: Path, first, monkeypatch) -> None:
+    hashed = hashed_files(monkeypatch)
+    os.rename(src / "checkpoint_0000100", src / "checkpoint_0000200")   # the same files: same inode and ctime
+
+    report = first.sync_once()
+
+    assert_linked(report, report.mirrored[0].total_bytes)
+    assert hashed == []
+    verify_mirrored(report.mirrored[0].path, full=True)
+
+
+def test_a_file_rewritten_in_place_with_its_mtime_restored_is_copied(src: Path, first) -> None:
+    shard = src / "checkpoint_0000100" / "rank_00003.pt"
+    before = shard.stat()
+    shard.write_bytes(make.random_bytes(SHARD, seed=9))   # same size, same inode, other weights
+    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.rename(src / "checkpoint_0000100", src / "checkpoint_0000200")
+
+    report = first.sync_once()
+
+    # The ctime moved: the identity no longer matches, and the probe rules the file out.
+    assert report.bytes_copied >= SHARD
+    verify_mirrored(report.mirrored[0].path, full=True)
+    published = report.mirrored[0].path / "rank_00003.pt"
+    assert published.read_bytes() == make.random_bytes(SHARD, seed=9)
+
+
+def test_files_changed_within_the_margin_are_hashed_before_linking(src: Path, make_mirror, monkeypatch) -> None:
+    make.sharded(src, "checkpoint_0000100", shard_size=SHARD, seed=1)
+    now = make.Clock(time.time())   # the files' ctime is now: a coarse timestamp could hide a rewrite
+    make_mirror(clock=now).sync_once()
+    doc = json.loads((make_mirror().dest / "checkpoint_0000100" / MANIFEST_NAME).read_text())
+    assert all("ino" not in f and "ctime_ns" not in f for f in doc["files"])
+    hashed = hashed_files(monkeypatch)
+    os.rename(src / "checkpoint_0000100", src / "checkpoint_0000200")
+
+    report = make_mirror(clock=now).sync_once()
+
+    assert_linked(report, report.mirrored[0].total_bytes)
+    assert {h for h in hashed if h.startswith("rank_")} == {f"rank_{r:05d}.pt" for r in range(8)}

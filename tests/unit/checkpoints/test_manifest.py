@@ -32,8 +32,8 @@ def test_a_published_checkpoint_verifies_and_lists(published: Path, dst: Path) -
     assert mirrored.mirrored_at == "2027-01-15T08:00:00Z" == mirrored.completed_at   # T0 of the injected clock
     assert mirrored.source.endswith("cache/job/checkpoint_0000100")
     doc = json.loads((published / MANIFEST_NAME).read_text())
-    assert doc["format"] == 1 and doc["framework"] == "marker" and doc["copied_bytes"] == mirrored.total_bytes
-    assert all(f["mtime_ns"] > 0 and len(f["sha256"]) == 64 for f in doc["files"])
+    assert doc["format"] == 2 and doc["hash"] == "xxh3_128" and doc["framework"] == "marker" and doc["copied_bytes"] == mirrored.total_bytes
+    assert all(f["mtime_ns"] > 0 and len(f["digest"]) == 32 for f in doc["files"])
     assert (published / "rank_00000.pt").stat().st_mode & 0o777 == 0o444
 
 
@@ -49,7 +49,7 @@ def test_a_flipped_byte_is_found_by_a_full_verify_naming_the_file(published: Pat
         verify_mirrored(published, full=True)
 
     assert caught.value.path == victim
-    assert "rank_00001.pt" in str(caught.value) and "sha256" in str(caught.value)
+    assert "rank_00001.pt" in str(caught.value) and "xxh3_128" in str(caught.value)
 
 
 @pytest.mark.parametrize(("damage", "culprit"), [
@@ -60,7 +60,7 @@ def test_a_flipped_byte_is_found_by_a_full_verify_naming_the_file(published: Pat
     (lambda p: (p / MANIFEST_NAME).write_text('{"format": 1, "name": "checkpoint_0000100"'), MANIFEST_NAME),
     (lambda p: (p / MANIFEST_NAME).write_text(json.dumps({
         **json.loads((p / MANIFEST_NAME).read_text()), "files": [
-            {"path": "../../escape", "size": 0, "sha256": "0" * 64}], "total_bytes": 0})), MANIFEST_NAME),
+            {"path": "../../escape", "size": 0, "digest": "0" * 32}], "total_bytes": 0})), MANIFEST_NAME),
 ])
 def test_damage_is_named_and_the_checkpoint_is_no_longer_listed(published: Path, dst: Path, damage,
                                                                  culprit: str) -> None:
