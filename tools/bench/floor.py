@@ -89,7 +89,7 @@ def jobset_pods(name: str, namespace: str, n: int, gpus: int) -> list[dict]:
 
 async def create_all(kube: KubeApi, namespace: str, pods: list[dict]) -> float:
     t0 = time.monotonic()
-    await asyncio.gather(*(kube.create_pod(namespace, pod) for pod in pods))
+    await asyncio.gather(*(kube.create(namespace, pod) for pod in pods))
     return time.monotonic() - t0
 
 
