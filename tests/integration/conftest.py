@@ -38,3 +38,11 @@ def job_namespace(core: client.CoreV1Api, operator: OperatorProcess) -> Iterator
     name = new_namespace(core, prefix=SHARED_OPERATOR_NS_PREFIX)
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def module_job_namespace(core: client.CoreV1Api, operator: OperatorProcess) -> Iterator[str]:
+    """A namespace the session operator watches, for a module fixture that several tests judge."""
+    name = new_namespace(core, prefix=SHARED_OPERATOR_NS_PREFIX)
+    yield name
+    core.delete_namespace(name)
