@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from tests.support.kube import kubectl, new_namespace
-from tests.support.operator import CRD_FILE, OperatorProcess
+from localcluster.harness.kube import kubectl, new_namespace
+from localcluster.harness.operator import CRD_FILE, OperatorProcess
 
 # The session operator watches only namespaces with this prefix; tests that need an operator of their
 # own (restart, RBAC identities) use other prefixes, so two operators never handle the same job.

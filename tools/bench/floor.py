@@ -31,11 +31,10 @@ from kubernetes import client
 from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import BENCH_NODE_MONITOR_GRACE, machine  # noqa: E402
-from tests.support.jobs import training_job  # noqa: E402
-from tests.support.kube import new_namespace  # noqa: E402
+from localcluster.harness.trainingjobs import training_job  # noqa: E402
+from localcluster.harness.kube import new_namespace  # noqa: E402
 
 from multinode.api import TrainingJob  # noqa: E402
 from multinode.controller.kube import KubeApi  # noqa: E402

@@ -18,8 +18,8 @@ from kubernetes import client
 from multinode.api import CRD_NAME, GROUP, VERSION
 from multinode.api.spec import TrainingJobSpec
 from tests.integration.api.admission import create, maximal_job
-from tests.support.jobs import training_job
-from tests.support.kube import kubectl
+from localcluster.harness.trainingjobs import training_job
+from localcluster.harness.kube import kubectl
 
 
 def committed_schema(crd_file: str) -> dict[str, Any]:

@@ -36,9 +36,10 @@ from kubernetes import client
 from multinode.api import GROUP, PLURAL, VERSION, TrainingJob
 from tests.integration.api import hostile
 from tests.integration.api.hostile import Ledger, Mutant, Outcome, named_fields, names_mutated_field
-from tests.support.jobs import job_pods, training_job
-from tests.support.operator import OperatorProcess
-from tests.support.waiting import wait_for
+from localcluster.harness.trainingjobs import training_job
+from tests.support.jobs import job_pods
+from localcluster.harness.operator import OperatorProcess
+from localcluster.harness.waiting import wait_for
 
 MAX_CREATED = 32
 SETTLE_SECONDS = 90

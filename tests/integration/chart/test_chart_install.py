@@ -28,10 +28,11 @@ from multinode.api import CRD_NAME, GROUP, PLURAL, VERSION
 from multinode.api.crd import render_crd_yaml
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
-from tests.support.kube import kubeconfig_for_token, kubectl, new_namespace, service_account_token
-from tests.support.operator import OperatorProcess
+from localcluster.harness.kube import kubectl, new_namespace
+from tests.support.kube import kubeconfig_for_token, service_account_token
+from localcluster.harness.operator import OperatorProcess
 from tests.support.storage import bound_claim
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 from tests.support.mirror import MirrorProcess, write_checkpoint
 from tests.unit.chart.chart import CHART_DIR, helm
 

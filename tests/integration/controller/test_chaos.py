@@ -61,9 +61,9 @@ from urllib3.exceptions import HTTPError
 from multinode.api import GROUP, KIND, LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
-from tests.support.kube import new_namespace
-from tests.support.operator import OperatorProcess
-from tests.support.waiting import wait_for
+from localcluster.harness.kube import new_namespace
+from localcluster.harness.operator import OperatorProcess
+from localcluster.harness.waiting import wait_for
 
 SEED = int(os.environ.get("MULTINODE_CHAOS_SEED") or 20250917)
 NUM_JOBS = 50

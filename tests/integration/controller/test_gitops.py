@@ -6,7 +6,7 @@ import yaml
 from kubernetes import client
 
 from tests.support import jobs
-from tests.support.kube import kubectl
+from localcluster.harness.kube import kubectl
 
 
 def test_server_side_apply_twice_is_a_no_op_and_diff_is_clean_after_reconcile(

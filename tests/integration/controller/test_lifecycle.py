@@ -12,7 +12,7 @@ from localcluster import LocalCluster, NodePoolConfig
 from multinode.api import GROUP, LABEL_ATTEMPT, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER, START_AFTER
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 FAST = {"backoff": {"initialSeconds": 0}}
 DIGEST = "localcluster.multinode.dev/image-digest"

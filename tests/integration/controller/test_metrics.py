@@ -6,8 +6,8 @@ from kubernetes import client
 
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
-from tests.support.operator import OperatorProcess
-from tests.support.waiting import wait_for
+from localcluster.harness.operator import OperatorProcess
+from localcluster.harness.waiting import wait_for
 
 OPERATOR_METRICS = {
     "multinode_trainingjobs", "multinode_pods_created", "multinode_restarts", "multinode_reconcile_duration_seconds",

@@ -11,9 +11,9 @@ from kubernetes import client
 
 from multinode.api import LABEL_NODE_INDEX
 from tests.support import jobs
-from tests.support.kube import new_namespace
-from tests.support.operator import OperatorProcess
-from tests.support.waiting import wait_for
+from localcluster.harness.kube import new_namespace
+from localcluster.harness.operator import OperatorProcess
+from localcluster.harness.waiting import wait_for
 
 NUM_NODES = 100
 

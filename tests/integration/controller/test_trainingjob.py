@@ -8,8 +8,8 @@ from kubernetes import client
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER, START_AFTER
-from tests.support.kube import kubectl
-from tests.support.waiting import wait_for
+from localcluster.harness.kube import kubectl
+from localcluster.harness.waiting import wait_for
 
 
 @pytest.fixture(scope="module")

@@ -40,9 +40,9 @@ from multinode.metrics.mirror import MirrorMetrics
 from multinode.metrics.operator import OperatorMetrics
 from multinode.render.mirror import render_mirror_role
 from tests.support import jobs
-from tests.support.kube import kubectl, new_namespace
+from localcluster.harness.kube import kubectl, new_namespace
 from tests.support.storage import bound_claim
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

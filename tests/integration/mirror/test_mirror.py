@@ -16,10 +16,11 @@ from kubernetes import client
 from multinode.api import GROUP, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
-from tests.support.kube import client_for_token, kubeconfig_for_token, kubectl, service_account_token
+from localcluster.harness.kube import kubectl
+from tests.support.kube import client_for_token, kubeconfig_for_token, service_account_token
 from tests.support.mirror import MirrorProcess, write_checkpoint
 from tests.support.storage import bound_claim
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 CACHE_MOUNT, CKPT_MOUNT = "/cache", "/checkpoints"
 

@@ -8,7 +8,7 @@ from multinode.controller import worker
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.worker import Indices, Reconciler
 from tests.unit.controller.fake_kube import FakeKube
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 KEY = ("ml", "llama")
 
@@ -20,7 +20,7 @@ class RecordingKube(FakeKube):
 
 
 def reconciler(kube: RecordingKube) -> Reconciler:
-    jobs = {KEY: [make_job(3).model_dump(by_alias=True, exclude_none=True, mode="json")]}
+    jobs = {KEY: [stored_job(3).model_dump(by_alias=True, exclude_none=True, mode="json")]}
     return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs, pods={}))  # type: ignore[arg-type]
 
 

@@ -11,7 +11,7 @@ from multinode.controller.kube import ApiError
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.worker import Indices, Reconciler
 from tests.unit.controller.fake_kube import FakeKube
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 KEY = ("ml", "llama")
 
@@ -35,7 +35,7 @@ def test_a_pod_the_apiserver_refuses_fails_the_job_with_its_message() -> None:
                        "unmarshal number into Go struct field Volume.spec.volumes.hostPath")
 
     kube = FakeKube(refuse)
-    reconcile_once(make_job(2, podTemplate={"volumes": [{"name": "v", "hostPath": 5}]}), kube)
+    reconcile_once(stored_job(2, podTemplate={"volumes": [{"name": "v", "hostPath": 5}]}), kube)
 
     status = kube.statuses[-1]
     assert status["phase"] == "Failed"
@@ -50,7 +50,7 @@ def test_a_server_error_on_create_is_retried_not_a_failed_job() -> None:
 
     kube = FakeKube(unavailable)
     with pytest.raises(ApiError):  # the worker's retry with backoff
-        reconcile_once(make_job(2), kube)
+        reconcile_once(stored_job(2), kube)
     assert all(s.get("phase") != "Failed" for s in kube.statuses)
 
 
@@ -63,7 +63,7 @@ def test_a_pod_the_cluster_forbids_keeps_the_job_pending_and_says_why() -> None:
 
     kube = FakeKube(forbid)
     with pytest.raises(ApiError):  # the worker's retry with backoff
-        reconcile_once(make_job(2, podTemplate={"priorityClassName": "training"}), kube)
+        reconcile_once(stored_job(2, podTemplate={"priorityClassName": "training"}), kube)
 
     status = kube.statuses[-1]
     assert status["phase"] == "Pending"

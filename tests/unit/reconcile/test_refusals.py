@@ -7,7 +7,7 @@ import pytest
 from multinode.api import Phase
 from multinode.reconcile.refusals import Refusal, classify, created, creation_refused
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 @pytest.mark.parametrize(("status", "refusal"), [
@@ -25,7 +25,7 @@ def test_only_a_conflict_counts_as_created() -> None:
 
 
 def test_forbidden_keeps_the_job_pending_says_why_and_retries() -> None:
-    job = make_job(2, podTemplate={"priorityClassName": "training"})
+    job = stored_job(2, podTemplate={"priorityClassName": "training"})
     message = 'pods "llama-0-a0" is forbidden: no PriorityClass with name training was found'
 
     refused = creation_refused(job, run(job, []), [], 403, message, now=NOW)
@@ -38,7 +38,7 @@ def test_forbidden_keeps_the_job_pending_says_why_and_retries() -> None:
 
 @pytest.mark.parametrize("status", [400, 422])
 def test_invalid_fails_the_job_with_the_apiservers_message_and_is_not_retried(status: int) -> None:
-    job = make_job(2)
+    job = stored_job(2)
     message = "json: cannot unmarshal number into Go struct field Volume.spec.volumes.hostPath"
 
     refused = creation_refused(job, run(job, [pod(0, "Pending")]), [pod(0, "Pending")], status, message, now=NOW)
@@ -52,6 +52,6 @@ def test_invalid_fails_the_job_with_the_apiservers_message_and_is_not_retried(st
 
 @pytest.mark.parametrize("status", [500, 503, None])
 def test_anything_else_writes_nothing_and_is_retried(status: int | None) -> None:
-    job = make_job(2)
+    job = stored_job(2)
     refused = creation_refused(job, run(job, []), [], status, "etcdserver: request timed out", now=NOW)
     assert refused.retry and refused.plan is None
