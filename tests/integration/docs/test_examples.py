@@ -147,7 +147,8 @@ def test_enough_examples_are_found_to_mean_something() -> None:
 
 @pytest.mark.parametrize("block", doc_blocks(), ids=lambda b: b.source)
 def test_every_yaml_block_in_the_docs_parses(block: Block) -> None:
-    documents(block.text)
+    # safe_load_all raises on a block that does not parse; an empty one shows nothing to a reader either.
+    assert documents(block.text), f"{block.source}: a YAML block with no document in it"
 
 
 # ---------------------------------------------------------------------------------------------------------
