@@ -25,7 +25,7 @@ from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
-from multinode.reconcile.refusals import created, creation_refused
+from multinode.reconcile.refusals import counts_as_created, creation_refused
 from multinode.reconcile.status_report import mark_failed
 
 log = logging.getLogger("multinode.controller")
@@ -106,7 +106,7 @@ def describe_validation_error(e: ValidationError) -> str:
 
 def _exists(error: BaseException) -> bool:
     """A create refused because the object is already there (see reconcile/refusals.py)."""
-    return isinstance(error, ApiError) and created(error.status)
+    return isinstance(error, ApiError) and counts_as_created(error.status)
 
 
 class Reconciler:
@@ -258,7 +258,7 @@ class Reconciler:
             try:
                 await self.kube.create(namespace, obj)
             except ApiError as e:
-                if not created(e.status):
+                if not counts_as_created(e.status):
                     raise
         pods = self._not_expected((namespace, job.metadata.name), result.pods_to_create, indexed)
         outcomes = await asyncio.gather(*(self.kube.create(namespace, pod) for pod in pods),

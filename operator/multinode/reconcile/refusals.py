@@ -48,9 +48,9 @@ def classify(status: int | None) -> Refusal:
     return Refusal.TRANSIENT
 
 
-def created(status: int | None) -> bool:
-    """Whether a create that ended with this status left the object in place (None: it succeeded)."""
-    return status is None or classify(status) is Refusal.ALREADY_EXISTS
+def counts_as_created(status: int | None) -> bool:
+    """Whether a refused create left the object in place all the same (None: no answer came, so no)."""
+    return classify(status) is Refusal.ALREADY_EXISTS
 
 
 @dataclass(frozen=True)

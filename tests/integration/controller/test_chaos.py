@@ -59,6 +59,7 @@ from kubernetes import client, watch
 from urllib3.exceptions import HTTPError
 
 from multinode.api import GROUP, KIND, LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX, PLURAL, VERSION
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
 from localcluster.harness.kube import new_namespace
@@ -107,7 +108,7 @@ class Script:
 
     def manifest(self) -> dict:
         policy = {"maxRestarts": self.max_restarts, "backoff": {"initialSeconds": 0}, "rules": RULES}
-        return jobs.training_job(self.name, self.num_nodes, gpus=0, failurePolicy=policy)
+        return training_job(self.name, self.num_nodes, gpus=0, failurePolicy=policy)
 
 
 def make_scripts(rng: random.Random) -> list[Script]:

@@ -14,6 +14,7 @@ import pytest
 from kubernetes import client
 
 from multinode.api import GROUP, PLURAL, VERSION
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
 from localcluster.harness.kube import kubectl
@@ -26,7 +27,7 @@ CACHE_MOUNT, CKPT_MOUNT = "/cache", "/checkpoints"
 
 
 def checkpointed_job(name: str, num_nodes: int = 2, **checkpointing) -> dict:
-    return jobs.training_job(
+    return training_job(
         name, num_nodes, cache={"claimName": "team-cache", "mountPath": CACHE_MOUNT},
         checkpointing={"claimName": "ckpt-backup", "mountPath": CKPT_MOUNT, "keep": 2, **checkpointing})
 

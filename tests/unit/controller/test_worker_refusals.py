@@ -16,10 +16,13 @@ from localcluster.harness.trainingjobs import stored_job
 KEY = ("ml", "llama")
 
 
-def reconcile_once(job: TrainingJob, kube: FakeKube) -> None:
+def reconciler_of(job: TrainingJob, kube: FakeKube) -> Reconciler:
     jobs = {KEY: [job.model_dump(by_alias=True, exclude_none=True, mode="json")]}
-    reconciler = Reconciler(kube, OperatorSettings(), Indices(jobs=jobs))  # type: ignore[arg-type]
-    asyncio.run(reconciler.reconcile(KEY))
+    return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs))  # type: ignore[arg-type]
+
+
+def reconcile_once(job: TrainingJob, kube: FakeKube) -> None:
+    asyncio.run(reconciler_of(job, kube).reconcile(KEY))
 
 
 def condition(status: dict, type_: str) -> dict:
@@ -83,3 +86,16 @@ def test_a_status_field_the_planner_cleared_is_removed_with_an_explicit_null() -
 
     assert patch["nextAttemptTime"] is None and patch["phase"] == "Pending"
     assert "checkpoints" not in patch, "the mirror's field is never touched"
+
+
+def test_a_create_that_got_no_answer_is_retried_and_not_taken_as_created() -> None:
+    # A timeout says nothing about whether the pod exists: only 409 counts as created (the next reconcile
+    # creates it again, and gets 409 if the first create did land).
+    def timed_out(namespace: str, body: dict) -> None:
+        raise ApiError("create_namespaced_pod", None, "ReadTimeoutError", "read timed out")
+
+    kube = FakeKube(timed_out)
+    reconciler = reconciler_of(stored_job(2), kube)
+    with pytest.raises(ApiError):
+        asyncio.run(reconciler.reconcile(KEY))
+    assert KEY not in reconciler.expected

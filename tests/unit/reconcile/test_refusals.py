@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from multinode.api import Phase
-from multinode.reconcile.refusals import Refusal, classify, created, creation_refused
+from multinode.reconcile.refusals import Refusal, classify, counts_as_created, creation_refused
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from localcluster.harness.trainingjobs import stored_job
 
@@ -20,8 +20,8 @@ def test_each_status_is_classified(status: int | None, refusal: Refusal) -> None
 
 
 def test_only_a_conflict_counts_as_created() -> None:
-    assert created(409)
-    assert not any(created(status) for status in (400, 403, 404, 422, 500, 503))
+    assert counts_as_created(409)
+    assert not any(counts_as_created(status) for status in (400, 403, 404, 422, 500, 503, None))
 
 
 def test_forbidden_keeps_the_job_pending_says_why_and_retries() -> None:

@@ -16,9 +16,9 @@ COMMAND = ("torchrun", "train.py")
 
 
 def training_job(name: str, num_nodes: int, *, gpus: int | None = 8, image: str = IMAGE,
-                 command: tuple[str, ...] | list[str] | None = COMMAND, pod_annotations: dict | None = None,
-                 **spec: Any) -> dict:
-    """`gpus` None and `command` None leave resourcesPerNode and command out (the CRD's defaults)."""
+                 command: Any = COMMAND, pod_annotations: dict | None = None, **spec: Any) -> dict:
+    """`gpus` None and `command` None leave resourcesPerNode and command out (the CRD's defaults); any
+    other `command` is sent as given, a hostile one (a string, an object) included."""
     body: dict[str, Any] = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": KIND,
@@ -26,7 +26,7 @@ def training_job(name: str, num_nodes: int, *, gpus: int | None = 8, image: str 
         "spec": {"numNodes": num_nodes, "image": image},
     }
     if command is not None:
-        body["spec"]["command"] = list(command)
+        body["spec"]["command"] = list(command) if isinstance(command, tuple) else command
     if gpus is not None:
         body["spec"]["resourcesPerNode"] = {"gpus": gpus}
     body["spec"].update(spec)
