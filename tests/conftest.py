@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from localcluster import ClusterConfig, LocalCluster
 
-from tests.support.kube import new_namespace
+from localcluster.harness.kube import new_namespace
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

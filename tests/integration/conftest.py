@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from tests.support.kube import kubectl, new_namespace
-from tests.support.operator import CRD_FILE, OperatorProcess
+from localcluster.harness.kube import kubectl, new_namespace
+from localcluster.harness.operator import CRD_FILE, OperatorProcess
+from localcluster.harness.waiting import wait_for
+from multinode.api import CRD_NAME
 
 # The session operator watches only namespaces with this prefix; tests that need an operator of their
 # own (restart, RBAC identities) use other prefixes, so two operators never handle the same job.
@@ -17,9 +19,17 @@ SHARED_OPERATOR_NS_PREFIX = "t"
 
 
 @pytest.fixture(scope="session")
-def crd(kubeconfig: str) -> str:
+def crd(kubeconfig: str, api: client.ApiClient) -> str:
     kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd/trainingjobs.multinode.dev")
+    # Polled, not `kubectl wait`: on a fresh cluster (a test file run alone) the CRD can still have no
+    # status.conditions at all, and kubectl wait fails on that at once instead of waiting.
+    extensions = client.ApiextensionsV1Api(api)
+
+    def established() -> bool:
+        conditions = extensions.read_custom_resource_definition(CRD_NAME).status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    wait_for(established, timeout=60, what=f"CRD {CRD_NAME} Established")
     return str(CRD_FILE)
 
 
@@ -35,6 +45,14 @@ def operator(kubeconfig: str, crd: str, tmp_path_factory: pytest.TempPathFactory
 @pytest.fixture
 def job_namespace(core: client.CoreV1Api, operator: OperatorProcess) -> Iterator[str]:
     """A fresh namespace the session operator watches."""
+    name = new_namespace(core, prefix=SHARED_OPERATOR_NS_PREFIX)
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def module_job_namespace(core: client.CoreV1Api, operator: OperatorProcess) -> Iterator[str]:
+    """A namespace the session operator watches, for a module fixture that several tests judge."""
     name = new_namespace(core, prefix=SHARED_OPERATOR_NS_PREFIX)
     yield name
     core.delete_namespace(name)

@@ -13,7 +13,7 @@ import uuid
 from localcluster import ClusterConfig, LocalCluster, processes
 from localcluster.cluster import STOP_ORDER
 
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 
 def test_cluster_down_leaves_no_process(local_cluster: LocalCluster) -> None:

@@ -7,7 +7,7 @@ import uuid
 from kubernetes import client
 from localcluster import LocalCluster, NodePoolConfig
 
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 
 def gpu_pod(name: str, gpus: int, rdma: int = 0, node_selector: dict | None = None) -> dict:

@@ -1,4 +1,4 @@
-"""Building, applying and watching TrainingJobs in tests."""
+"""Applying and watching TrainingJobs in tests (built with localcluster.harness.trainingjobs)."""
 
 from __future__ import annotations
 
@@ -9,30 +9,12 @@ from kubernetes import client, watch
 from urllib3.exceptions import ProtocolError
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
-from tests.support.kube import kubectl
-from tests.support.waiting import wait_for
+from localcluster.harness.kube import kubectl
+from localcluster.harness.waiting import wait_for
 
 START_AFTER = "localcluster.multinode.dev/start-after"
 FINISH_AFTER = "localcluster.multinode.dev/finish-after"
 EXIT_CODE = "localcluster.multinode.dev/exit-code"
-
-
-def training_job(name: str, num_nodes: int, *, gpus: int = 8, pod_annotations: dict | None = None, **spec) -> dict:
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": {
-            "numNodes": num_nodes,
-            "image": "registry.example/train:1.0",
-            "command": ["torchrun", "train.py"],
-            "resourcesPerNode": {"gpus": gpus},
-            **spec,
-        },
-    }
-    if pod_annotations:
-        body["spec"].setdefault("podTemplate", {})["annotations"] = pod_annotations
-    return body
 
 
 def apply(kubeconfig: str, namespace: str, manifest: dict) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.operator import _free_port
+from localcluster.harness.operator import _free_port
 
 
 def write_checkpoint(root: Path, name: str, shards: int = 4, size: int = 64 * 1024) -> None:

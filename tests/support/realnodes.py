@@ -11,8 +11,8 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 from localcluster.images import TRAINER_IMAGE
 from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 
-from tests.support.jobs import training_job
-from tests.support.waiting import wait_for
+from localcluster.harness.trainingjobs import training_job
+from localcluster.harness.waiting import wait_for
 from tests.unit.chart.chart import CHART_DIR, helm
 
 REAL_NODES = 2

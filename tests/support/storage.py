@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 
 def bound_claim(core: client.CoreV1Api, namespace: str, name: str, size: str = "100Gi",

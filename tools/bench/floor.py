@@ -31,11 +31,10 @@ from kubernetes import client
 from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import BENCH_NODE_MONITOR_GRACE, machine  # noqa: E402
-from tests.support.jobs import training_job  # noqa: E402
-from tests.support.kube import new_namespace  # noqa: E402
+from localcluster.harness.trainingjobs import training_job  # noqa: E402
+from localcluster.harness.kube import new_namespace  # noqa: E402
 
 from multinode.api import TrainingJob  # noqa: E402
 from multinode.controller.kube import KubeApi  # noqa: E402
@@ -89,7 +88,7 @@ def jobset_pods(name: str, namespace: str, n: int, gpus: int) -> list[dict]:
 
 async def create_all(kube: KubeApi, namespace: str, pods: list[dict]) -> float:
     t0 = time.monotonic()
-    await asyncio.gather(*(kube.create_pod(namespace, pod) for pod in pods))
+    await asyncio.gather(*(kube.create(namespace, pod) for pod in pods))
     return time.monotonic() - t0
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from kubernetes import client, config as kube_config
 
 REPO = Path(__file__).resolve().parents[2]
-for p in (str(REPO), str(REPO / "tools" / "bench")):
+for p in (str(REPO / "tools" / "bench"),):
     if p not in sys.path:
         sys.path.insert(0, p)
 
@@ -78,7 +78,7 @@ def ensure_training_operator_built() -> Path:
 
 def install_training_operator_crds(kubeconfig: str, kinds: tuple[str, ...] = ("pytorchjobs",)) -> None:
     """Server-side apply (each CRD is ~0.5 MB, too big for the client-side last-applied annotation)."""
-    from tests.support.kube import kubectl
+    from localcluster.harness.kube import kubectl
 
     crds = ensure_training_operator_built() / "crds"
     for kind in kinds:
@@ -283,7 +283,7 @@ def job_of_pod(pod: dict) -> str | None:
 def main() -> int:
     from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
     from peers import Clock, RawWatch, identity, rss_peak_mb
-    from tests.support.kube import new_namespace
+    from localcluster.harness.kube import new_namespace
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=4)

@@ -150,7 +150,7 @@ class JobSetProcess:
 
 
 def install_jobset_crds(kubeconfig: str) -> None:
-    from tests.support.kube import kubectl
+    from localcluster.harness.kube import kubectl
 
     for crd in sorted((ensure_jobset_built() / "crds").glob("*.yaml")):
         kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(crd))

@@ -32,11 +32,11 @@ from localcluster import ClusterConfig, LocalCluster
 from multinode.api import GROUP, PLURAL, VERSION
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import RawWatch, wait_on  # noqa: E402
-from tests.support.kube import kubectl, new_namespace  # noqa: E402
-from tests.support.operator import CRD_FILE, OperatorProcess  # noqa: E402
+from localcluster.harness.kube import kubectl, new_namespace  # noqa: E402
+from localcluster.harness.operator import CRD_FILE, OperatorProcess  # noqa: E402
+from localcluster.harness.trainingjobs import training_job  # noqa: E402
 
 OUT = REPO / ".cache" / "bench" / "recovery.json"
 
@@ -84,9 +84,8 @@ def run_size(api: client.ApiClient, kubeconfig: str, num_nodes: int, trials: int
     operator.start()
     clock = PodClock(api, ns)
     name = f"rec{num_nodes}"
-    job = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", "metadata": {"name": name},
-           "spec": {"numNodes": num_nodes, "image": "registry.example/train:1", "resourcesPerNode": {"gpus": 0},
-                    "failurePolicy": {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}}}}
+    job = training_job(name, num_nodes, gpus=0, image="registry.example/train:1", command=None,
+                       failurePolicy={"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
     kubectl(kubeconfig, "apply", "-n", ns, "-f", "-", input=yaml.safe_dump(job))
     fail_to_gang, gone_to_gang = [], []
     try:

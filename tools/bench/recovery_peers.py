@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import machine  # noqa: E402
 from startup import Harness  # noqa: E402

@@ -37,7 +37,6 @@ from kubernetes import client
 from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import (  # noqa: E402
     BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL, JOBSET_VERSION, Clock, JobSetProcess,
@@ -45,9 +44,9 @@ from peers import (  # noqa: E402
     rss_peak_mb, summarize_counts, trainingjob_running,
 )
 import kubeflow  # noqa: E402
-from tests.support.jobs import training_job  # noqa: E402
-from tests.support.kube import kubectl, new_namespace  # noqa: E402
-from tests.support.operator import CRD_FILE, OperatorProcess  # noqa: E402
+from localcluster.harness.trainingjobs import training_job  # noqa: E402
+from localcluster.harness.kube import kubectl, new_namespace  # noqa: E402
+from localcluster.harness.operator import CRD_FILE, OperatorProcess  # noqa: E402
 
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION  # noqa: E402
 

@@ -17,9 +17,9 @@ from typing import Any
 import kopf
 
 from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSION
-from multinode.controller.kube import KubeApi, load_api_client
+from multinode.controller.kube import KubeApi
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Reconciler, mirror_key
+from multinode.controller.worker import Indices, Reconciler, mirror_key
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import observe_mirror_pod, observe_pod
 from multinode.reconcile.placement import observe_node
@@ -63,6 +63,21 @@ async def wait_until_jobs_served(kube: KubeApi) -> None:
         await asyncio.sleep(DISCOVERY_POLL_SECONDS)
 
 
+def configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) -> None:
+    # Events only for warnings: phase changes are posted by the Reconciler, once each.
+    settings.posting.level = logging.WARNING
+    # No change handlers, so no diff-base: skip building one per event (see NoDiffBase).
+    settings.persistence.diffbase_storage = NoDiffBase()
+    # Long watches, with a client-side timeout a little longer, so a stalled stream is noticed.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    settings.networking.request_timeout = 60
+    # We name every resource we watch, so scanning API groups is needed only to follow namespace
+    # patterns (globs like "team-*"), which also needs list/watch on namespaces.
+    settings.scanning.disabled = not any(set(ns) & set("*?![") for ns in config.namespaces)
+
+
 def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     holder: dict[str, Reconciler] = {}
@@ -70,26 +85,18 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     def reconciler() -> Reconciler:
         return holder["reconciler"]
 
+    # kopf hands its indices to startup handlers too (empty, filled by each watch's initial LIST before
+    # any event handler runs): the Reconciler is built with them.
     @kopf.on.startup(registry=registry)
-    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        # Events only for warnings: phase changes are posted by the Reconciler, once each.
-        settings.posting.level = logging.WARNING
-        # No change handlers, so no diff-base: skip building one per event (see NoDiffBase).
-        settings.persistence.diffbase_storage = NoDiffBase()
-        # Long watches, with a client-side timeout a little longer, so a stalled stream is noticed.
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        settings.watching.connect_timeout = 30
-        settings.networking.request_timeout = 60
-        # We name every resource we watch, so scanning API groups is needed only to follow namespace
-        # patterns (globs like "team-*"), which also needs list/watch on namespaces.
-        settings.scanning.disabled = not any(set(ns) & set("*?![") for ns in config.namespaces)
-        api_client = load_api_client(pool_size=config.api_concurrency)
+    async def configure(settings: kopf.OperatorSettings, job_index: kopf.Index, pod_index: kopf.Index,
+                        service_index: kopf.Index, node_index: kopf.Index, **_: Any) -> None:
+        configure_kopf(settings, config)
         own_metrics = metrics or OperatorMetrics()
-        kube = KubeApi(api_client, config.api_concurrency, timeout=config.api_timeout_seconds,
-                       on_error=lambda op, code: own_metrics.api_errors.labels(operation=op, code=code).inc())
+        kube = KubeApi.connect(config.api_concurrency, timeout=config.api_timeout_seconds,
+                               on_error=lambda op, code: own_metrics.api_errors.labels(operation=op, code=code).inc())
         await wait_until_jobs_served(kube)
-        r = holder["reconciler"] = Reconciler(kube, config, own_metrics)
+        indices = Indices(jobs=job_index, pods=pod_index, services=service_index, nodes=node_index)
+        r = holder["reconciler"] = Reconciler(kube, config, indices, own_metrics)
         own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue))
         r.start()
 
@@ -128,31 +135,25 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     async def service_index(namespace: str, labels: kopf.Labels, name: str, **_: Any) -> dict:
         return {(namespace, labels[LABEL_JOB_NAME]): name}
 
-    def hand_over(kwargs: dict) -> Reconciler:
-        r = reconciler()
-        r.jobs, r.pods, r.services = kwargs["job_index"], kwargs["pod_index"], kwargs["service_index"]
-        r.nodes = kwargs["node_index"]
-        return r
-
     # Handlers are coroutines: they run on the event loop, where the queue lives (sync ones run in threads).
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def job_event(namespace: str, name: str, type: str | None, uid: str, **kwargs: Any) -> None:
-        r = hand_over(kwargs)
+    async def job_event(namespace: str, name: str, type: str | None, uid: str, **_: Any) -> None:
+        r = reconciler()
         if type == "DELETED":
             r.forget((namespace, name), uid)
         else:
             r.queue.add((namespace, name))
 
     @kopf.on.event("", "v1", "pods", registry=registry)
-    async def pod_event(namespace: str, name: str, labels: kopf.Labels, **kwargs: Any) -> None:
+    async def pod_event(namespace: str, name: str, labels: kopf.Labels, **_: Any) -> None:
         job = labels.get(LABEL_JOB_NAME) or labels.get(LABEL_MIRROR_OF)
         if job:
-            r = hand_over(kwargs)
+            r = reconciler()
             r.pod_seen((namespace, job), name)
             r.queue.add((namespace, job))
 
     @kopf.on.event("", "v1", "services", labels=OWNED, registry=registry)
-    async def service_event(namespace: str, labels: kopf.Labels, **kwargs: Any) -> None:
-        hand_over(kwargs).queue.add((namespace, labels[LABEL_JOB_NAME]))
+    async def service_event(namespace: str, labels: kopf.Labels, **_: Any) -> None:
+        reconciler().queue.add((namespace, labels[LABEL_JOB_NAME]))
 
     return registry

@@ -45,18 +45,20 @@ _COLLECTIONS = {
 }
 
 
-class AlreadyExists(Exception):
-    pass
+class ApiError(Exception):
+    """A call to the apiserver failed: the only error that leaves this module (the client's own types stay
+    inside it). `status` is the HTTP status, or None when no answer came (a timeout, a broken connection:
+    `reason` names it); `message` is the apiserver's own message, which names the offending field. What a
+    status means for a job is decided in reconcile (reconcile/refusals.py), not here."""
 
+    def __init__(self, operation: str, status: int | None, reason: str, message: str):
+        super().__init__(f"{operation}: {status or reason}: {message}")
+        self.operation, self.status, self.reason, self.message = operation, status, reason, message
 
-def load_api_client(pool_size: int) -> client.ApiClient:
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    configuration = client.Configuration.get_default_copy()
-    configuration.connection_pool_maxsize = pool_size
-    return client.ApiClient(configuration)
+    @property
+    def code(self) -> str:
+        """The `code` label of multinode_api_errors_total: the HTTP status, or the transport error's name."""
+        return str(self.status) if self.status is not None else self.reason
 
 
 class KubeApi:
@@ -72,7 +74,19 @@ class KubeApi:
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
         self._limit = asyncio.Semaphore(concurrency)
 
-    def _request(self, method: str, path: str, body: Any, content_type: str) -> bytes:
+    @classmethod
+    def connect(cls, concurrency: int, timeout: float | None = None,
+                on_error: Callable[[str, str], None] | None = None) -> KubeApi:
+        """As the operator's own identity: the in-cluster service account, else the current kubeconfig."""
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
+        configuration = client.Configuration.get_default_copy()
+        configuration.connection_pool_maxsize = concurrency
+        return cls(client.ApiClient(configuration), concurrency, timeout=timeout, on_error=on_error)
+
+    def _request(self, operation: str, method: str, path: str, body: Any, content_type: str) -> bytes:
         headers = dict(self._headers, **{"Content-Type": content_type})
         # Asked per request: for in-cluster credentials this re-reads the rotated service account token.
         for auth in self._configuration.auth_settings().values():
@@ -80,23 +94,24 @@ class KubeApi:
                 headers[auth["key"]] = auth["value"]
         kwargs = {} if self._timeout is None else {"timeout": self._timeout}
         encoded = None if body is None else json.dumps(body).encode()
-        response = self._pool.request(method, self._configuration.host + path, body=encoded,
-                                      headers=headers, preload_content=True, **kwargs)
+        try:
+            response = self._pool.request(method, self._configuration.host + path, body=encoded,
+                                          headers=headers, preload_content=True, **kwargs)
+        except (OSError, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
+            raise ApiError(operation, None, type(e).__name__, str(e)) from e
         if response.status >= 400:
-            raise client.ApiException(status=response.status, reason=response.reason,
-                                      body=response.data.decode("utf-8", errors="replace"))
+            raise ApiError(operation, response.status, str(response.reason),
+                           _message(response.status, response.reason, response.data))
         return response.data
 
     async def _call(self, operation: str, method: str, path: str, body: Any, content_type: str = JSON) -> bytes:
         async with self._limit:
             loop = asyncio.get_running_loop()
             try:
-                return await loop.run_in_executor(self._executor, self._request, method, path, body, content_type)
-            except client.ApiException as e:
-                self._on_error(operation, str(e.status))
-                raise
-            except (OSError, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
-                self._on_error(operation, type(e).__name__)
+                return await loop.run_in_executor(self._executor, self._request, operation, method, path, body,
+                                                  content_type)
+            except ApiError as e:
+                self._on_error(operation, e.code)
                 raise
 
     async def serves_jobs(self) -> bool:
@@ -105,28 +120,18 @@ class KubeApi:
         started in that moment would never watch TrainingJobs."""
         try:
             data = await self._call("get_api_resources", "GET", f"/apis/{GROUP}/{VERSION}", None)
-        except client.ApiException as e:
+        except ApiError as e:
             if e.status == 404:
                 return False
             raise
         return any(r.get("name") == PLURAL for r in json.loads(data).get("resources", []))
 
-    async def create_pod(self, namespace: str, body: dict) -> None:
-        await self.create(namespace, body)
-
-    async def create_service(self, namespace: str, body: dict) -> None:
-        await self.create(namespace, body)
-
     async def create(self, namespace: str, body: dict) -> None:
-        """Create a Pod, Service, ServiceAccount, Role or RoleBinding (the kinds the operator makes)."""
+        """Create a Pod, Service, ServiceAccount, Role or RoleBinding (the kinds the operator makes). A
+        refusal, 409 AlreadyExists included, is raised as ApiError: the caller decides what it means."""
         prefix, collection, operation = _COLLECTIONS[body["kind"]]
-        try:
-            await self._call(operation, "POST", f"{prefix}/namespaces/{namespace}/{collection}?fieldValidation=Strict",
-                             body)
-        except client.ApiException as e:
-            if e.status == 409:
-                raise AlreadyExists(body["metadata"]["name"]) from e
-            raise
+        await self._call(operation, "POST", f"{prefix}/namespaces/{namespace}/{collection}?fieldValidation=Strict",
+                         body)
 
     async def delete_pod(self, namespace: str, name: str, force: bool = False) -> None:
         """force: grace period 0, the object goes at once, for a pod whose kubelet will never confirm."""
@@ -135,7 +140,7 @@ class KubeApi:
             body["gracePeriodSeconds"] = 0
         try:
             await self._call("delete_namespaced_pod", "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
-        except client.ApiException as e:
+        except ApiError as e:
             if e.status != 404:
                 raise
 
@@ -144,7 +149,7 @@ class KubeApi:
         try:
             await self._call("delete_namespaced_custom_object", "DELETE", _job_path(namespace, name),
                              {"propagationPolicy": "Background"})
-        except client.ApiException as e:
+        except ApiError as e:
             if e.status != 404:
                 raise
 
@@ -153,7 +158,7 @@ class KubeApi:
         try:
             await self._call("patch_namespaced_custom_object_status", "PATCH", _job_path(namespace, name) + "/status",
                              {"status": status}, MERGE_PATCH)
-        except client.ApiException as e:
+        except ApiError as e:
             if e.status != 404:  # the job is gone; nothing to report on
                 raise
 
@@ -179,9 +184,9 @@ def _job_path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
 
 
-def api_error_summary(e: client.ApiException) -> str:
+def _message(status: int, reason: str | None, data: bytes) -> str:
     """The apiserver's own message (it names the offending field), not the whole HTTP dump."""
     try:
-        return json.loads(e.body).get("message") or str(e.reason)
+        return json.loads(data.decode("utf-8", errors="replace")).get("message") or str(reason)
     except (TypeError, ValueError, AttributeError):
-        return f"{e.status} {e.reason}"
+        return f"{status} {reason}"

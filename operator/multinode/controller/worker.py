@@ -11,22 +11,22 @@ import asyncio
 import logging
 import time
 from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from kubernetes import client
 from pydantic import ValidationError
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
-from multinode.api.timestamps import parse_time, rfc3339
-from multinode.controller.kube import AlreadyExists, KubeApi, api_error_summary
+from multinode.api.timestamps import parse_time
+from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
-from multinode.reconcile.conditions import set_condition
-from multinode.reconcile.status_report import fail_job, mark_failed
+from multinode.reconcile.refusals import counts_as_created, creation_refused
+from multinode.reconcile.status_report import mark_failed
 
 log = logging.getLogger("multinode.controller")
 
@@ -47,6 +47,18 @@ MAX_REST_SECONDS = 1.0
 def mirror_key(namespace: str, job: str) -> tuple[str, str, str]:
     """The pod index holds node pods under (namespace, job) and a job's mirror pod under this key."""
     return (namespace, job, "mirror")
+
+
+@dataclass(frozen=True)
+class Indices:
+    """kopf's indices, live mappings the watch streams keep current (handlers.py builds them): every
+    reconcile reads the job and its pods from here, so it costs no GET. Values are collections, one entry
+    per object (see _single)."""
+
+    jobs: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, name) → the job's body
+    pods: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPod; mirror_key → mirror
+    services: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → Service name
+    nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode
 
 
 def _dump(status: TrainingJobStatus) -> dict:
@@ -92,19 +104,21 @@ def describe_validation_error(e: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _exists(error: BaseException) -> bool:
+    """A create refused because the object is already there (see reconcile/refusals.py)."""
+    return isinstance(error, ApiError) and counts_as_created(error.status)
+
+
 class Reconciler:
-    def __init__(self, kube: KubeApi, settings: OperatorSettings, metrics: OperatorMetrics | None = None):
+    def __init__(self, kube: KubeApi, settings: OperatorSettings, indices: Indices,
+                 metrics: OperatorMetrics | None = None):
         self.kube = kube
         self.settings = settings
         self.metrics = metrics or OperatorMetrics()
         self.queue = WorkQueue()
         # Phase of every job this operator has reconciled, by uid: multinode_trainingjobs{phase}.
         self.phases: dict[str, str] = {}
-        # Live kopf indices, handed over by the first event handler call (see handlers.py).
-        self.jobs: Mapping[Hashable, Any] = {}
-        self.pods: Mapping[Hashable, Any] = {}
-        self.services: Mapping[Hashable, Any] = {}
-        self.nodes: Mapping[Hashable, Any] = {}
+        self.indices = indices
         # The last status this operator wrote, per job uid. The index can lag behind our own write by
         # one watch event; the operator is the only writer of these fields, so its copy is the newest.
         self.written: dict[str, TrainingJobStatus] = {}
@@ -166,7 +180,7 @@ class Reconciler:
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
                 delay = min(self.settings.max_retry_delay_seconds, 0.5 * 2 ** (failures - 1))
-                summary = api_error_summary(e) if isinstance(e, client.ApiException) else repr(e)
+                summary = e.message if isinstance(e, ApiError) else repr(e)
                 log.warning("reconcile of %s/%s failed (%d in a row), retrying in %.1fs: %s",
                             key[0], key[1], failures, delay, summary)
                 self.queue.add(key, delay=delay)
@@ -178,7 +192,7 @@ class Reconciler:
                 self.queue.done(key, rest=min(MAX_REST_SECONDS, REST_FACTOR * took))
 
     async def reconcile(self, key: JobKey) -> None:
-        raw = _single(self.jobs.get(key))
+        raw = _single(self.indices.jobs.get(key))
         if raw is None:
             return  # deleted; owner references let the garbage collector remove the rest
         meta = raw.get("metadata") or {}
@@ -190,18 +204,24 @@ class Reconciler:
             # The CRD schema should make this unreachable; if it is reached, say so on the object.
             await self._write_failure_for_invalid(raw, describe_validation_error(e))
             return
-        pods: list[ObservedPod] = list(self.pods.get(key) or ())
-        observed = Observed(pods=tuple(pods), service_exists=key in self.services,
-                            mirror=_single(self.pods.get(mirror_key(*key))),
+        pods: list[ObservedPod] = list(self.indices.pods.get(key) or ())
+        observed = Observed(pods=tuple(pods), service_exists=key in self.indices.services,
+                            mirror=_single(self.indices.pods.get(mirror_key(*key))),
                             resume_source_latest=self._resume_source_latest(job),
-                            nodes=tuple(self.nodes.get(None) or ()) if job.spec.topology else (),
+                            nodes=tuple(self.indices.nodes.get(None) or ()) if job.spec.topology else (),
                             unreachable_nodes=self._unreachable_nodes(pods))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
             await self._apply_creates(job, result, {p.name for p in pods})
-        except client.ApiException as e:
-            result = await self._creation_refused(job, previous, result, pods, e)
+        except ApiError as e:
+            refused = creation_refused(job, result, pods, e.status, e.message, now=datetime.now(timezone.utc))
+            if refused.plan is not None:
+                result = refused.plan
+                if refused.retry:  # say why on the job before the retry
+                    await self._write_status(job, previous or job.status, result)
+            if refused.retry:
+                raise
         await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
                                for name in result.pods_to_delete),
                              *(self.kube.delete_pod(job.metadata.namespace, name, force=True)
@@ -219,60 +239,39 @@ class Reconciler:
         hosts = {p.node for p in pods if p.terminating and p.node}
         if not hosts:
             return frozenset()
-        ready = {n.name for n in self.nodes.get(None) or () if n.name in hosts and n.ready}
+        ready = {n.name for n in self.indices.nodes.get(None) or () if n.name in hosts and n.ready}
         return frozenset(hosts - ready)
-
-    async def _creation_refused(self, job: TrainingJob, previous: TrainingJobStatus | None, result: Plan,
-                                pods: list[ObservedPod], e: client.ApiException) -> Plan:
-        """A create was refused. 403: the cluster may change (a missing PriorityClass or ServiceAccount, a
-        quota), so say why on the job and re-raise to retry with backoff. 400/422 (a passed-through volume,
-        affinity or valueFrom of the wrong shape or with an unknown field, which strict field validation
-        refuses): a manifest rendered from an admitted spec will not get better, so the job fails with the
-        apiserver's message, which names the field. Anything else is re-raised and retried."""
-        if e.status == 403:
-            set_condition(result.status.conditions, ConditionType.RUNNING, "False", Reason.POD_CREATION_FORBIDDEN,
-                          api_error_summary(e), now=rfc3339(datetime.now(timezone.utc)),
-                          generation=job.metadata.generation)
-            await self._write_status(job, previous or job.status, result)
-            raise e
-        if e.status not in (400, 422):
-            raise e
-        return fail_job(result, Reason.POD_CREATION_FAILED, api_error_summary(e), now=datetime.now(timezone.utc),
-                        pods=pods)
 
     def _resume_source_latest(self, job: TrainingJob) -> str | None:
         """The latest mirrored checkpoint of the job named in resumeFrom.trainingJob (same namespace)."""
         ckpt = job.spec.checkpointing
         if ckpt is None or ckpt.resume_from is None or ckpt.resume_from.training_job is None:
             return None
-        source = _single(self.jobs.get((job.metadata.namespace, ckpt.resume_from.training_job)))
+        source = _single(self.indices.jobs.get((job.metadata.namespace, ckpt.resume_from.training_job)))
         latest = ((source or {}).get("status") or {}).get("checkpoints", {}).get("latest") or {}
         return latest.get("path")
 
     async def _apply_creates(self, job: TrainingJob, result: Plan, indexed: set[str]) -> None:
         namespace = job.metadata.namespace
-        if result.service is not None:
-            try:
-                await self.kube.create_service(namespace, result.service)
-            except AlreadyExists:
-                pass
-        for obj in result.objects_to_create:  # in order: the mirror's identity, then the mirror
+        for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
+            # In order: the Service, the mirror's identity, then the mirror.
             try:
                 await self.kube.create(namespace, obj)
-            except AlreadyExists:
-                pass
+            except ApiError as e:
+                if not counts_as_created(e.status):
+                    raise
         pods = self._not_expected((namespace, job.metadata.name), result.pods_to_create, indexed)
-        outcomes = await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in pods),
+        outcomes = await asyncio.gather(*(self.kube.create(namespace, pod) for pod in pods),
                                         return_exceptions=True)
         expected = self.expected.setdefault((namespace, job.metadata.name), {})
         now = time.monotonic()
         for pod, outcome in zip(pods, outcomes):
-            if not isinstance(outcome, BaseException) or isinstance(outcome, AlreadyExists):
+            if not isinstance(outcome, BaseException) or _exists(outcome):
                 expected[pod["metadata"]["name"]] = now
         if not expected:
             del self.expected[(namespace, job.metadata.name)]
         self.metrics.pods_created.inc(sum(1 for o in outcomes if not isinstance(o, BaseException)))
-        errors = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, AlreadyExists)]
+        errors = [o for o in outcomes if isinstance(o, BaseException) and not _exists(o)]
         if errors:
             raise errors[0]
 

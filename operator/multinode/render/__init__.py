@@ -5,10 +5,7 @@ Imports only multinode.api; never talks to Kubernetes.
 
 from __future__ import annotations
 
-from typing import Any
-
-from multinode.api import TrainingJob
-from multinode.render.env import operator_env, render_node_env
+from multinode.render.env import operator_env
 from multinode.render.names import (
     node_dns_name,
     node_hostname,
@@ -21,16 +18,6 @@ from multinode.render.service import render_headless_service
 from multinode.render.settings import DEFAULT_OPERATOR_IMAGE, RenderSettings
 
 
-def render_all(
-    job: TrainingJob, attempt: int, settings: RenderSettings | None = None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The headless Service and every node pod of one gang attempt, in index order."""
-    pods = [
-        render_node_pod(job, index, attempt, settings) for index in range(job.spec.num_nodes)
-    ]
-    return render_headless_service(job), pods
-
-
 __all__ = [
     "DEFAULT_OPERATOR_IMAGE",
     "PREFLIGHT_CONTAINER",
@@ -41,9 +28,7 @@ __all__ = [
     "operator_env",
     "owner_reference",
     "pod_name",
-    "render_all",
     "render_headless_service",
-    "render_node_env",
     "render_node_pod",
     "service_name",
 ]

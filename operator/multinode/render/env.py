@@ -87,10 +87,3 @@ def _nccl_env(job: TrainingJob) -> list[dict[str, Any]]:
 
 def user_env(job: TrainingJob) -> list[dict[str, Any]]:
     return [var.model_dump(by_alias=True, exclude_none=True) for var in job.spec.env or []]
-
-
-def render_node_env(
-    job: TrainingJob, index: int, attempt: int, *, restarts: int = 0, resume_from: str = ""
-) -> list[dict[str, Any]]:
-    """The trainer's environment: ours first, so user values can use $(MASTER_ADDR) etc."""
-    return [*operator_env(job, index, attempt, restarts=restarts, resume_from=resume_from), *user_env(job)]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from tests.support.kube import new_namespace
+from localcluster.harness.kube import new_namespace
 
 
 @pytest.fixture(scope="module")

@@ -37,8 +37,8 @@ from kubernetes import client
 
 from multinode.api import GROUP, PLURAL, VERSION
 from tests.integration.api.admission import maximal_job
-from tests.support.jobs import training_job
-from tests.support.operator import CRD_FILE
+from localcluster.harness.trainingjobs import training_job
+from localcluster.harness.operator import CRD_FILE
 
 FIELD_ROOTS = ("spec", "metadata", "kind", "apiVersion")
 SKIPPED_RULES_NOTE = "some validation rules were not checked"

@@ -15,11 +15,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from multinode.api import CRD_NAME, GROUP, VERSION
+from multinode.api import CRD_NAME
 from multinode.api.spec import TrainingJobSpec
 from tests.integration.api.admission import create, maximal_job
-from tests.support.jobs import training_job
-from tests.support.kube import kubectl
+from localcluster.harness.trainingjobs import training_job
+from localcluster.harness.kube import kubectl
 
 
 def committed_schema(crd_file: str) -> dict[str, Any]:
@@ -44,8 +44,7 @@ def missing_fields(value: Any, schema: dict[str, Any], path: str) -> list[str]:
 
 
 def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, admission_namespace: str) -> None:
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", "metadata": {"name": "m"},
-            "spec": {"numNodes": 1, "image": "busybox"}}
+    body = training_job("m", 1, gpus=None, command=None, image="busybox")
     stored = create(custom, admission_namespace, body, strict=True)
     assert stored["spec"] == {
         "numNodes": 1,

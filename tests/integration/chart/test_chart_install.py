@@ -26,12 +26,14 @@ from kubernetes import client
 
 from multinode.api import CRD_NAME, GROUP, PLURAL, VERSION
 from multinode.api.crd import render_crd_yaml
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
-from tests.support.kube import kubeconfig_for_token, kubectl, new_namespace, service_account_token
-from tests.support.operator import OperatorProcess
+from localcluster.harness.kube import kubectl, new_namespace
+from tests.support.kube import kubeconfig_for_token, service_account_token
+from localcluster.harness.operator import OperatorProcess
 from tests.support.storage import bound_claim
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 from tests.support.mirror import MirrorProcess, write_checkpoint
 from tests.unit.chart.chart import CHART_DIR, helm
 
@@ -180,7 +182,7 @@ def checkpointed_job(release: Release, core: client.CoreV1Api, custom: client.Cu
     """A 4-node checkpointed job from apply to Succeeded, its mirror reporting with its own identity."""
     ns = release.jobs_namespace
     release.pvs += [bound_claim(core, ns, "team-cache"), bound_claim(core, ns, "ckpt-backup")]
-    jobs.apply(release.kubeconfig, ns, jobs.training_job(
+    jobs.apply(release.kubeconfig, ns, training_job(
         "ckpt", 4, gpus=0, cache={"claimName": "team-cache", "mountPath": CACHE_MOUNT},
         checkpointing={"claimName": "ckpt-backup", "mountPath": CKPT_MOUNT, "keep": 2}))
     jobs.wait_phase(custom, ns, "ckpt", "Running", timeout=90)
@@ -249,7 +251,7 @@ def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
     # With the namespaced Role: a job that the operator deletes itself once done (ttlSecondsAfterFinished).
     op = run_operator_as_chart(release, core, tmp_path, "operator-namespaced")
     try:
-        jobs.apply(kubeconfig, ns, jobs.training_job("brief", 2, gpus=0, ttlSecondsAfterFinished=0))
+        jobs.apply(kubeconfig, ns, training_job("brief", 2, gpus=0, ttlSecondsAfterFinished=0))
         jobs.wait_phase(custom, ns, "brief", "Running", timeout=90)
         for i in range(2):
             core.patch_namespaced_pod(f"brief-{i}-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "0s"}}})

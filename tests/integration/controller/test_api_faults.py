@@ -39,11 +39,12 @@ import pytest
 from kubernetes import client, config
 
 from multinode.api import LABEL_ATTEMPT, LABEL_NODE_INDEX
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.faultproxy import Fault, FaultProxy
-from tests.support.kube import new_namespace
-from tests.support.operator import OperatorProcess
-from tests.support.waiting import wait_for
+from localcluster.harness.kube import new_namespace
+from localcluster.harness.operator import OperatorProcess
+from localcluster.harness.waiting import wait_for
 
 NUM_NODES = 3
 JOB_NAMES = ("alpha", "beta")
@@ -254,7 +255,7 @@ def test_operator_converges_under_api_faults(
     op.start()
     try:
         for name in JOB_NAMES:
-            jobs.apply(kubeconfig, ns, jobs.training_job(name, NUM_NODES, gpus=0))
+            jobs.apply(kubeconfig, ns, training_job(name, NUM_NODES, gpus=0))
         for name in JOB_NAMES:
             jobs.wait_phase(custom, ns, name, "Running", timeout=CONVERGE_TIMEOUT)
         # A held request may still land late (e.g. a stale status patch): the status must be right (again)

@@ -59,11 +59,12 @@ from kubernetes import client, watch
 from urllib3.exceptions import HTTPError
 
 from multinode.api import GROUP, KIND, LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX, PLURAL, VERSION
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
-from tests.support.kube import new_namespace
-from tests.support.operator import OperatorProcess
-from tests.support.waiting import wait_for
+from localcluster.harness.kube import new_namespace
+from localcluster.harness.operator import OperatorProcess
+from localcluster.harness.waiting import wait_for
 
 SEED = int(os.environ.get("MULTINODE_CHAOS_SEED") or 20250917)
 NUM_JOBS = 50
@@ -107,7 +108,7 @@ class Script:
 
     def manifest(self) -> dict:
         policy = {"maxRestarts": self.max_restarts, "backoff": {"initialSeconds": 0}, "rules": RULES}
-        return jobs.training_job(self.name, self.num_nodes, gpus=0, failurePolicy=policy)
+        return training_job(self.name, self.num_nodes, gpus=0, failurePolicy=policy)
 
 
 def make_scripts(rng: random.Random) -> list[Script]:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import yaml
 from kubernetes import client
 
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
-from tests.support.kube import kubectl
+from localcluster.harness.kube import kubectl
 
 
 def test_server_side_apply_twice_is_a_no_op_and_diff_is_clean_after_reconcile(
     api: client.ApiClient, kubeconfig: str, job_namespace: str
 ) -> None:
     ns, custom = job_namespace, client.CustomObjectsApi(api)
-    manifest = yaml.safe_dump(jobs.training_job("synced", 2))
+    manifest = yaml.safe_dump(training_job("synced", 2))
     kubectl(kubeconfig, "apply", "--server-side", "--field-manager=argocd-controller", "-n", ns, "-f", "-",
             input=manifest)
     running = jobs.wait_phase(custom, ns, "synced", "Running")

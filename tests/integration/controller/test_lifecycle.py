@@ -10,9 +10,10 @@ from kubernetes import client
 from localcluster import LocalCluster, NodePoolConfig
 
 from multinode.api import GROUP, LABEL_ATTEMPT, PLURAL, VERSION
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER, START_AFTER
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 FAST = {"backoff": {"initialSeconds": 0}}
 DIGEST = "localcluster.multinode.dev/image-digest"
@@ -48,7 +49,7 @@ def test_retryable_failure_restarts_the_gang_and_the_next_attempt_resumes(
     core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str
 ) -> None:
     ns = job_namespace
-    jobs.apply(kubeconfig, ns, jobs.training_job("retry", 2, failurePolicy=FAST))
+    jobs.apply(kubeconfig, ns, training_job("retry", 2, failurePolicy=FAST))
     jobs.wait_phase(custom, ns, "retry", "Running")
 
     finish(core, ns, "retry-1-a0", exit_code=1)
@@ -76,8 +77,8 @@ def test_permanent_exit_code_fails_at_once_and_a_spent_budget_names_the_last_fai
 ) -> None:
     ns = job_namespace
     permanent = {**FAST, "rules": [{"action": "FailJob", "onExitCodes": [{"min": 42, "max": 42}]}]}
-    jobs.apply(kubeconfig, ns, jobs.training_job("perm", 2, failurePolicy=permanent))
-    jobs.apply(kubeconfig, ns, jobs.training_job("budget", 2, failurePolicy={**FAST, "maxRestarts": 1}))
+    jobs.apply(kubeconfig, ns, training_job("perm", 2, failurePolicy=permanent))
+    jobs.apply(kubeconfig, ns, training_job("budget", 2, failurePolicy={**FAST, "maxRestarts": 1}))
     jobs.wait_phase(custom, ns, "perm", "Running")
     jobs.wait_phase(custom, ns, "budget", "Running")
 
@@ -115,7 +116,7 @@ def test_node_lost_evicts_and_restarts_without_counting(
     core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str, lossy_pool: str
 ) -> None:
     ns = job_namespace
-    manifest = jobs.training_job("lossy", 2, failurePolicy=FAST,
+    manifest = training_job("lossy", 2, failurePolicy=FAST,
                                  podTemplate={"nodeSelector": {"localcluster.multinode.dev/pool": lossy_pool}})
     jobs.apply(kubeconfig, ns, manifest)
     jobs.wait_phase(custom, ns, "lossy", "Running")
@@ -134,7 +135,7 @@ def test_suspend_deletes_pods_keeps_counters_and_resume_starts_a_new_attempt(
     core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str
 ) -> None:
     ns = job_namespace
-    jobs.apply(kubeconfig, ns, jobs.training_job("pause", 2))
+    jobs.apply(kubeconfig, ns, training_job("pause", 2))
     jobs.wait_phase(custom, ns, "pause", "Running")
 
     custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "pause", {"spec": {"suspend": True}})
@@ -153,7 +154,7 @@ def test_created_suspended_for_kueue_waits_without_pods_until_admitted(
     core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str
 ) -> None:
     ns = job_namespace
-    manifest = jobs.training_job("queued", 2, suspend=True)
+    manifest = training_job("queued", 2, suspend=True)
     manifest["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "gpu-queue"}
     jobs.apply(kubeconfig, ns, manifest)
     jobs.wait_phase(custom, ns, "queued", "Suspended")
@@ -170,9 +171,9 @@ def test_deadline_fails_the_job_and_ttl_deletes_a_finished_one(
     job_namespace: str
 ) -> None:
     ns = job_namespace
-    jobs.apply(kubeconfig, ns, jobs.training_job("slow", 1, activeDeadlineSeconds=3))
+    jobs.apply(kubeconfig, ns, training_job("slow", 1, activeDeadlineSeconds=3))
     with jobs.PhaseRecorder(api, ns, "brief") as brief:
-        jobs.apply(kubeconfig, ns, jobs.training_job("brief", 1, ttlSecondsAfterFinished=2,
+        jobs.apply(kubeconfig, ns, training_job("brief", 1, ttlSecondsAfterFinished=2,
                                                      pod_annotations={FINISH_AFTER: "1s"}))
         slow = jobs.wait_phase(custom, ns, "slow", "Failed", timeout=30)
         assert jobs.condition(slow, "Failed")["reason"] == "DeadlineExceeded"
@@ -185,7 +186,7 @@ def test_pods_of_one_attempt_with_different_digests_are_caught(
     core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str
 ) -> None:
     ns = job_namespace
-    manifest = jobs.training_job("drift", 2, failurePolicy={**FAST, "maxRestarts": 0},
+    manifest = training_job("drift", 2, failurePolicy={**FAST, "maxRestarts": 0},
                                  pod_annotations={START_AFTER: "3s"})
     jobs.apply(kubeconfig, ns, manifest)
     wait_for(lambda: len(jobs.job_pods(core, ns, "drift")) == 2, timeout=30, what="pods created")
@@ -204,7 +205,7 @@ def test_topology_places_every_node_in_one_block(
 ) -> None:
     ns = job_namespace
     block = "network.topology.nvidia.com/block"
-    jobs.apply(kubeconfig, ns, jobs.training_job("packed", 4, topology={"sameDomainLabel": block}))
+    jobs.apply(kubeconfig, ns, training_job("packed", 4, topology={"sameDomainLabel": block}))
     job = jobs.wait_phase(custom, ns, "packed", "Running")
 
     domain = job["status"]["topologyDomain"]

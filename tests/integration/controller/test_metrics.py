@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from kubernetes import client
 
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
-from tests.support.operator import OperatorProcess
-from tests.support.waiting import wait_for
+from localcluster.harness.operator import OperatorProcess
+from localcluster.harness.waiting import wait_for
 
 OPERATOR_METRICS = {
     "multinode_trainingjobs", "multinode_pods_created", "multinode_restarts", "multinode_reconcile_duration_seconds",
@@ -25,7 +26,7 @@ def test_metrics_count_what_the_operator_did(
 ) -> None:
     ns, custom = job_namespace, client.CustomObjectsApi(api)
     before = operator.metrics()
-    jobs.apply(kubeconfig, ns, jobs.training_job("measured", 3, failurePolicy={"backoff": {"initialSeconds": 0}}))
+    jobs.apply(kubeconfig, ns, training_job("measured", 3, failurePolicy={"backoff": {"initialSeconds": 0}}))
     jobs.wait_phase(custom, ns, "measured", "Running")
     core.patch_namespaced_pod("measured-2-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "0s", EXIT_CODE: "1"}}})
     wait_for(lambda: (jobs.get_job(custom, ns, "measured").get("status") or {}).get("attempt") == 1

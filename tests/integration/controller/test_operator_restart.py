@@ -10,10 +10,11 @@ import pytest
 from kubernetes import client
 
 from multinode.api import LABEL_NODE_INDEX
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
-from tests.support.kube import new_namespace
-from tests.support.operator import OperatorProcess
-from tests.support.waiting import wait_for
+from localcluster.harness.kube import new_namespace
+from localcluster.harness.operator import OperatorProcess
+from localcluster.harness.waiting import wait_for
 
 NUM_NODES = 100
 
@@ -37,7 +38,7 @@ def test_operator_sigkilled_mid_creation_leaves_exactly_n_pods(
     first.start()
     try:
         # A CPU job: 100 pods fit the fake nodes without GPUs, so all of them can run.
-        jobs.apply(kubeconfig, ns, jobs.training_job("big", NUM_NODES, gpus=0))
+        jobs.apply(kubeconfig, ns, training_job("big", NUM_NODES, gpus=0))
         wait_for(lambda: len(jobs.job_pods(core, ns, "big")) >= 10, timeout=60, what="some pods created")
         first.kill()
     finally:

@@ -6,10 +6,11 @@ import pytest
 from kubernetes import client
 
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER, START_AFTER
-from tests.support.kube import kubectl
-from tests.support.waiting import wait_for
+from localcluster.harness.kube import kubectl
+from localcluster.harness.waiting import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def test_four_node_job_runs_to_success_with_the_full_contract(
     api: client.ApiClient, core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str
 ) -> None:
     ns = job_namespace
-    manifest = jobs.training_job(
+    manifest = training_job(
         "llm", 4, gpus=8, numProcPerNode=8, shmSize="64Gi",
         network={"rdma": {"resourceName": "rdma/hca_shared_devices_a", "count": 1}},
         # Pods take 2 s to start (like an image pull) so the Starting phase is observable.
@@ -81,7 +82,7 @@ def test_a_failed_pod_fails_the_job_naming_pod_exit_code_and_reason(
 ) -> None:
     ns = job_namespace
     # No restarts left, so the first failure is the job's (restarts: test_lifecycle.py).
-    jobs.apply(kubeconfig, ns, jobs.training_job("crashy", 2, failurePolicy={"maxRestarts": 0}))
+    jobs.apply(kubeconfig, ns, training_job("crashy", 2, failurePolicy={"maxRestarts": 0}))
     jobs.wait_phase(custom, ns, "crashy", "Running")
 
     core.patch_namespaced_pod("crashy-1-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "0s", EXIT_CODE: "3"}}})
@@ -99,7 +100,7 @@ def test_deleting_the_job_removes_its_pods_and_service(
     core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str
 ) -> None:
     ns = job_namespace
-    jobs.apply(kubeconfig, ns, jobs.training_job("short-lived", 3))
+    jobs.apply(kubeconfig, ns, training_job("short-lived", 3))
     jobs.wait_phase(custom, ns, "short-lived", "Running")
     assert len(jobs.job_pods(core, ns, "short-lived")) == 3
 

@@ -40,9 +40,9 @@ from multinode.metrics.mirror import MirrorMetrics
 from multinode.metrics.operator import OperatorMetrics
 from multinode.render.mirror import render_mirror_role
 from tests.support import jobs
-from tests.support.kube import kubectl, new_namespace
+from localcluster.harness.kube import kubectl, new_namespace
 from tests.support.storage import bound_claim
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -147,7 +147,8 @@ def test_enough_examples_are_found_to_mean_something() -> None:
 
 @pytest.mark.parametrize("block", doc_blocks(), ids=lambda b: b.source)
 def test_every_yaml_block_in_the_docs_parses(block: Block) -> None:
-    documents(block.text)
+    # safe_load_all raises on a block that does not parse; an empty one shows nothing to a reader either.
+    assert documents(block.text), f"{block.source}: a YAML block with no document in it"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -14,18 +14,20 @@ import pytest
 from kubernetes import client
 
 from multinode.api import GROUP, PLURAL, VERSION
+from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
-from tests.support.kube import client_for_token, kubeconfig_for_token, kubectl, service_account_token
+from localcluster.harness.kube import kubectl
+from tests.support.kube import client_for_token, kubeconfig_for_token, service_account_token
 from tests.support.mirror import MirrorProcess, write_checkpoint
 from tests.support.storage import bound_claim
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 CACHE_MOUNT, CKPT_MOUNT = "/cache", "/checkpoints"
 
 
 def checkpointed_job(name: str, num_nodes: int = 2, **checkpointing) -> dict:
-    return jobs.training_job(
+    return training_job(
         name, num_nodes, cache={"claimName": "team-cache", "mountPath": CACHE_MOUNT},
         checkpointing={"claimName": "ckpt-backup", "mountPath": CKPT_MOUNT, "keep": 2, **checkpointing})
 

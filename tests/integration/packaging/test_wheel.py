@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.operator import _free_port
-from tests.support.waiting import wait_for
+from localcluster.harness.operator import _free_port
+from localcluster.harness.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 from localcluster import LocalCluster
 
-from tests.support.kube import new_namespace
+from localcluster.harness.kube import new_namespace
 from tests.support.realnodes import RealClusterSlot
 
 

@@ -6,9 +6,9 @@ from kubernetes import client
 from localcluster import LocalCluster
 from localcluster.netplan import REAL_NODE_LABEL
 
-from tests.support.kube import kubectl
+from localcluster.harness.kube import kubectl
 from tests.support.realnodes import pod_log, real_pod, wait_pod_done, wait_pod_running
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 
 def test_exit_code_and_logs_of_a_real_container(real_cluster: LocalCluster, real_core: client.CoreV1Api,

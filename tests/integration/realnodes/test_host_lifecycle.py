@@ -18,9 +18,9 @@ from localcluster.images import TRAINER_IMAGE
 from localcluster.netplan import API_ADDRESS, REAL_NODE_TOLERATION
 from localcluster.realcluster import journal_path
 
-from tests.support.kube import kubectl
+from localcluster.harness.kube import kubectl
 from tests.support.realnodes import RealClusterSlot
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 HOST_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/lib/cni", "/run/containerd", str(HOST_ROOT))
 NODE_PROCESSES = ("kubelet", "containerd", "containerd-shim", "coredns", "kube-proxy", "fake-device-plu")

@@ -14,9 +14,9 @@ from localcluster import LocalCluster
 
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.kube import new_namespace
+from localcluster.harness.kube import new_namespace
 from tests.support.realnodes import REAL_NODES, clients, pod_log, real_job, real_node_name
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 JOB = "lossy"
 # Attempt 0 trains until its node dies; the attempt after the loss finishes.

@@ -13,9 +13,9 @@ from localcluster.images import OPERATOR_IMAGE
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.kube import new_namespace
+from localcluster.harness.kube import new_namespace
 from tests.support.realnodes import pod_log, real_job
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 
 def _create(cluster: LocalCluster, namespace: str, body: dict) -> None:

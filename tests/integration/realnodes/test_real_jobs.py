@@ -15,9 +15,9 @@ from localcluster.images import TRAINER_IMAGE, build_images
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.kube import new_namespace
+from localcluster.harness.kube import new_namespace
 from tests.support.realnodes import clients, pod_log, real_job
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 from tests.unit.chart.chart import CHART_DIR, helm
 
 

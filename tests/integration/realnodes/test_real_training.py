@@ -14,9 +14,9 @@ from localcluster.faults import kill_worker_script
 
 from multinode.api import LABEL_JOB_NAME
 from tests.support import jobs
-from tests.support.kube import kubectl, new_namespace
+from localcluster.harness.kube import kubectl, new_namespace
 from tests.support.realnodes import clients, pod_log
-from tests.support.waiting import wait_for
+from localcluster.harness.waiting import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "real"
 JOB = "real-train"

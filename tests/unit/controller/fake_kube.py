@@ -6,20 +6,15 @@ from collections.abc import Callable
 
 
 class FakeKube:
-    """Records the Reconciler's writes; pod creation goes through `create_pod`."""
+    """Records the Reconciler's writes; a Pod's create goes through `create_pod`."""
 
     def __init__(self, create_pod: Callable[[str, dict], None]):
         self._create_pod = create_pod
         self.statuses: list[dict] = []
 
-    async def create_service(self, namespace: str, body: dict) -> None:
-        pass
-
     async def create(self, namespace: str, body: dict) -> None:
-        pass
-
-    async def create_pod(self, namespace: str, body: dict) -> None:
-        self._create_pod(namespace, body)
+        if body["kind"] == "Pod":
+            self._create_pod(namespace, body)
 
     async def delete_pod(self, namespace: str, name: str, force: bool = False) -> None:
         pass

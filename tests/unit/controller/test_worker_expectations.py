@@ -6,9 +6,9 @@ import asyncio
 
 from multinode.controller import worker
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Reconciler
+from multinode.controller.worker import Indices, Reconciler
 from tests.unit.controller.fake_kube import FakeKube
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 KEY = ("ml", "llama")
 
@@ -20,9 +20,8 @@ class RecordingKube(FakeKube):
 
 
 def reconciler(kube: RecordingKube) -> Reconciler:
-    r = Reconciler(kube, OperatorSettings())  # type: ignore[arg-type]
-    r.jobs = {KEY: [make_job(3).model_dump(by_alias=True, exclude_none=True, mode="json")]}
-    return r
+    jobs = {KEY: [stored_job(3).model_dump(by_alias=True, exclude_none=True, mode="json")]}
+    return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs, pods={}))  # type: ignore[arg-type]
 
 
 def test_a_second_reconcile_before_the_index_catches_up_creates_nothing() -> None:
@@ -52,8 +51,8 @@ def test_an_expectation_is_dropped_once_the_index_has_the_pod() -> None:
     kube = RecordingKube()
     r = reconciler(kube)
     asyncio.run(r.reconcile(KEY))
-    r.pods = {KEY: [ObservedPod(name=f"llama-{i}-a0", job_name="llama", index=i, attempt=0, phase="Pending")
-                    for i in range(3)]}
+    r.indices.pods[KEY] = [ObservedPod(name=f"llama-{i}-a0", job_name="llama", index=i, attempt=0, phase="Pending")
+                               for i in range(3)]  # the watch events arrived
     asyncio.run(r.reconcile(KEY))
     assert KEY not in r.expected or not r.expected[KEY]
     assert len(kube.created) == 3

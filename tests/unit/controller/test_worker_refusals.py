@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
-from kubernetes import client
 
 from multinode.api import TrainingJob
+from multinode.controller.kube import ApiError
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Reconciler
+from multinode.controller.worker import Indices, Reconciler
 from tests.unit.controller.fake_kube import FakeKube
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 KEY = ("ml", "llama")
 
 
+def reconciler_of(job: TrainingJob, kube: FakeKube) -> Reconciler:
+    jobs = {KEY: [job.model_dump(by_alias=True, exclude_none=True, mode="json")]}
+    return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs))  # type: ignore[arg-type]
+
+
 def reconcile_once(job: TrainingJob, kube: FakeKube) -> None:
-    reconciler = Reconciler(kube, OperatorSettings())  # type: ignore[arg-type]
-    reconciler.jobs = {KEY: [job.model_dump(by_alias=True, exclude_none=True, mode="json")]}
-    asyncio.run(reconciler.reconcile(KEY))
+    asyncio.run(reconciler_of(job, kube).reconcile(KEY))
 
 
 def condition(status: dict, type_: str) -> dict:
@@ -31,13 +33,12 @@ def test_a_pod_the_apiserver_refuses_fails_the_job_with_its_message() -> None:
     # A passed-through volume of the wrong shape: the apiserver's decoder refuses it with 400 and names the
     # field (the real message is checked by tests/integration/api/test_hostile_specs.py).
     def refuse(namespace: str, body: dict) -> None:
-        error = client.ApiException(status=400, reason="Bad Request")
-        error.body = json.dumps({"message": 'Pod in version "v1" cannot be handled as a Pod: json: cannot '
-                                            "unmarshal number into Go struct field Volume.spec.volumes.hostPath"})
-        raise error
+        raise ApiError("create_namespaced_pod", 400, "Bad Request",
+                       'Pod in version "v1" cannot be handled as a Pod: json: cannot '
+                       "unmarshal number into Go struct field Volume.spec.volumes.hostPath")
 
     kube = FakeKube(refuse)
-    reconcile_once(make_job(2, podTemplate={"volumes": [{"name": "v", "hostPath": 5}]}), kube)
+    reconcile_once(stored_job(2, podTemplate={"volumes": [{"name": "v", "hostPath": 5}]}), kube)
 
     status = kube.statuses[-1]
     assert status["phase"] == "Failed"
@@ -48,11 +49,11 @@ def test_a_pod_the_apiserver_refuses_fails_the_job_with_its_message() -> None:
 
 def test_a_server_error_on_create_is_retried_not_a_failed_job() -> None:
     def unavailable(namespace: str, body: dict) -> None:
-        raise client.ApiException(status=503, reason="Service Unavailable")
+        raise ApiError("create_namespaced_pod", 503, "Service Unavailable", "503 Service Unavailable")
 
     kube = FakeKube(unavailable)
-    with pytest.raises(client.ApiException):  # the worker's retry with backoff
-        reconcile_once(make_job(2), kube)
+    with pytest.raises(ApiError):  # the worker's retry with backoff
+        reconcile_once(stored_job(2), kube)
     assert all(s.get("phase") != "Failed" for s in kube.statuses)
 
 
@@ -60,14 +61,12 @@ def test_a_pod_the_cluster_forbids_keeps_the_job_pending_and_says_why() -> None:
     # 403 comes from the cluster, not the spec (a PriorityClass or ServiceAccount not created yet, a
     # quota): the worker retries it, and until then the job's status says what stops it.
     def forbid(namespace: str, body: dict) -> None:
-        error = client.ApiException(status=403, reason="Forbidden")
-        error.body = json.dumps({"message": f'pods "{body["metadata"]["name"]}" is forbidden: '
-                                            "no PriorityClass with name training was found"})
-        raise error
+        raise ApiError("create_namespaced_pod", 403, "Forbidden",
+                       f'pods "{body["metadata"]["name"]}" is forbidden: no PriorityClass with name training was found')
 
     kube = FakeKube(forbid)
-    with pytest.raises(client.ApiException):  # the worker's retry with backoff
-        reconcile_once(make_job(2, podTemplate={"priorityClassName": "training"}), kube)
+    with pytest.raises(ApiError):  # the worker's retry with backoff
+        reconcile_once(stored_job(2, podTemplate={"priorityClassName": "training"}), kube)
 
     status = kube.statuses[-1]
     assert status["phase"] == "Pending"
@@ -87,3 +86,16 @@ def test_a_status_field_the_planner_cleared_is_removed_with_an_explicit_null() -
 
     assert patch["nextAttemptTime"] is None and patch["phase"] == "Pending"
     assert "checkpoints" not in patch, "the mirror's field is never touched"
+
+
+def test_a_create_that_got_no_answer_is_retried_and_not_taken_as_created() -> None:
+    # A timeout says nothing about whether the pod exists: only 409 counts as created (the next reconcile
+    # creates it again, and gets 409 if the first create did land).
+    def timed_out(namespace: str, body: dict) -> None:
+        raise ApiError("create_namespaced_pod", None, "ReadTimeoutError", "read timed out")
+
+    kube = FakeKube(timed_out)
+    reconciler = reconciler_of(stored_job(2), kube)
+    with pytest.raises(ApiError):
+        asyncio.run(reconciler.reconcile(KEY))
+    assert KEY not in reconciler.expected

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.reconcile import Observed, ObservedMirror, ObservedPod, plan
 from multinode.render import RenderSettings
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 NOW = datetime(2026, 11, 20, 12, 0, 0, tzinfo=timezone.utc)
 SETTINGS = RenderSettings()
@@ -41,7 +41,7 @@ def fail_node_1(job, exit_code=1, **kw):
 
 def checkpointed_job(checkpoints: dict | None = None, **checkpointing) -> TrainingJob:
     """A 2-node checkpointed job; `checkpoints` is what its mirror has reported in status."""
-    base = make_job(2, cache={"claimName": "cache"}, checkpointing={"claimName": "ckpt", **checkpointing})
+    base = stored_job(2, cache={"claimName": "cache"}, checkpointing={"claimName": "ckpt", **checkpointing})
     if checkpoints is None:
         return base
     return TrainingJob.model_validate({**base.model_dump(by_alias=True, exclude_none=True),

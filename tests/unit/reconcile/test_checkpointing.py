@@ -5,7 +5,7 @@ from __future__ import annotations
 from multinode.api import TrainingJob
 from tests.unit.reconcile.planning import LATEST, env, fail_node_1, pod, run, running_mirror
 from tests.unit.reconcile.planning import checkpointed_job as job
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def test_mirror_identity_then_pod_are_created_with_the_job() -> None:
@@ -52,7 +52,7 @@ def test_pods_of_one_attempt_agree_on_the_resume_path_even_if_a_newer_checkpoint
 
 
 def test_the_next_attempt_resumes_from_the_latest_mirrored_checkpoint() -> None:
-    base = make_job(2, cache={"claimName": "c"}, checkpointing={"claimName": "k"},
+    base = stored_job(2, cache={"claimName": "c"}, checkpointing={"claimName": "k"},
                     failurePolicy={"backoff": {"initialSeconds": 0}})
     restarting = fail_node_1(base)
     latest = {"name": "checkpoint-700", "path": "/checkpoints/llama/checkpoint-700", "step": 700, "bytes": 1,

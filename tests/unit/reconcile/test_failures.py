@@ -6,11 +6,11 @@ from datetime import timedelta
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import NOW, condition, fail_node_1, pod, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def test_a_failed_pod_with_a_fail_job_rule_fails_the_job_names_it_and_stops_the_others() -> None:
-    job = make_job(3, failurePolicy={"rules": [{"action": "FailJob", "onExitCodes": [{"min": 3, "max": 3}]}]})
+    job = stored_job(3, failurePolicy={"rules": [{"action": "FailJob", "onExitCodes": [{"min": 3, "max": 3}]}]})
     running = run(job, [pod(0), pod(1), pod(2)])
     later = NOW + timedelta(minutes=5)
     failed = run(job, [pod(0), pod(1, "Failed", exit_code=3, reason="Error"), pod(2)], previous=running.status, now=later)
@@ -26,7 +26,7 @@ def test_a_failed_pod_with_a_fail_job_rule_fails_the_job_names_it_and_stops_the_
 
 
 def test_a_pod_that_vanished_after_being_seen_restarts_the_gang_without_counting() -> None:
-    job = make_job(2)
+    job = stored_job(2)
     running = run(job, [pod(0), pod(1)])
     after_eviction = run(job, [pod(0)], previous=running.status)
 
@@ -38,23 +38,23 @@ def test_a_pod_that_vanished_after_being_seen_restarts_the_gang_without_counting
 
 
 def test_exit_codes_marked_permanent_fail_at_once() -> None:
-    job = make_job(2, failurePolicy={"rules": [{"action": "FailJob", "onExitCodes": [{"min": 1, "max": 127}]}]})
+    job = stored_job(2, failurePolicy={"rules": [{"action": "FailJob", "onExitCodes": [{"min": 1, "max": 127}]}]})
 
     assert fail_node_1(job, exit_code=2).status.phase == Phase.FAILED
     assert fail_node_1(job, exit_code=137).status.phase == Phase.RESTARTING
 
 
 def test_disruptions_restart_without_counting_by_default_and_rules_can_say_otherwise() -> None:
-    evicted = fail_node_1(make_job(2), exit_code=143, disruption="DeletionByTaintManager")
+    evicted = fail_node_1(stored_job(2), exit_code=143, disruption="DeletionByTaintManager")
     assert (evicted.status.restarts, evicted.status.uncounted_restarts) == (0, 1)
 
-    strict = make_job(2, failurePolicy={"rules": [{"action": "Restart", "onNodeLoss": True}]})
+    strict = stored_job(2, failurePolicy={"rules": [{"action": "Restart", "onNodeLoss": True}]})
     counted = fail_node_1(strict, exit_code=143, disruption="DeletionByTaintManager")
     assert (counted.status.restarts, counted.status.uncounted_restarts) == (1, 0)
 
 
 def test_oom_can_be_matched_by_reason() -> None:
-    job = make_job(2, failurePolicy={"rules": [{"action": "FailJob", "onReasons": ["OOMKilled"]}]})
+    job = stored_job(2, failurePolicy={"rules": [{"action": "FailJob", "onReasons": ["OOMKilled"]}]})
     running = run(job, [pod(0), pod(1)])
     oom = run(job, [pod(0), pod(1, "Failed", exit_code=137, reason="OOMKilled")], previous=running.status)
 

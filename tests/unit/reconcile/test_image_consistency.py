@@ -6,7 +6,7 @@ from __future__ import annotations
 from multinode.api import Phase
 from multinode.reconcile.image_consistency import digest_reference
 from tests.unit.reconcile.planning import condition, pod, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 DIGEST_A = "registry/train@sha256:" + "a" * 64
@@ -14,7 +14,7 @@ DIGEST_B = "registry/train@sha256:" + "b" * 64
 
 
 def test_first_digest_is_recorded_and_pinned_for_the_next_attempt() -> None:
-    job = make_job(2, failurePolicy={"backoff": {"initialSeconds": 0}})
+    job = stored_job(2, failurePolicy={"backoff": {"initialSeconds": 0}})
     running = run(job, [pod(0, image_id=f"docker-pullable://{DIGEST_A}"), pod(1, image_id=DIGEST_A)])
     assert running.status.image_digest == DIGEST_A
     assert condition(running.status, "ImageConsistent").status == "True"
@@ -29,12 +29,12 @@ def test_first_digest_is_recorded_and_pinned_for_the_next_attempt() -> None:
 def test_different_digests_in_one_attempt_fail_it_or_are_reported() -> None:
     mixed = [pod(0, image_id=DIGEST_A), pod(1, image_id=DIGEST_B)]
 
-    failed = run(make_job(2), mixed)
+    failed = run(stored_job(2), mixed)
     assert failed.status.phase == Phase.RESTARTING
     assert failed.status.restart_history[-1].reason == "ImageDigestMismatch"
     assert condition(failed.status, "ImageConsistent").status == "False"
 
-    reported = run(make_job(2, imageConsistency={"onMismatch": "Report"}), mixed)
+    reported = run(stored_job(2, imageConsistency={"onMismatch": "Report"}), mixed)
     assert reported.status.phase == Phase.RUNNING
     message = condition(reported.status, "ImageConsistent").message
     assert "llama-0-a0" in message and "llama-1-a0" in message

@@ -7,12 +7,12 @@ from datetime import timedelta
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import NOW, pod, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def test_a_pod_evicted_from_a_dead_node_restarts_the_gang_without_waiting_for_it_to_go() -> None:
     # A dead kubelet never confirms the deletion: the pod stays Terminating, phase Running, for good.
-    job = make_job(2)
+    job = stored_job(2)
     running = run(job, [pod(0), pod(1)])
     evicted = run(job, [pod(0), pod(1, terminating=True, disruption="DeletionByTaintManager")], previous=running.status)
 
@@ -26,7 +26,7 @@ def test_a_pod_evicted_from_a_dead_node_restarts_the_gang_without_waiting_for_it
 
 
 def test_old_pods_stuck_terminating_on_a_node_that_is_not_ready_are_force_deleted_and_do_not_block() -> None:
-    job = make_job(2)  # BlockingRecreate by default: the next attempt waits for the old pods
+    job = stored_job(2)  # BlockingRecreate by default: the next attempt waits for the old pods
     running = run(job, [pod(0), pod(1)])
     restarting = run(job, [pod(0), pod(1, terminating=True, node="dead")], previous=running.status)
     assert restarting.status.attempt == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from multinode.api import Phase
 from multinode.reconcile.placement import ObservedNode
 from tests.unit.reconcile.planning import condition, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def nodes(domains: dict[str, int], gpus: int = 8) -> tuple[ObservedNode, ...]:
@@ -18,7 +18,7 @@ def nodes(domains: dict[str, int], gpus: int = 8) -> tuple[ObservedNode, ...]:
 
 
 def test_topology_picks_the_domain_with_the_most_eligible_nodes_and_pins_it() -> None:
-    job = make_job(3, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
+    job = stored_job(3, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
     result = run(job, [], nodes=nodes({"block-0": 2, "block-1": 4, "block-2": 3}))
 
     assert result.status.topology_domain == "block-1"
@@ -26,7 +26,7 @@ def test_topology_picks_the_domain_with_the_most_eligible_nodes_and_pins_it() ->
 
 
 def test_topology_without_a_big_enough_domain_says_so() -> None:
-    job = make_job(4, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
+    job = stored_job(4, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
     result = run(job, [], nodes=nodes({"block-0": 3, "block-1": 2}))
 
     assert result.pods_to_create == [] and result.status.phase == Phase.PENDING

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import condition, pod, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def test_a_new_job_gets_its_service_and_every_pod_and_is_pending() -> None:
-    result = run(make_job(3), [], service_exists=False)
+    result = run(stored_job(3), [], service_exists=False)
 
     assert result.service["metadata"]["name"] == "llama"
     assert [p["metadata"]["name"] for p in result.pods_to_create] == ["llama-0-a0", "llama-1-a0", "llama-2-a0"]
@@ -20,8 +20,8 @@ def test_a_new_job_gets_its_service_and_every_pod_and_is_pending() -> None:
 
 
 def test_replanning_after_the_creates_creates_nothing_more() -> None:
-    first = run(make_job(3), [], service_exists=False)
-    again = run(make_job(3), [pod(0, "Pending", node=None), pod(1, "Pending", node=None), pod(2, "Pending", node=None)],
+    first = run(stored_job(3), [], service_exists=False)
+    again = run(stored_job(3), [pod(0, "Pending", node=None), pod(1, "Pending", node=None), pod(2, "Pending", node=None)],
                 previous=first.status)
 
     assert again.service is None and again.pods_to_create == [] and again.pods_to_delete == []
@@ -30,19 +30,19 @@ def test_replanning_after_the_creates_creates_nothing_more() -> None:
 
 
 def test_only_the_missing_indices_are_created() -> None:
-    result = run(make_job(4), [pod(0), pod(2)])
+    result = run(stored_job(4), [pod(0), pod(2)])
 
     assert [p["metadata"]["name"] for p in result.pods_to_create] == ["llama-1-a0", "llama-3-a0"]
 
 
 def test_pods_of_another_attempt_are_not_counted() -> None:
-    result = run(make_job(2), [pod(0, attempt=1), pod(1, attempt=1)])
+    result = run(stored_job(2), [pod(0, attempt=1), pod(1, attempt=1)])
 
     assert len(result.pods_to_create) == 2
 
 
 def test_a_finished_job_is_never_recreated_even_with_no_pods_left() -> None:
-    job = make_job(2)
+    job = stored_job(2)
     done = run(job, [pod(0, "Succeeded"), pod(1, "Succeeded")])
     assert done.status.phase == Phase.SUCCEEDED
 

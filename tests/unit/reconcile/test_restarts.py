@@ -7,11 +7,11 @@ from datetime import timedelta
 from multinode.api import Phase
 from multinode.reconcile.restarts import backoff_seconds
 from tests.unit.reconcile.planning import NOW, condition, env, fail_node_1, pod, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def test_a_retryable_failure_restarts_the_whole_gang_counted_with_backoff() -> None:
-    restarting = fail_node_1(make_job(2))
+    restarting = fail_node_1(stored_job(2))
 
     s = restarting.status
     assert (s.phase, s.attempt, s.restarts, s.uncounted_restarts) == (Phase.RESTARTING, 1, 1, 0)
@@ -26,7 +26,7 @@ def test_a_retryable_failure_restarts_the_whole_gang_counted_with_backoff() -> N
 
 
 def test_blocking_recreate_waits_for_old_pods_then_for_the_backoff() -> None:
-    job = make_job(2)
+    job = stored_job(2)
     restarting = fail_node_1(job)
     old = [pod(0, terminating=True), pod(1, "Failed", exit_code=1)]
 
@@ -47,7 +47,7 @@ def test_blocking_recreate_waits_for_old_pods_then_for_the_backoff() -> None:
 
 
 def test_recreate_does_not_wait_for_old_pods() -> None:
-    job = make_job(2, failurePolicy={"restartStrategy": "Recreate", "backoff": {"initialSeconds": 0}})
+    job = stored_job(2, failurePolicy={"restartStrategy": "Recreate", "backoff": {"initialSeconds": 0}})
     restarting = fail_node_1(job)
 
     again = run(job, [pod(0, terminating=True)], previous=restarting.status)
@@ -56,7 +56,7 @@ def test_recreate_does_not_wait_for_old_pods() -> None:
 
 
 def test_backoff_doubles_and_is_capped() -> None:
-    job = make_job(2, failurePolicy={"maxRestarts": 10, "backoff": {"initialSeconds": 10, "maxSeconds": 25}})
+    job = stored_job(2, failurePolicy={"maxRestarts": 10, "backoff": {"initialSeconds": 10, "maxSeconds": 25}})
     status = None
     delays = []
     for attempt in range(4):
@@ -70,7 +70,7 @@ def test_backoff_doubles_and_is_capped() -> None:
 
 
 def test_a_spent_budget_fails_the_job_naming_the_last_failure() -> None:
-    job = make_job(2, failurePolicy={"maxRestarts": 1, "backoff": {"initialSeconds": 0}})
+    job = stored_job(2, failurePolicy={"maxRestarts": 1, "backoff": {"initialSeconds": 0}})
     first = fail_node_1(job)
     second_running = run(job, [pod(0, attempt=1), pod(1, attempt=1)], previous=first.status)
     failed = run(job, [pod(0, attempt=1, exit_code=None), pod(1, "Failed", attempt=1, exit_code=2, reason="Error")],
@@ -84,6 +84,6 @@ def test_a_spent_budget_fails_the_job_naming_the_last_failure() -> None:
 
 
 def test_backoff_counts_restarts_of_either_kind() -> None:
-    job = make_job(2, failurePolicy={"backoff": {"initialSeconds": 10, "maxSeconds": 25}})
+    job = stored_job(2, failurePolicy={"backoff": {"initialSeconds": 10, "maxSeconds": 25}})
 
     assert [backoff_seconds(job, n) for n in range(4)] == [10.0, 20.0, 25.0, 25.0]

@@ -6,11 +6,11 @@ from datetime import timedelta
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def test_startup_timeout_fails_the_attempt_with_the_reason_it_was_stuck() -> None:
-    job = make_job(2, startupTimeoutSeconds=60)
+    job = stored_job(2, startupTimeoutSeconds=60)
     created = run(job, [])
     stuck = [pod(0), pod(1, "Pending", node=None, unschedulable="0/8 nodes are available: 8 Insufficient nvidia.com/gpu")]
 
@@ -25,7 +25,7 @@ def test_startup_timeout_fails_the_attempt_with_the_reason_it_was_stuck() -> Non
 
 def test_image_pull_failures_are_named_while_starting() -> None:
     stuck = pod(1, "Pending", waiting_reason="ImagePullBackOff", waiting_message='Back-off pulling image "x"')
-    result = run(make_job(2), [pod(0), stuck])
+    result = run(stored_job(2), [pod(0), stuck])
 
     cond = condition(result.status, "Running")
     assert result.status.phase == Phase.STARTING and cond.reason == "ImagePullFailing"

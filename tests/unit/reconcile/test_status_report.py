@@ -8,11 +8,11 @@ from multinode.api import Phase
 from multinode.api.status import MAX_CONDITION_MESSAGE
 from multinode.reconcile.status_report import fail_job
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def test_last_transition_time_moves_only_when_the_status_flips() -> None:
-    job = make_job(2)
+    job = stored_job(2)
     first = run(job, [pod(0, "Pending", node=None), pod(1, "Pending", node=None)])
     later = run(job, [pod(0, "Pending"), pod(1, "Running")], previous=first.status, now=NOW + timedelta(seconds=30))
 
@@ -22,7 +22,7 @@ def test_last_transition_time_moves_only_when_the_status_flips() -> None:
 
 
 def test_fail_job_keeps_nothing_running_and_says_why() -> None:
-    result = run(make_job(2), [pod(0)])
+    result = run(stored_job(2), [pod(0)])
 
     failed = fail_job(result, "PodCreationFailed", "spec.volumes[0]: Invalid value", now=NOW, pods=[pod(0)])
 
@@ -34,7 +34,7 @@ def test_fail_job_keeps_nothing_running_and_says_why() -> None:
 def test_fail_job_with_a_message_too_long_for_a_condition_keeps_its_start() -> None:
     # The apiserver echoes invalid values: a 70,000-character pod label key makes a 70,000-character refusal.
     refusal = 'Pod "llama-0-a0" is invalid: metadata.labels: Invalid value: "' + "b" * 70_000 + '"'
-    failed = fail_job(run(make_job(2), []), "PodCreationFailed", refusal, now=NOW, pods=[])
+    failed = fail_job(run(stored_job(2), []), "PodCreationFailed", refusal, now=NOW, pods=[])
 
     message = condition(failed.status, "Failed").message
     assert len(message) == MAX_CONDITION_MESSAGE and message.endswith("(truncated)")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import condition, pod, run
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def test_phase_walks_pending_starting_running() -> None:
-    job = make_job(2)
+    job = stored_job(2)
     unscheduled = run(job, [pod(0, "Pending", node=None), pod(1, "Pending")])
     starting = run(job, [pod(0, "Pending"), pod(1, "Running")], previous=unscheduled.status)
     running = run(job, [pod(0), pod(1)], previous=starting.status)
@@ -25,7 +25,7 @@ def test_phase_walks_pending_starting_running() -> None:
 
 def test_unschedulable_pods_are_explained_with_the_schedulers_words() -> None:
     message = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
-    result = run(make_job(2), [pod(0, "Pending", node=None, unschedulable=message), pod(1, "Pending", node=None)])
+    result = run(stored_job(2), [pod(0, "Pending", node=None, unschedulable=message), pod(1, "Pending", node=None)])
 
     running = condition(result.status, "Running")
     assert result.status.phase == Phase.PENDING
@@ -34,7 +34,7 @@ def test_unschedulable_pods_are_explained_with_the_schedulers_words() -> None:
 
 
 def test_leader_only_success_stops_the_workers() -> None:
-    job = make_job(3, successPolicy="LeaderOnly")
+    job = stored_job(3, successPolicy="LeaderOnly")
     result = run(job, [pod(0, "Succeeded"), pod(1), pod(2)])
 
     assert result.status.phase == Phase.SUCCEEDED
@@ -43,6 +43,6 @@ def test_leader_only_success_stops_the_workers() -> None:
 
 
 def test_all_nodes_policy_waits_for_every_pod() -> None:
-    result = run(make_job(2), [pod(0, "Succeeded"), pod(1)])
+    result = run(stored_job(2), [pod(0, "Succeeded"), pod(1)])
 
     assert result.status.phase == Phase.RUNNING

@@ -3,10 +3,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 from multinode.api import RESERVED_ENV_NAMES
-from multinode.render import operator_env, render_node_env
+from multinode.render import operator_env, render_node_pod
+from tests.support.pods import trainer_container_env
 
 
 def as_map(env: list[dict[str, Any]]) -> dict[str, Any]:
@@ -14,7 +15,7 @@ def as_map(env: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_values_for_a_4_node_8_gpu_job() -> None:
-    env = as_map(render_node_env(make_job(num_nodes=4, resourcesPerNode={"gpus": 8}), 2, 1))
+    env = as_map(trainer_container_env(render_node_pod(stored_job(num_nodes=4, resourcesPerNode={"gpus": 8}), 2, 1)))
     leader = "llama-0.llama.ml.svc"
     assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == env["BT_LEADER_ADDR"] == leader
     assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "29500"
@@ -34,30 +35,30 @@ def test_values_for_a_4_node_8_gpu_job() -> None:
 
 
 def test_all_values_are_strings() -> None:
-    for var in render_node_env(make_job(network={"nccl": {"debug": "INFO"}}), 0, 0):
+    for var in trainer_container_env(render_node_pod(stored_job(network={"nccl": {"debug": "INFO"}}), 0, 0)):
         assert isinstance(var.get("value", ""), str), var
 
 
 def test_num_proc_per_node_overrides_gpu_count() -> None:
-    job = make_job(num_nodes=3, resourcesPerNode={"gpus": 8}, numProcPerNode=2)
-    env = as_map(render_node_env(job, 0, 0))
+    job = stored_job(num_nodes=3, resourcesPerNode={"gpus": 8}, numProcPerNode=2)
+    env = as_map(trainer_container_env(render_node_pod(job, 0, 0)))
     assert (env["NPROC_PER_NODE"], env["WORLD_SIZE"], env["BT_NUM_GPUS"]) == ("2", "6", "8")
 
 
 def test_cpu_job_runs_one_process_per_node() -> None:
-    env = as_map(render_node_env(make_job(num_nodes=5), 4, 0))
+    env = as_map(trainer_container_env(render_node_pod(stored_job(num_nodes=5), 4, 0)))
     assert (env["NPROC_PER_NODE"], env["WORLD_SIZE"], env["BT_NUM_GPUS"]) == ("1", "5", "0")
 
 
 def test_custom_rendezvous_port() -> None:
-    env = as_map(render_node_env(make_job(network={"rendezvousPort": 23456}), 1, 0))
+    env = as_map(trainer_container_env(render_node_pod(stored_job(network={"rendezvousPort": 23456}), 1, 0)))
     assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "23456"
 
 
 def test_nccl_variables_only_when_set() -> None:
-    assert not [n for n in as_map(render_node_env(make_job(), 0, 0)) if n.startswith("NCCL_")]
+    assert not [n for n in as_map(trainer_container_env(render_node_pod(stored_job(), 0, 0))) if n.startswith("NCCL_")]
     nccl = {"socketIfname": "net1", "ibHca": "=mlx5_0,mlx5_1", "debug": "WARN"}
-    env = as_map(render_node_env(make_job(network={"nccl": nccl}), 0, 0))
+    env = as_map(trainer_container_env(render_node_pod(stored_job(network={"nccl": nccl}), 0, 0)))
     assert env["NCCL_SOCKET_IFNAME"] == "net1"
     assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1"
     assert env["NCCL_DEBUG"] == "WARN"
@@ -69,15 +70,15 @@ def test_user_env_comes_after_ours_unchanged() -> None:
         {"name": "RDZV", "value": "$(MASTER_ADDR):$(MASTER_PORT)"},
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
     ]
-    job = make_job(env=user)
-    env = render_node_env(job, 0, 0)
+    job = stored_job(env=user)
+    env = trainer_container_env(render_node_pod(job, 0, 0))
     assert env[-2:] == user
     assert env[:-2] == operator_env(job, 0, 0)
 
 
 def test_reserved_names_are_exactly_the_names_we_set() -> None:
     nccl = {"socketIfname": "a", "ibHca": "b", "debug": "INFO", "debugSubsys": "ALL"}
-    job = make_job(network={"nccl": nccl}, cache={"claimName": "c"}, checkpointing={"claimName": "k"})
+    job = stored_job(network={"nccl": nccl}, cache={"claimName": "c"}, checkpointing={"claimName": "k"})
     names = [var["name"] for var in operator_env(job, 0, 0)]
     assert len(names) == len(set(names)), "a variable is set twice"
     assert set(names) == RESERVED_ENV_NAMES
@@ -86,4 +87,4 @@ def test_reserved_names_are_exactly_the_names_we_set() -> None:
 @pytest.mark.parametrize("index", [-1, 2])
 def test_rejects_index_outside_the_gang(index: int) -> None:
     with pytest.raises(ValueError):
-        render_node_env(make_job(num_nodes=2), index, 0)
+        trainer_container_env(render_node_pod(stored_job(num_nodes=2), index, 0))

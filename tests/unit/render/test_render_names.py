@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 from multinode.api import TrainingJob
 from multinode.render import node_dns_name, node_hostname, owner_reference, pod_name
@@ -18,11 +18,11 @@ def test_hostname_is_stable_across_attempts() -> None:
 
 
 def test_dns_name_goes_through_the_headless_service() -> None:
-    assert node_dns_name(make_job(), 1) == "llama-1.llama.ml.svc"
+    assert node_dns_name(stored_job(), 1) == "llama-1.llama.ml.svc"
 
 
 def test_owner_reference_makes_the_job_the_controller() -> None:
-    assert owner_reference(make_job()) == {
+    assert owner_reference(stored_job()) == {
         "apiVersion": "multinode.dev/v1alpha1",
         "kind": "TrainingJob",
         "name": "llama",
@@ -43,4 +43,4 @@ def test_rendering_needs_name_namespace_and_uid() -> None:
 @pytest.mark.parametrize(("index", "attempt"), [(-1, 0), (2, 0), (0, -1)])
 def test_check_node_rejects_out_of_range(index: int, attempt: int) -> None:
     with pytest.raises(ValueError):
-        check_node(make_job(num_nodes=2), index, attempt)
+        check_node(stored_job(num_nodes=2), index, attempt)

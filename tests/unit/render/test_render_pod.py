@@ -3,9 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
-from multinode.render import RenderSettings, render_all, render_node_pod
+from multinode.render import RenderSettings, render_headless_service, render_node_pod
 
 
 def trainer(pod: dict[str, Any]) -> dict[str, Any]:
@@ -36,8 +36,8 @@ def contains_none(value: Any) -> bool:
 
 @pytest.mark.parametrize("num_nodes", [1, 2, 64])
 def test_gang_of_n_nodes(num_nodes: int) -> None:
-    job = make_job(num_nodes=num_nodes, resourcesPerNode={"gpus": 8})
-    service, pods = render_all(job, attempt=3)
+    job = stored_job(num_nodes=num_nodes, resourcesPerNode={"gpus": 8})
+    service, pods = render_headless_service(job), [render_node_pod(job, i, 3) for i in range(num_nodes)]
     assert service["metadata"]["name"] == "llama"
     assert len(pods) == num_nodes
     assert len({pod["metadata"]["name"] for pod in pods}) == num_nodes
@@ -75,7 +75,7 @@ def test_gang_of_n_nodes(num_nodes: int) -> None:
 
 
 def test_trainer_container_fields() -> None:
-    job = make_job(
+    job = stored_job(
         imagePullPolicy="Always",
         command=["torchrun"],
         args=["train.py", "--steps", "10"],
@@ -90,7 +90,7 @@ def test_trainer_container_fields() -> None:
 
 
 def test_minimal_job_omits_unset_fields() -> None:
-    pod = render_node_pod(make_job(), 0, 0)
+    pod = render_node_pod(stored_job(), 0, 0)
     container = trainer(pod)
     for key in ("imagePullPolicy", "command", "args", "workingDir", "resources", "securityContext"):
         assert key not in container
@@ -102,20 +102,20 @@ def test_minimal_job_omits_unset_fields() -> None:
 
 
 def test_gpu_limits() -> None:
-    pod = render_node_pod(make_job(resourcesPerNode={"gpus": 8}), 0, 0)
+    pod = render_node_pod(stored_job(resourcesPerNode={"gpus": 8}), 0, 0)
     resources = trainer(pod)["resources"]
     assert resources == {"limits": {"nvidia.com/gpu": "8"}}
 
 
 def test_cpu_job_has_no_gpu_key_and_one_process() -> None:
-    pod = render_node_pod(make_job(resourcesPerNode={"gpus": 0, "cpu": "4"}), 0, 0)
+    pod = render_node_pod(stored_job(resourcesPerNode={"gpus": 0, "cpu": "4"}), 0, 0)
     container = trainer(pod)
     assert container["resources"] == {"limits": {"cpu": "4"}, "requests": {"cpu": "4"}}
     assert env_of(container)["NPROC_PER_NODE"] == "1"
 
 
 def test_custom_gpu_resource_cpu_and_memory() -> None:
-    job = make_job(
+    job = stored_job(
         resourcesPerNode={
             "gpus": 4,
             "gpuResourceName": "amd.com/gpu",
@@ -131,7 +131,7 @@ def test_custom_gpu_resource_cpu_and_memory() -> None:
 
 
 def test_rdma_adds_devices_and_ipc_lock() -> None:
-    job = make_job(
+    job = stored_job(
         resourcesPerNode={"gpus": 8}, network={"rdma": {"resourceName": "rdma/ib", "count": 2}}
     )
     container = trainer(render_node_pod(job, 0, 0))
@@ -140,21 +140,21 @@ def test_rdma_adds_devices_and_ipc_lock() -> None:
 
 
 def test_no_ipc_lock_without_rdma() -> None:
-    container = trainer(render_node_pod(make_job(resourcesPerNode={"gpus": 8}), 0, 0))
+    container = trainer(render_node_pod(stored_job(resourcesPerNode={"gpus": 8}), 0, 0))
     assert "securityContext" not in container
     assert not [name for name in container["resources"]["limits"] if name.startswith("rdma/")]
 
 
 def test_shm_is_always_a_memory_volume() -> None:
-    unsized = render_node_pod(make_job(), 0, 0)
+    unsized = render_node_pod(stored_job(), 0, 0)
     assert unsized["spec"]["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory"}}
     assert trainer(unsized)["volumeMounts"][0] == {"name": "dshm", "mountPath": "/dev/shm"}
-    sized = render_node_pod(make_job(shmSize="64Gi"), 0, 0)
+    sized = render_node_pod(stored_job(shmSize="64Gi"), 0, 0)
     assert sized["spec"]["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
 
 
 def test_user_volumes_and_mounts_follow_shm() -> None:
-    job = make_job(
+    job = stored_job(
         podTemplate={
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}],
             "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}],
@@ -174,7 +174,7 @@ def test_user_volumes_and_mounts_follow_shm() -> None:
 
 
 def test_multus_annotation_joins_networks_in_order() -> None:
-    job = make_job(
+    job = stored_job(
         network={"multusNetworks": ["ib-a", "ib-b"]},
         podTemplate={"annotations": {"owner": "alice"}},
     )
@@ -183,13 +183,13 @@ def test_multus_annotation_joins_networks_in_order() -> None:
 
 
 def test_host_network_switches_dns_policy() -> None:
-    pod_spec = render_node_pod(make_job(network={"hostNetwork": True}), 0, 0)["spec"]
+    pod_spec = render_node_pod(stored_job(network={"hostNetwork": True}), 0, 0)["spec"]
     assert pod_spec["hostNetwork"] is True
     assert pod_spec["dnsPolicy"] == "ClusterFirstWithHostNet"
 
 
 def test_accelerator_joins_the_node_selector() -> None:
-    job = make_job(
+    job = stored_job(
         accelerator="NVIDIA-H100-80GB-HBM3", podTemplate={"nodeSelector": {"pool": "a"}}
     )
     assert render_node_pod(job, 0, 0)["spec"]["nodeSelector"] == {
@@ -199,7 +199,7 @@ def test_accelerator_joins_the_node_selector() -> None:
 
 
 def test_template_labels_never_override_ours() -> None:
-    job = make_job(
+    job = stored_job(
         podTemplate={"labels": {"team": "research", "multinode.dev/job-name": "spoofed"}}
     )
     labels = render_node_pod(job, 1, 0)["metadata"]["labels"]
@@ -209,7 +209,7 @@ def test_template_labels_never_override_ours() -> None:
 
 def test_scheduling_fields_pass_through() -> None:
     affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
-    job = make_job(
+    job = stored_job(
         podTemplate={
             "tolerations": [
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -234,7 +234,7 @@ def test_scheduling_fields_pass_through() -> None:
 
 def test_user_env_reaches_the_trainer_only() -> None:
     secret = {"secretKeyRef": {"name": "hf", "key": "t"}}
-    job = make_job(env=[{"name": "HF_TOKEN", "valueFrom": secret}])
+    job = stored_job(env=[{"name": "HF_TOKEN", "valueFrom": secret}])
     pod = render_node_pod(job, 1, 0)
     trainer_env = trainer(pod)["env"]
     assert trainer_env[-1]["name"] == "HF_TOKEN"
@@ -245,7 +245,7 @@ def test_user_env_reaches_the_trainer_only() -> None:
 def test_the_preflight_gets_exactly_what_it_reads() -> None:
     from multinode.cli.preflight import peers_from_env
 
-    job = make_job(num_nodes=3)
+    job = stored_job(num_nodes=3)
     env = {e["name"]: e["value"] for e in preflight(render_node_pod(job, 1, 0))["env"]}
     assert set(env) == {"MULTINODE_JOB_NAME", "MULTINODE_NAMESPACE", "MULTINODE_SERVICE", "NNODES"}
     assert peers_from_env(env) == [f"{job.metadata.name}-{i}.{job.metadata.name}.{job.metadata.namespace}.svc"
@@ -256,7 +256,7 @@ def test_preflight_init_container() -> None:
     settings = RenderSettings(
         operator_image="example.com/multinode:dev", preflight_timeout_seconds=90
     )
-    container = preflight(render_node_pod(make_job(), 1, 2, settings))
+    container = preflight(render_node_pod(stored_job(), 1, 2, settings))
     assert container["image"] == "example.com/multinode:dev"
     assert container["command"] == ["multinode", "preflight"]
     assert container["args"] == ["--timeout", "90"]
@@ -269,7 +269,7 @@ def test_preflight_init_container() -> None:
 
 
 def test_default_settings_use_the_released_operator_image() -> None:
-    container = preflight(render_node_pod(make_job(), 0, 0))
+    container = preflight(render_node_pod(stored_job(), 0, 0))
     assert container["image"] == "ghcr.io/multinode/multinode:0.1.0"
     assert container["args"] == ["--timeout", "300"]
 
@@ -281,9 +281,10 @@ def test_settings_reject_nonsense(settings: dict[str, Any]) -> None:
 
 
 def test_rendering_does_not_mutate_the_job() -> None:
-    job = make_job(
+    job = stored_job(
         podTemplate={"labels": {"a": "b"}, "nodeSelector": {"x": "y"}}, accelerator="A100"
     )
     before = job.model_dump()
-    render_all(job, attempt=0)
+    render_headless_service(job)
+    render_node_pod(job, 0, 0)
     assert job.model_dump() == before

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
-from multinode.render import render_all, render_headless_service
+from multinode.render import render_headless_service, render_node_pod
 
 
 def test_headless_service() -> None:
-    service = render_headless_service(make_job(network={"rendezvousPort": 23456}))
+    service = render_headless_service(stored_job(network={"rendezvousPort": 23456}))
     assert service["apiVersion"] == "v1"
     assert service["kind"] == "Service"
     meta = service["metadata"]
@@ -25,7 +25,8 @@ def test_headless_service() -> None:
 
 
 def test_service_selects_the_pods_it_names() -> None:
-    service, pods = render_all(make_job(num_nodes=3), attempt=1)
+    job = stored_job(num_nodes=3)
+    service, pods = render_headless_service(job), [render_node_pod(job, i, 1) for i in range(3)]
     for pod in pods:
         labels = pod["metadata"]["labels"]
         assert service["spec"]["selector"].items() <= labels.items()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from multinode.render import render_node_pod
-from tests.unit.render.render_job_factory import make_job
+from localcluster.harness.trainingjobs import stored_job
 
 
 def env_of(container: dict) -> dict[str, str]:
@@ -11,12 +11,12 @@ def env_of(container: dict) -> dict[str, str]:
 
 
 def checkpointed_job(**spec):
-    return make_job(2, cache={"claimName": "team-cache", "mountPath": "/cache"},
+    return stored_job(2, cache={"claimName": "team-cache", "mountPath": "/cache"},
                     checkpointing={"claimName": "ckpt", "mountPath": "/checkpoints"}, **spec)
 
 
 def test_without_cache_no_storage_env_or_volumes() -> None:
-    pod = render_node_pod(make_job(2), 1, 0)
+    pod = render_node_pod(stored_job(2), 1, 0)
     env = env_of(pod["spec"]["containers"][0])
 
     assert env["MULTINODE_RESTART_COUNT"] == env["BT_RETRY_COUNT"] == "0"

@@ -10,11 +10,10 @@ import urllib.request
 from pathlib import Path
 
 from localcluster import processes
+from localcluster.binaries import REPO_ROOT
+from localcluster.harness.waiting import wait_for
 
-from tests.support.waiting import wait_for
-
-REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "crds" / "trainingjobs.multinode.dev.yaml"
+CRD_FILE = REPO_ROOT / "crds" / "trainingjobs.multinode.dev.yaml"
 
 
 def _free_port() -> int:

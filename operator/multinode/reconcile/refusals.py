@@ -1,0 +1,76 @@
+"""What the apiserver's refusal of a create means for the job, decided from its HTTP status alone.
+
+The controller's client (controller/kube.py) only reports the status and the apiserver's message; the
+decisions are here, as pure functions, so they are tested with plain values:
+
+- 409 AlreadyExists: a previous operator (or this one, before the pod index caught up) created it; the
+  object exists, which is all a create wants.
+- 403 Forbidden: the cluster may change (a missing PriorityClass or ServiceAccount, a quota), so the job
+  says why and the create is retried with backoff.
+- 400/422 Invalid: a passed-through volume, affinity or valueFrom of the wrong shape or with an unknown
+  field (strict field validation refuses it). A manifest rendered from an admitted spec will not get
+  better, so the job fails with the apiserver's message, which names the field.
+- anything else (5xx, a timeout, a broken connection): retried with backoff, the job's status untouched.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from http import HTTPStatus
+
+from multinode.api import TrainingJob
+from multinode.api.conditions import ConditionType, Reason
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.observe import ObservedPod
+from multinode.reconcile.outcome import Plan
+from multinode.reconcile.status_report import fail_job
+
+
+class Refusal(enum.Enum):
+    ALREADY_EXISTS = "AlreadyExists"
+    FORBIDDEN = "Forbidden"
+    INVALID = "Invalid"
+    TRANSIENT = "Transient"
+
+
+def classify(status: int | None) -> Refusal:
+    """`status`: the HTTP status of the refusal, None when no answer came."""
+    if status == HTTPStatus.CONFLICT:
+        return Refusal.ALREADY_EXISTS
+    if status == HTTPStatus.FORBIDDEN:
+        return Refusal.FORBIDDEN
+    if status in (HTTPStatus.BAD_REQUEST, HTTPStatus.UNPROCESSABLE_ENTITY):
+        return Refusal.INVALID
+    return Refusal.TRANSIENT
+
+
+def counts_as_created(status: int | None) -> bool:
+    """Whether a refused create left the object in place all the same (None: no answer came, so no)."""
+    return classify(status) is Refusal.ALREADY_EXISTS
+
+
+@dataclass(frozen=True)
+class RefusedCreation:
+    """What to do after a refused create: write `plan`'s status (None: write nothing), then, if `retry`,
+    hand the error back to the worker, which retries the job with backoff."""
+
+    plan: Plan | None
+    retry: bool
+
+
+def creation_refused(job: TrainingJob, result: Plan, pods: Iterable[ObservedPod], status: int | None,
+                     message: str, *, now: datetime) -> RefusedCreation:
+    """The plan `result` could not create an object: the apiserver answered `status` with `message`."""
+    refusal = classify(status)
+    if refusal is Refusal.FORBIDDEN:
+        set_condition(result.status.conditions, ConditionType.RUNNING, "False", Reason.POD_CREATION_FORBIDDEN,
+                      message, now=rfc3339(now), generation=job.metadata.generation)
+        return RefusedCreation(plan=result, retry=True)
+    if refusal is Refusal.INVALID:
+        return RefusedCreation(plan=fail_job(result, Reason.POD_CREATION_FAILED, message, now=now, pods=pods),
+                               retry=False)
+    return RefusedCreation(plan=None, retry=True)
