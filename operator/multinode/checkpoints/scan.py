@@ -10,6 +10,7 @@ from pathlib import Path
 
 from multinode.checkpoints.layouts import DEEPSPEED_TRACKER, MEGATRON_TRACKER, Completion, SourceView, judge
 from multinode.checkpoints.names import never_taken, order_key, parse_step
+from multinode.checkpoints.reasons import NotReady
 from multinode.checkpoints.settle import SettleTracker, settled_by_mtime
 from multinode.checkpoints.tree import Snapshot, take_snapshot
 
@@ -27,6 +28,11 @@ class CheckpointCandidate:
     complete: bool
     why: str             # a human reason, whether complete or not
     mtime_ns: int = 0    # of the directory: orders checkpoints of equal step
+    reason: NotReady | None = None   # when not complete: why, as a code (reasons.py)
+
+    def __post_init__(self) -> None:
+        if not self.complete and self.reason is None:
+            raise ValueError(f"an incomplete candidate needs a NotReady reason: {self.name}: {self.why}")
 
 
 def scan_checkpoints(source: Path, completion: Completion = Completion.AUTO, *, settle_seconds: float = 60.0,
@@ -77,15 +83,17 @@ def _inspect(entry: os.DirEntry, view: SourceView, completion: Completion) -> Ch
     path, step = Path(entry.path), parse_step(name)
     why_not = never_taken(name)
     if why_not:
-        return CheckpointCandidate(name, path, step, _temporary_framework(name), False, why_not, mtime_ns)
+        return CheckpointCandidate(name, path, step, _temporary_framework(name), False, why_not, mtime_ns,
+                                   NotReady.TEMPORARY_NAME)
     try:
         evidence = judge(name, path, view, completion)
     except FileNotFoundError:
         return None   # vanished while we looked
     except OSError as e:
-        return CheckpointCandidate(name, path, step, None, False, f"cannot inspect: {e}", mtime_ns)
+        return CheckpointCandidate(name, path, step, None, False, f"cannot inspect: {e}", mtime_ns,
+                                   NotReady.CANNOT_INSPECT)
     return CheckpointCandidate(name, path, step, evidence.framework or None, evidence.complete, evidence.why,
-                               mtime_ns)
+                               mtime_ns, evidence.reason)
 
 
 def _temporary_framework(name: str) -> str | None:
