@@ -31,7 +31,7 @@ from multinode.checkpoints.manifest import (
 )
 from multinode.checkpoints.names import order_key
 from multinode.checkpoints.publish import STAGING_PREFIX, PublishFailed, publish
-from multinode.checkpoints.scan import CheckpointCandidate, scan_checkpoints
+from multinode.checkpoints.scan import CheckpointCandidate, rejudge, scan_checkpoints
 from multinode.checkpoints.settle import SettleTracker
 from multinode.checkpoints.tree import walk_files
 from multinode.checkpoints.waiting import DEFAULT_STALLED_SECONDS, IncompleteCheckpoint, IncompleteTracker
@@ -198,7 +198,8 @@ class Mirror:
         try:
             result = publish(candidate, self.dest, index=index, workers=self.workers, clock=self.clock,
                              completed_at=rfc3339(first_complete) if first_complete is not None else None,
-                             replace=replace)
+                             replace=replace, recheck=lambda: rejudge(candidate, self.source, self.completion,
+                                                                      world_size=self.world_size))
         except PublishFailed as e:
             self._problem(report, e.reason, e.message, candidate.name)
             return False
@@ -282,11 +283,14 @@ def _dedupe_index(published: list[tuple[MirroredCheckpoint, list[ManifestFile]]]
 
 def _rewritten(candidate: CheckpointCandidate, files: list[ManifestFile] | None) -> bool:
     """The cache's copy of a published checkpoint was saved again (and is complete again): its files
-    differ from the manifest's."""
+    differ from the manifest's. Not when files are missing: a save writes files, it does not remove them,
+    so that is a deletion in progress (the trainer's own retention), and what is left of the checkpoint
+    must not replace the published whole."""
     if files is None:
         return False
     try:
         now = {f.rel: (f.size, f.mtime_ns) for f in walk_files(candidate.path)}
     except OSError:
         return False
-    return now != {f.path: (f.size, f.mtime_ns) for f in files}
+    published = {f.path: (f.size, f.mtime_ns) for f in files}
+    return now != published and published.keys() <= now.keys()

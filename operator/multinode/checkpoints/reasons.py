@@ -23,6 +23,7 @@ class NotReady(StrEnum):
     TRACKER_UNREADABLE = "TrackerUnreadable"    # latest_checkpointed_iteration.txt holds no iteration
     LAYOUT_MISMATCH = "LayoutMismatch"          # an explicit completion mode, and the name is not of its layout
     NO_COMPLETION_EVIDENCE = "NoCompletionEvidence"   # auto: no rule recognises the directory
+    EMPTY = "Empty"                             # no file in it (a save not started, a deletion in progress)
     CANNOT_INSPECT = "CannotInspect"            # reading the directory failed (permissions, I/O error)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,12 +24,8 @@ def _raise(error: OSError) -> None:
     raise error
 
 
-def walk_files(root: Path, *, include_temporary: bool = False) -> list[SourceFile]:
-    """Every regular file under `root` (symlinks followed, loops cut), sorted by relative path.
-
-    Raises OSError when the tree cannot be read: FileNotFoundError when it, or part of it, vanished.
-    """
-    files: list[SourceFile] = []
+def _walk_dirs(root: Path) -> Iterator[tuple[Path, os.stat_result, list[str]]]:
+    """Each directory under `root` once (symlinks followed, loops cut): its path, stat and file names."""
     seen_dirs: set[tuple[int, int]] = set()
     for dirpath, dirnames, filenames in os.walk(root, onerror=_raise, followlinks=True):
         st = os.stat(dirpath)
@@ -37,7 +34,29 @@ def walk_files(root: Path, *, include_temporary: bool = False) -> list[SourceFil
             continue
         seen_dirs.add((st.st_dev, st.st_ino))
         dirnames.sort()
-        base = Path(dirpath)
+        yield Path(dirpath), st, filenames
+
+
+def dir_stamps(root: Path) -> tuple[tuple[str, int], ...]:
+    """(relative path, mtime_ns) of `root` and of every directory under it. Adding, removing or renaming
+    an entry anywhere in the tree changes one of them: a save in progress, or a deletion (a trainer's own
+    retention) that a file-level look would take for a smaller, complete checkpoint."""
+    return tuple((base.relative_to(root).as_posix(), st.st_mtime_ns) for base, st, _ in _walk_dirs(root))
+
+
+def holds_files(root: Path) -> bool:
+    """Whether any file is under `root`: an empty tree is never a complete checkpoint, whatever the rules
+    say of its name (a save that has not written yet, or a deletion that removed every file)."""
+    return any(filenames for _, _, filenames in _walk_dirs(root))
+
+
+def walk_files(root: Path, *, include_temporary: bool = False) -> list[SourceFile]:
+    """Every regular file under `root` (symlinks followed, loops cut), sorted by relative path.
+
+    Raises OSError when the tree cannot be read: FileNotFoundError when it, or part of it, vanished.
+    """
+    files: list[SourceFile] = []
+    for base, _, filenames in _walk_dirs(root):
         for name in filenames:
             if not include_temporary and is_temporary_file(name):
                 continue

@@ -62,6 +62,8 @@ CASES = [
     Case(NotReady.NO_COMPLETION_EVIDENCE, lambda s: write(s / "checkpoint_0000100" / "weights.pt"),
          "checkpoint_0000100", "no completion evidence"),
     Case(NotReady.CANNOT_INSPECT, symlink_loop, "checkpoint_0000100", "cannot inspect"),
+    Case(NotReady.EMPTY, lambda s: (s / "model--step=100-last" / "weights").mkdir(parents=True),
+         "model--step=100-last", "no file in it"),
 ]
 
 
