@@ -199,7 +199,7 @@ class Writer:
     def one_op(self) -> None:
         megatron_crashed = [n for n in self.crashed if self.layout_of[n] == "megatron"]
         if megatron_crashed:   # Megatron resumes and saves that iteration again before any later one
-            self.counts["retries"] += 1
+            self.counts["retry"] += 1
             return self.save(megatron_crashed[0])
         in_place = sorted(n for n in self.complete if self.layout_of[n] in self.IN_PLACE)
         ops = {"save": 5, "retry": 3 if self.crashed else 0, "rewrite": 2 if in_place else 0,
@@ -229,7 +229,8 @@ class RunResult:
     passes: int = 0
     checked: int = 0                 # published checkpoints verified, summed over passes
     violations: list[str] = field(default_factory=list)
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter = field(default_factory=Counter)     # the writer's operations
+    problems: Counter = field(default_factory=Counter)   # the mirror's problems, by reason: races it met
 
 
 def check_published(dest: Path, writer: Writer) -> tuple[int, list[str]]:
@@ -281,7 +282,8 @@ def run_once(seed: int, root: Path, *, ops: int = 40, keep: int | None = None) -
     thread.start()
     while True:
         last = done.is_set()
-        mirror.sync_once(final=last)
+        report = mirror.sync_once(final=last)
+        result.problems.update(p.reason for p in report.problems)
         result.passes += 1
         checked, problems = check_published(dest, writer)
         result.checked += checked

@@ -56,8 +56,9 @@ class IncompleteTracker:
             snapshot = take_snapshot(newest.path)
         except OSError:   # vanished or unreadable: the next pass looks again
             return None
-        unchanged, words = self._unchanged.check(newest.name, snapshot, now, self.stalled_seconds)
+        unchanged, _ = self._unchanged.check(newest.name, snapshot, now, self.stalled_seconds)
         if not unchanged:
             return None
+        # No running count in the words: the status is patched only when the message changes.
         return (f"the newest checkpoint, {newest.path}, is not complete and nothing in it changed for "
-                f">= {self.stalled_seconds:g}s ({words}): {newest.reason}: {newest.why}")
+                f">= {self.stalled_seconds:g}s: {newest.reason}: {newest.why}")
