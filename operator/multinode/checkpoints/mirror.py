@@ -293,4 +293,8 @@ def _rewritten(candidate: CheckpointCandidate, files: list[ManifestFile] | None)
     except OSError:
         return False
     published = {f.path: (f.size, f.mtime_ns) for f in files}
-    return now != published and published.keys() <= now.keys()
+    # A size that changed under an unchanged mtime is a write caught midway: a shrinking truncate (a save
+    # reopening the file) sets the size before the times, and ext4 may take milliseconds in between.
+    midway = any(now[rel][1] == mtime and now[rel][0] != size for rel, (size, mtime) in published.items()
+                 if rel in now)
+    return now != published and published.keys() <= now.keys() and not midway
