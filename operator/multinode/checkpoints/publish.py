@@ -43,7 +43,7 @@ from multinode.checkpoints.manifest import (
     rfc3339,
 )
 from multinode.checkpoints.scan import CheckpointCandidate
-from multinode.checkpoints.tree import SourceFile, dir_stamps, walk_files
+from multinode.checkpoints.tree import SourceFile, tree_stamps, walk_files
 
 STAGING_PREFIX = ".staging-"
 READ_ONLY = 0o444
@@ -152,15 +152,15 @@ class _Publisher:
         try:
             after = {f.rel: (f.size, f.mtime_ns, f.ino) for f in walk_files(self.candidate.path)
                      if f.rel != MANIFEST_NAME}
-            stamps = dir_stamps(self.candidate.path) if self.candidate.dirs is not None else None
+            stamps = tree_stamps(self.candidate.path) if self.candidate.stamps is not None else None
         except OSError as e:
             raise SourceError(e) from None
-        if stamps != self.candidate.dirs:
-            # Entries were added or removed since the rules judged it: the files copied may be what is left
-            # of a checkpoint being deleted, or not yet all of one being saved.
-            moved = sorted(set(stamps or ()) ^ set(self.candidate.dirs or ()))
-            raise SourceChanged(f"{self.candidate.path / moved[0][0]} had entries added or removed while "
-                                f"{self.candidate.name} was judged and copied")
+        if stamps != self.candidate.stamps:
+            # Not the tree the rules judged: entries added or removed (what is left of a checkpoint being
+            # deleted, or not yet all of one being saved), or a file reopened since.
+            moved = sorted(set(stamps or ()) ^ set(self.candidate.stamps or ()))
+            raise SourceChanged(f"{self.candidate.path / moved[0][0]} changed, or entries were added or removed, "
+                                f"since {self.candidate.name} was judged complete")
         before = {f.rel: (f.size, f.mtime_ns, f.ino) for f in files}
         changed = sorted(rel for rel in after.keys() | before.keys() if after.get(rel) != before.get(rel))
         if changed:

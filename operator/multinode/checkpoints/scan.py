@@ -19,7 +19,7 @@ from multinode.checkpoints.layouts import (
 from multinode.checkpoints.names import never_taken, order_key, parse_step
 from multinode.checkpoints.reasons import NotReady
 from multinode.checkpoints.settle import SettleTracker, settled_by_mtime
-from multinode.checkpoints.tree import Snapshot, dir_stamps, holds_files, take_snapshot
+from multinode.checkpoints.tree import Snapshot, holds_files, take_snapshot, tree_stamps
 
 _TRACKER_MAX_BYTES = 4096
 
@@ -37,8 +37,9 @@ class CheckpointCandidate:
     mtime_ns: int = 0    # of the directory: orders checkpoints of equal step
     reason: NotReady | None = None   # when not complete: why, as a code (reasons.py)
     # Its directories' mtimes from just before it was judged: publishing checks that no entry was added or
-    # removed since (tree.dir_stamps). None: not recorded, not checked.
-    dirs: tuple[tuple[str, int], ...] | None = None
+    # Its files and directories from just before it was judged: what is published must be exactly that
+    # (tree.tree_stamps). None: not recorded, not checked.
+    stamps: tuple[tuple[str, int, int, int], ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.complete and self.reason is None:
@@ -94,7 +95,7 @@ def _inspect(entry: os.DirEntry, view: SourceView, completion: Completion) -> Ch
         return CheckpointCandidate(name, path, step, _temporary_framework(name), False, why_not, mtime_ns,
                                    NotReady.TEMPORARY_NAME)
     try:
-        stamps = dir_stamps(path)
+        stamps = tree_stamps(path)
         evidence = judge(name, path, view, completion)
         if evidence.complete and not holds_files(path):
             evidence = Evidence(False, evidence.framework, "no file in it", NotReady.EMPTY)

@@ -37,11 +37,20 @@ def _walk_dirs(root: Path) -> Iterator[tuple[Path, os.stat_result, list[str]]]:
         yield Path(dirpath), st, filenames
 
 
-def dir_stamps(root: Path) -> tuple[tuple[str, int], ...]:
-    """(relative path, mtime_ns) of `root` and of every directory under it. Adding, removing or renaming
-    an entry anywhere in the tree changes one of them: a save in progress, or a deletion (a trainer's own
-    retention) that a file-level look would take for a smaller, complete checkpoint."""
-    return tuple((base.relative_to(root).as_posix(), st.st_mtime_ns) for base, st, _ in _walk_dirs(root))
+def tree_stamps(root: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """(relative path, size, mtime_ns, inode) of every file under `root` (temporary ones too) and of every
+    directory (`<path>/`, size -1). Adding, removing or renaming an entry anywhere changes a directory's
+    mtime: a save in progress, or a deletion (a trainer's own retention) that a file-level look would take
+    for a smaller, complete checkpoint. A file's size changes at once when a save reopens it with O_TRUNC,
+    its mtime only after (ext4 takes milliseconds in between, seen by tools/bench/mirror_chaos.py)."""
+    stamps: list[tuple[str, int, int, int]] = []
+    for base, st, filenames in _walk_dirs(root):
+        prefix = "" if base == root else f"{base.relative_to(root).as_posix()}/"
+        stamps.append((prefix or "./", -1, st.st_mtime_ns, st.st_ino))
+        for name in filenames:
+            fst = os.stat(base / name)
+            stamps.append((prefix + name, fst.st_size, fst.st_mtime_ns, fst.st_ino))
+    return tuple(stamps)
 
 
 def holds_files(root: Path) -> bool:

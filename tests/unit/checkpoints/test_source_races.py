@@ -88,17 +88,30 @@ def test_what_is_left_of_a_published_checkpoint_being_deleted_never_replaces_it(
     assert m.sync_once().problems == [] and list_mirrored(dst) == [published]
 
 
+def truncated_midway(shard: Path) -> None:
+    """What a stat sees while a save reopens a shard with O_TRUNC on ext4: the size is already 0, the mtime
+    not yet updated (seen by tools/bench/mirror_chaos.py); made here by restoring the mtime."""
+    before = shard.stat()
+    shard.write_bytes(b"")
+    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_file_caught_midway_through_a_truncate_after_the_scan_is_not_published(src: Path, dst: Path,
+                                                                                 make_mirror, monkeypatch) -> None:
+    ckpt = make.dcp(src, "step-100", shards=3)
+    before_publish(monkeypatch, lambda: truncated_midway(ckpt / "__0_0.distcp"))
+
+    report = make_mirror().sync_once()
+    assert report.mirrored == [] and reasons(report) == ["SourceChanged"], report.problems
+    assert "__0_0.distcp changed" in report.problems[0].message and published_names(dst) == set()
+
+
 def test_a_file_caught_midway_through_a_truncate_does_not_get_a_published_checkpoint_replaced(
         src: Path, dst: Path, make_mirror) -> None:
     ckpt = make.sharded(src, CKPT)
     m = make_mirror()
     [published] = m.sync_once().mirrored
-    # What a stat sees while a save reopens a shard with O_TRUNC on ext4: the size is already 0, the
-    # mtime not yet updated (seen by tools/bench/mirror_chaos.py); made here by restoring the mtime.
-    shard = ckpt / "rank_00001.pt"
-    before = shard.stat()
-    shard.write_bytes(b"")
-    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
+    truncated_midway(ckpt / "rank_00001.pt")
 
     report = m.sync_once()
     assert report.mirrored == [] and list_mirrored(dst) == [published]
