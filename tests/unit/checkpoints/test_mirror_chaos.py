@@ -15,7 +15,8 @@ SEEDS = [0, 1, 2, 3, 5, 8]
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_everything_published_is_a_complete_state_the_writer_produced(tmp_path: Path, seed: int) -> None:
-    result = run_once(seed, tmp_path)
+    # Without the two windows no mirror can see into (O_TRUNC, rmtree): what is left must never fail.
+    result = run_once(seed, tmp_path, open_windows=False)
 
     assert result.violations == []
     assert result.passes >= 2 and result.checked > 0, result   # passes ran, and found something to check
