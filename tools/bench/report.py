@@ -117,7 +117,8 @@ def mirror_chaos_table(data: dict) -> str:
     return (_table(["runs", "mirror passes", "published checkpoints checked", "writer operations", "violations"],
                    [row], "---: ---: ---: --- ---:")
             + f"\n\n{data['ops_per_run']} writer operations per run, seeds {data['first_seed']}–"
-              f"{data['first_seed'] + data['runs'] - 1}, {data['seconds']:.0f} s.")
+              f"{data['first_seed'] + data['runs'] - 1}, {data['seconds']:.0f} s; O_TRUNC rewrites and plain "
+              f"rmtree (open windows): {'on' if data.get('open_windows', True) else 'off'}.")
 
 
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table, "recovery_peers": recovery_peers_table,
