@@ -86,6 +86,7 @@ demo: venv
 # tables of docs/benchmarks.md.
 bench: venv peers
 	$(PY) -P tools/bench/mirror.py
+	$(PY) -P tools/bench/mirror_chaos.py --runs 300
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery.py --nodes 8 64 --trials 10
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/startup.py --sizes 16 128 1000 --runs 5 --runs-at-1000-for-kubeflow 2
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/floor.py --nodes 1000 --runs 3

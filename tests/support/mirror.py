@@ -25,20 +25,28 @@ def write_checkpoint(root: Path, name: str, shards: int = 4, size: int = 64 * 10
 class MirrorProcess:
     """Runs with `kubeconfig` (the mirror ServiceAccount's token, as in the pod), fast intervals."""
 
-    def __init__(self, kubeconfig: str, namespace: str, job: str, source: Path, dest: Path, log: Path):
+    def __init__(self, kubeconfig: str, namespace: str, job: str, source: Path, dest: Path, log: Path,
+                 *extra_args: str):
         self.metrics_port = _free_port()
         args = [sys.executable, "-m", "multinode.cli.main", "mirror", "--source", str(source), "--dest", str(dest),
                 "--job", job, "--namespace", namespace, "--keep", "2", "--interval", "0.2", "--settle", "0",
-                "--metrics-port", str(self.metrics_port), "--metrics-address", "127.0.0.1"]
+                "--metrics-port", str(self.metrics_port), "--metrics-address", "127.0.0.1", *extra_args]
         self.log = log
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(args, env=dict(os.environ, KUBECONFIG=kubeconfig),
                                          stdout=out, stderr=subprocess.STDOUT)
 
     def metrics(self) -> dict[str, float]:
+        return {s.name: s.value for s in self._samples()}
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """The value of the sample `name` with exactly these labels, or None."""
+        return next((s.value for s in self._samples() if s.name == name and s.labels == labels), None)
+
+    def _samples(self) -> list:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
             text = resp.read().decode()
-        return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
+        return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
 MILESTONES = {"created": "all pods created", "scheduled": "all scheduled", "running": "all Running",
               "status": "job status Running"}
-SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "mirror")
+SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "mirror", "mirror_chaos")
 
 
 def _row(cells) -> str:
@@ -115,10 +115,21 @@ def mirror_table(data: dict) -> str:
             + f" Re-mirror of the largest tree under new names: {remirror}.")
 
 
+def mirror_chaos_table(data: dict) -> str:
+    ops = data["operations"]
+    row = [data["runs"], data["passes"], data["published_checked"],
+           ", ".join(f"{k} {v}" for k, v in ops.items()), f"**{data['violations']}**"]
+    return (_table(["runs", "mirror passes", "published checkpoints checked", "writer operations", "violations"],
+                   [row], "---: ---: ---: --- ---:")
+            + f"\n\n{data['ops_per_run']} writer operations per run, seeds {data['first_seed']}–"
+              f"{data['first_seed'] + data['runs'] - 1}, {data['seconds']:.0f} s; O_TRUNC rewrites and plain "
+              f"rmtree (open windows): {'on' if data.get('open_windows', True) else 'off'}.")
+
+
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table, "recovery_peers": recovery_peers_table,
-          "recovery": recovery_table, "mirror": mirror_table}
+          "recovery": recovery_table, "mirror": mirror_table, "mirror_chaos": mirror_chaos_table}
 FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
-        "recovery": "recovery", "mirror": "mirror"}
+        "recovery": "recovery", "mirror": "mirror", "mirror_chaos": "mirror_chaos"}
 
 
 def replace_section(text: str, name: str, body: str) -> str:

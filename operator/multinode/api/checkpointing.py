@@ -18,6 +18,9 @@ ABSOLUTE_PATH_PATTERN = r"^/[^:]*$"
 CLAIM_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DEFAULT_CACHE_MOUNT_PATH = "/cache"
 DEFAULT_CHECKPOINT_MOUNT_PATH = "/checkpoints"
+# status.checkpoints.notReady lists at most this many (the newest): the status object stays small.
+MAX_NOT_READY_REPORTED = 5
+MAX_NOT_READY_MESSAGE = 1024
 _DATE_TIME = {"format": "date-time"}
 
 
@@ -93,6 +96,20 @@ class MirrorProblemStatus(ApiModel):
     time: str = Field(description="RFC3339 time it was seen.", json_schema_extra=_DATE_TIME)
 
 
+class NotReadyCheckpointStatus(ApiModel):
+    """A checkpoint directory in the cache that the mirror does not publish yet, and why."""
+
+    name: str = Field(max_length=MAX_NAME_LENGTH, description="Directory name of the checkpoint in the cache.")
+    step: int | None = Field(None, description="Training step, when the name says it.")
+    reason: str = Field(max_length=64, pattern=r"^[A-Z][A-Za-z]*$",
+                        description="Why it is not complete yet, one of the codes docs/checkpoints.md lists: "
+                                    "WaitingForMarker, WaitingForRankFiles, BeingRewritten, NotSettled, ...")
+    message: str = Field("", max_length=MAX_NOT_READY_MESSAGE,
+                         description="The directory and the detail: which file is newer than the marker, which "
+                                     "ranks are missing.")
+    since: str = Field(description="RFC3339 time the mirror first saw it incomplete.", json_schema_extra=_DATE_TIME)
+
+
 class CheckpointsStatus(ApiModel):
     """Written only by the job's mirror pod (its Role allows nothing else)."""
 
@@ -104,3 +121,7 @@ class CheckpointsStatus(ApiModel):
                                                                   "absent when it went well.")
     final_sync_time: str | None = Field(None, description="RFC3339 time the final sync after training finished.",
                                         json_schema_extra=_DATE_TIME)
+    not_ready: list[NotReadyCheckpointStatus] = Field(
+        default_factory=list, max_length=MAX_NOT_READY_REPORTED,
+        description=f"The newest checkpoint directories of the cache (at most {MAX_NOT_READY_REPORTED}, newest "
+                    "first) that are not complete, so not published yet, with the reason; absent when none is.")

@@ -15,17 +15,21 @@ from multinode.checkpoints.manifest import (
     verify_mirrored,
 )
 from multinode.checkpoints.mirror import Mirror, MirrorProblem, SyncReport
+from multinode.checkpoints.reasons import NotReady
 from multinode.checkpoints.scan import CheckpointCandidate, latest_complete_checkpoint, scan_checkpoints
 from multinode.checkpoints.settle import SettleTracker
+from multinode.checkpoints.waiting import IncompleteCheckpoint
 
 __all__ = [
     "MANIFEST_NAME",
     "CheckpointCandidate",
     "Completion",
     "CorruptCheckpoint",
+    "IncompleteCheckpoint",
     "Mirror",
     "MirrorProblem",
     "MirroredCheckpoint",
+    "NotReady",
     "SettleTracker",
     "SyncReport",
     "latest_complete_checkpoint",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from multinode.checkpoints.names import METADATA_TMP, UNFINISHED_SUFFIX, parse_step
 from multinode.checkpoints.rankfiles import deepspeed_rank_files, hf_rank_files
+from multinode.checkpoints.reasons import NotReady, ranks_text
 from multinode.checkpoints.tree import walk_files
 
 
@@ -53,6 +54,11 @@ class Evidence:
     complete: bool
     framework: str
     why: str
+    reason: NotReady | None = None   # required when not complete: which of reasons.py's codes
+
+    def __post_init__(self) -> None:
+        if not self.complete and self.reason is None:
+            raise ValueError(f"negative evidence needs a NotReady reason: {self.why}")
 
 
 @dataclass
@@ -78,7 +84,7 @@ def _settle(framework: str, what: str, name: str, path: Path, src: SourceView) -
     if ok:
         return Evidence(True, framework, f"{what}; files unchanged for >= {src.settle_seconds:g}s ({words})")
     return Evidence(False, framework, f"{what}; waiting until its files are unchanged for "
-                                      f"{src.settle_seconds:g}s ({words})")
+                                      f"{src.settle_seconds:g}s ({words})", NotReady.NOT_SETTLED)
 
 
 def rewritten_after(marker: Path, root: Path) -> str | None:
@@ -97,9 +103,9 @@ def marker_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evide
     if marker.exists():
         rewriting = rewritten_after(marker, path)
         if rewriting:
-            return Evidence(False, "marker", rewriting)
+            return Evidence(False, "marker", rewriting, NotReady.BEING_REWRITTEN)
         return Evidence(True, "marker", "COMPLETE marker")
-    return Evidence(False, "marker", "no COMPLETE marker") if explicit else None
+    return Evidence(False, "marker", "no COMPLETE marker", NotReady.WAITING_FOR_MARKER) if explicit else None
 
 
 def dcp_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
@@ -110,17 +116,18 @@ def dcp_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence
         missing = [n for n in sorted(_expected_shards(metadata)) if n not in present and n[1:] not in present]
         if missing:
             return Evidence(False, framework, f"DCP .metadata names {len(missing)} shard file(s) that are not "
-                                              f"there, e.g. {missing[0]}")
+                                              f"there, e.g. {missing[0]}", NotReady.WAITING_FOR_RANK_FILES)
         rewriting = rewritten_after(metadata, path)
         if rewriting:
-            return Evidence(False, framework, rewriting)
+            return Evidence(False, framework, rewriting, NotReady.BEING_REWRITTEN)
         return Evidence(True, framework, "DCP .metadata")
     if (path / METADATA_TMP).exists():
-        return Evidence(False, framework, "DCP save in progress (.metadata.tmp, no .metadata yet)")
+        return Evidence(False, framework, "DCP save in progress (.metadata.tmp, no .metadata yet)",
+                        NotReady.SAVE_IN_PROGRESS)
     ranks = {int(m.group(1)): path / m.group(0) for n in os.listdir(path) if (m := _RANK_METADATA.match(n))}
     if ranks:
         return _rank_local_dcp(framework, path, ranks, src.world_size)
-    return Evidence(False, framework, "no DCP .metadata") if explicit else None
+    return Evidence(False, framework, "no DCP .metadata", NotReady.WAITING_FOR_MARKER) if explicit else None
 
 
 def _rank_local_dcp(framework: str, path: Path, ranks: dict[int, Path], world_size: int | None) -> Evidence:
@@ -130,21 +137,24 @@ def _rank_local_dcp(framework: str, path: Path, ranks: dict[int, Path], world_si
     if world_size is None:
         return Evidence(False, framework, f"rank-local DCP metadata ({ranks[min(ranks)].name}) and no .metadata "
                                           "(use_collectives=False): without the job's world size the mirror "
-                                          f"cannot tell whether every rank saved; not published: {path}")
+                                          "cannot tell whether every rank saved",
+                        NotReady.RANK_LOCAL_METADATA_WITHOUT_WORLD_SIZE)
     missing = [r for r in range(world_size) if r not in ranks]
     if missing:
         return Evidence(False, framework, f"rank-local DCP metadata: waiting for {len(missing)} of {world_size} "
-                                          f"ranks, e.g. __{missing[0]}.metadata")
+                                          f"ranks (rank {ranks_text(missing)}), e.g. __{missing[0]}.metadata",
+                        NotReady.WAITING_FOR_RANK_FILES)
     present = set(os.listdir(path))
     for rank in range(world_size):
         absent = [n for n in sorted(_expected_shards(ranks[rank])) if n not in present and n[1:] not in present]
         if absent:
-            return Evidence(False, framework, f"{ranks[rank].name} names shard {absent[0]}, which is not there")
+            return Evidence(False, framework, f"{ranks[rank].name} names shard {absent[0]}, which is not there",
+                            NotReady.WAITING_FOR_RANK_FILES)
         written = os.stat(ranks[rank]).st_mtime_ns
         newer = sorted(n for n in present if n.startswith(f"__{rank}_") and os.stat(path / n).st_mtime_ns > written)
         if newer:
             return Evidence(False, framework, f"{newer[0]} is newer than {ranks[rank].name}: a save is rewriting "
-                                              "this checkpoint")
+                                              "this checkpoint", NotReady.BEING_REWRITTEN)
     return Evidence(True, framework, f"rank-local DCP metadata of all {world_size} ranks")
 
 
@@ -159,49 +169,56 @@ def _expected_shards(metadata: Path) -> set[str]:
 
 def megatron_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
     if not (_MEGATRON_DIR.match(name) or name == "release"):
-        return Evidence(False, "megatron", "not a Megatron iter_* directory") if explicit else None
+        return Evidence(False, "megatron", "not a Megatron iter_* directory",
+                        NotReady.LAYOUT_MISMATCH) if explicit else None
     tracker = src.megatron_tracker
     if tracker is None:
-        return Evidence(False, "megatron", f"{MEGATRON_TRACKER} not written yet")
+        return Evidence(False, "megatron", f"{MEGATRON_TRACKER} not written yet", NotReady.WAITING_FOR_TRACKER)
     if tracker == "release" or name == "release":
         done = tracker == name
-        return Evidence(done, "megatron", f"{MEGATRON_TRACKER} names {tracker!r}")
+        return Evidence(done, "megatron", f"{MEGATRON_TRACKER} names {tracker!r}",
+                        None if done else NotReady.WAITING_FOR_TRACKER)
     if not tracker.isdigit():
-        return Evidence(False, "megatron", f"{MEGATRON_TRACKER} is unreadable: {tracker[:40]!r}")
+        return Evidence(False, "megatron", f"{MEGATRON_TRACKER} is unreadable: {tracker[:40]!r}",
+                        NotReady.TRACKER_UNREADABLE)
     newest, step = int(tracker), parse_step(name)
     if step is not None and step <= newest:
         return Evidence(True, "megatron", f"{MEGATRON_TRACKER} names iteration {newest}")
-    return Evidence(False, "megatron", f"newer than iteration {newest}, which {MEGATRON_TRACKER} names")
+    return Evidence(False, "megatron", f"newer than iteration {newest}, which {MEGATRON_TRACKER} names",
+                    NotReady.WAITING_FOR_TRACKER)
 
 
 def deepspeed_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
     tag = src.deepspeed_tag
     if not (_DEEPSPEED_DIR.match(name) or name == tag):
-        return Evidence(False, "deepspeed", "not a DeepSpeed global_step* directory") if explicit else None
+        return Evidence(False, "deepspeed", "not a DeepSpeed global_step* directory",
+                        NotReady.LAYOUT_MISMATCH) if explicit else None
     if tag is None:
-        return Evidence(False, "deepspeed", "no `latest` file names a tag yet")
+        return Evidence(False, "deepspeed", "no `latest` file names a tag yet", NotReady.WAITING_FOR_TRACKER)
     if name == tag:
         # `latest` is written before the save's last barrier: other ranks may still be writing.
         waiting = deepspeed_rank_files(path, src.world_size) if src.world_size else None
         if waiting:
-            return Evidence(False, "deepspeed", f"`latest` names it; {waiting}")
+            return Evidence(False, "deepspeed", f"`latest` names it; {waiting}", NotReady.WAITING_FOR_RANK_FILES)
         return _settle("deepspeed", "`latest` names it", name, path, src)
     step, tag_step = parse_step(name), parse_step(tag)
     if step is not None and tag_step is not None and step < tag_step:
         return Evidence(True, "deepspeed", f"older than {tag}, which `latest` names")
-    return Evidence(False, "deepspeed", f"`latest` names {tag}, not this one")
+    return Evidence(False, "deepspeed", f"`latest` names {tag}, not this one", NotReady.WAITING_FOR_TRACKER)
 
 
 def hf_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
     if not _HF_DIR.match(name):
-        return Evidence(False, "hf", "not an HF checkpoint-<step> directory") if explicit else None
+        return Evidence(False, "hf", "not an HF checkpoint-<step> directory",
+                        NotReady.LAYOUT_MISMATCH) if explicit else None
     if not (path / "trainer_state.json").is_file():
         # Without it the directory may be another layout under an HF-like name; auto then needs other evidence.
-        return Evidence(False, "hf", "trainer_state.json not written yet") if explicit else None
+        return Evidence(False, "hf", "trainer_state.json not written yet",
+                        NotReady.WAITING_FOR_MARKER) if explicit else None
     # Rank 0 writes trainer_state.json with no barrier after the other ranks' files.
     waiting = hf_rank_files(path, src.world_size) if src.world_size else None
     if waiting:
-        return Evidence(False, "hf", f"trainer_state.json written; {waiting}")
+        return Evidence(False, "hf", f"trainer_state.json written; {waiting}", NotReady.WAITING_FOR_RANK_FILES)
     return _settle("hf", "trainer_state.json written", name, path, src)
 
 
@@ -214,7 +231,7 @@ def nemo_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidenc
 
 def orbax_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:
     if not _ORBAX_DIR.match(name):
-        return Evidence(False, "orbax", "not an Orbax <step> directory") if explicit else None
+        return Evidence(False, "orbax", "not an Orbax <step> directory", NotReady.LAYOUT_MISMATCH) if explicit else None
     # Orbax commits by renaming <step>.orbax-checkpoint-tmp-<ts> to <step>. In auto mode a bare number
     # counts only with Orbax's own files in it: other code may write into a numbered directory in place.
     if explicit or _looks_like_orbax(path):
@@ -255,7 +272,7 @@ def judge(name: str, path: Path, src: SourceView, completion: Completion) -> Evi
     """Whether the checkpoint directory `path` (named `name`) is complete under `completion`."""
     marker = unfinished_marker(name, path, src)
     if marker:
-        return Evidence(False, "nemo", marker)
+        return Evidence(False, "nemo", marker, NotReady.SAVE_IN_PROGRESS)
     if completion != Completion.AUTO:
         found = RULES[completion](name, path, src, True)
         assert found is not None  # explicit rules always answer
@@ -266,4 +283,4 @@ def judge(name: str, path: Path, src: SourceView, completion: Completion) -> Evi
         return against[0]
     if evidence:
         return Evidence(True, evidence[0].framework, "; ".join(e.why for e in evidence))
-    return Evidence(False, "", "no completion evidence of any known layout")
+    return Evidence(False, "", "no completion evidence of any known layout", NotReady.NO_COMPLETION_EVIDENCE)

@@ -31,9 +31,10 @@ from multinode.checkpoints.manifest import (
 )
 from multinode.checkpoints.names import order_key
 from multinode.checkpoints.publish import STAGING_PREFIX, PublishFailed, publish
-from multinode.checkpoints.scan import CheckpointCandidate, scan_checkpoints
+from multinode.checkpoints.scan import CheckpointCandidate, rejudge, scan_checkpoints
 from multinode.checkpoints.settle import SettleTracker
 from multinode.checkpoints.tree import walk_files
+from multinode.checkpoints.waiting import DEFAULT_STALLED_SECONDS, IncompleteCheckpoint, IncompleteTracker
 
 TRASH_PREFIX = ".trash-"
 LOCK_NAME = ".mirror.lock"
@@ -42,7 +43,7 @@ MB = 1_000_000
 
 @dataclass
 class MirrorProblem:
-    reason: str       # CamelCase: CacheUnavailable, SourceVanished, SourceChanged, DestinationFull, ...
+    reason: str       # CamelCase: CacheUnavailable, SourceVanished, SourceChanged, CheckpointStalled, ...
     message: str
     checkpoint: str | None = None
 
@@ -58,6 +59,8 @@ class SyncReport:
     seconds: float = 0.0
     lag_seconds: list[float] = field(default_factory=list)   # per mirrored: published - first seen complete
     not_ready: dict[str, str] = field(default_factory=dict)   # checkpoint in the cache -> why it is not complete
+    incomplete: list[IncompleteCheckpoint] = field(default_factory=list)   # the same with reason codes, oldest first
+    scanned: bool = False   # the cache was read: not_ready and incomplete say what is in it (else they are empty)
 
 
 class _Busy(Exception):
@@ -69,12 +72,14 @@ class Mirror:
 
     `pinned()` names checkpoints that must not be pruned (names or paths; the one a running attempt
     resumed from). `clock` is the wall clock, injectable for tests of the settle rule and of lag.
+    `stalled_seconds`: how long the newest checkpoint may stay incomplete and unchanged before each pass
+    reports it as problem CheckpointStalled (waiting.py).
     """
 
     def __init__(self, source: Path, dest: Path, *, completion: Completion = Completion.AUTO, keep: int = 3,
                  workers: int = 8, settle_seconds: float = 60.0, pinned: Callable[[], set[str]] = lambda: set(),
                  log: logging.Logger | None = None, clock: Callable[[], float] = time.time,
-                 world_size: int | None = None) -> None:
+                 world_size: int | None = None, stalled_seconds: float = DEFAULT_STALLED_SECONDS) -> None:
         self.source, self.dest = Path(source), Path(dest)
         self.completion = Completion(completion)
         self.keep, self.workers, self.settle_seconds = keep, workers, settle_seconds
@@ -83,6 +88,7 @@ class Mirror:
         self.log = log or logging.getLogger("multinode.checkpoints")
         self._settle = SettleTracker()
         self._first_complete: dict[str, float] = {}
+        self._incomplete = IncompleteTracker(stalled_seconds)
 
     def sync_once(self, *, final: bool = False) -> SyncReport:
         """One pass. `final=True` once the job has ended: nothing is being written, so nothing needs to settle."""
@@ -104,7 +110,7 @@ class Mirror:
         published, corrupt = read_published(self.dest)
         candidates = self._scan(report, final)
         complete = [c for c in candidates if c.complete]
-        report.not_ready = {c.name: c.why for c in candidates if not c.complete}
+        self._report_incomplete(report, candidates)
         kept = self._kept(complete, [c for c, _ in published])
         wanted = [c for c in complete if c.name in kept]
         occupied = {c.name for c, _ in published}
@@ -151,6 +157,7 @@ class Mirror:
             self._problem(report, "CacheUnavailable", f"cannot read the cache directory {self.source}: "
                                                       f"{e.strerror or e}")
             return []
+        report.scanned = True
         now = self.clock()
         for c in candidates:
             if c.complete:
@@ -158,6 +165,14 @@ class Mirror:
         present = {c.name for c in candidates}
         self._first_complete = {n: t for n, t in self._first_complete.items() if n in present}
         return candidates
+
+    def _report_incomplete(self, report: SyncReport, candidates: list[CheckpointCandidate]) -> None:
+        now = self.clock()
+        report.incomplete = self._incomplete.observe(candidates, now)
+        report.not_ready = {c.name: c.message for c in report.incomplete}
+        stalled = self._incomplete.stalled(candidates, now)
+        if stalled:
+            self._problem(report, "CheckpointStalled", stalled, candidates[-1].name)
 
     def _kept(self, complete: list[CheckpointCandidate], published: list[MirroredCheckpoint]) -> set[str]:
         """The one answer to "which checkpoints do we keep", for publishing and pruning alike: the newest
@@ -183,7 +198,8 @@ class Mirror:
         try:
             result = publish(candidate, self.dest, index=index, workers=self.workers, clock=self.clock,
                              completed_at=rfc3339(first_complete) if first_complete is not None else None,
-                             replace=replace)
+                             replace=replace, recheck=lambda: rejudge(candidate, self.source, self.completion,
+                                                                      world_size=self.world_size))
         except PublishFailed as e:
             self._problem(report, e.reason, e.message, candidate.name)
             return False
@@ -267,11 +283,18 @@ def _dedupe_index(published: list[tuple[MirroredCheckpoint, list[ManifestFile]]]
 
 def _rewritten(candidate: CheckpointCandidate, files: list[ManifestFile] | None) -> bool:
     """The cache's copy of a published checkpoint was saved again (and is complete again): its files
-    differ from the manifest's."""
+    differ from the manifest's. Not when files are missing: a save writes files, it does not remove them,
+    so that is a deletion in progress (the trainer's own retention), and what is left of the checkpoint
+    must not replace the published whole."""
     if files is None:
         return False
     try:
         now = {f.rel: (f.size, f.mtime_ns) for f in walk_files(candidate.path)}
     except OSError:
         return False
-    return now != {f.path: (f.size, f.mtime_ns) for f in files}
+    published = {f.path: (f.size, f.mtime_ns) for f in files}
+    # A size that changed under an unchanged mtime is a write caught midway: a shrinking truncate (a save
+    # reopening the file) sets the size before the times, and ext4 may take milliseconds in between.
+    midway = any(now[rel][1] == mtime and now[rel][0] != size for rel, (size, mtime) in published.items()
+                 if rel in now)
+    return now != published and published.keys() <= now.keys() and not midway

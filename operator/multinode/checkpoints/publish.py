@@ -45,7 +45,7 @@ from multinode.checkpoints.manifest import (
     rfc3339,
 )
 from multinode.checkpoints.scan import CheckpointCandidate
-from multinode.checkpoints.tree import SourceFile, walk_files
+from multinode.checkpoints.tree import SourceFile, tree_stamps, walk_files
 
 STAGING_PREFIX = ".staging-"
 
@@ -68,12 +68,15 @@ class PublishResult:
 
 
 def publish(candidate: CheckpointCandidate, dest: Path, *, index: DedupeIndex, workers: int,
-            completed_at: str | None, clock: Callable[[], float], replace: bool = False) -> PublishResult:
+            completed_at: str | None, clock: Callable[[], float], replace: bool = False,
+            recheck: Callable[[], str | None] | None = None) -> PublishResult:
     """Stage `candidate` and rename it into place. `replace`: a published version of it exists and is
-    exchanged for the new one in one rename (a reader sees the old or the new, never a mix)."""
+    exchanged for the new one in one rename (a reader sees the old or the new, never a mix). `recheck`
+    says why the source is not complete any more (None: it still is); it is asked after the copy, before
+    the source is checked for changes (scan.rejudge)."""
     staging = dest / f"{STAGING_PREFIX}{candidate.name[:200]}-{secrets.token_hex(4)}"
     try:
-        return _Publisher(candidate, dest, staging, index, workers, replace).run(completed_at, clock)
+        return _Publisher(candidate, dest, staging, index, workers, replace, recheck).run(completed_at, clock)
     except PublishFailed:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -99,9 +102,9 @@ def _classify(e: Exception, candidate: CheckpointCandidate, dest: Path) -> Publi
 
 class _Publisher:
     def __init__(self, candidate: CheckpointCandidate, dest: Path, staging: Path, index: DedupeIndex,
-                 workers: int, replace: bool = False) -> None:
+                 workers: int, replace: bool = False, recheck: Callable[[], str | None] | None = None) -> None:
         self.candidate, self.dest, self.staging, self.index = candidate, dest, staging, index
-        self.replace = replace
+        self.replace, self.recheck = replace, recheck
         self.workers = max(1, workers)
         self.cancel = threading.Event()
         self.started_ns = 0   # the clock when run() began, in ns
@@ -115,6 +118,9 @@ class _Publisher:
             raise SourceError(e) from None
         dirs = self._make_dirs(files)
         entries, copied, linked = self._stage_all(files)
+        why_not = self.recheck() if self.recheck else None
+        if why_not:
+            raise SourceChanged(f"{self.candidate.path} is not complete any more ({why_not}) after it was copied")
         self._ensure_source_unchanged(files)
         self._check_sizes(entries)
         mirrored_time = clock()
@@ -149,8 +155,15 @@ class _Publisher:
         try:
             after = {f.rel: (f.size, f.mtime_ns, f.ino) for f in walk_files(self.candidate.path)
                      if f.rel != MANIFEST_NAME}
+            stamps = tree_stamps(self.candidate.path) if self.candidate.stamps is not None else None
         except OSError as e:
             raise SourceError(e) from None
+        if stamps != self.candidate.stamps:
+            # Not the tree the rules judged: entries added or removed (what is left of a checkpoint being
+            # deleted, or not yet all of one being saved), or a file reopened since.
+            moved = sorted(set(stamps or ()) ^ set(self.candidate.stamps or ()))
+            raise SourceChanged(f"{self.candidate.path / moved[0][0]} changed, or entries were added or removed, "
+                                f"since {self.candidate.name} was judged complete")
         before = {f.rel: (f.size, f.mtime_ns, f.ino) for f in files}
         changed = sorted(rel for rel in after.keys() | before.keys() if after.get(rel) != before.get(rel))
         if changed:

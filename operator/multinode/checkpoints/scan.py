@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from multinode.checkpoints.layouts import DEEPSPEED_TRACKER, MEGATRON_TRACKER, Completion, SourceView, judge
+from multinode.checkpoints.layouts import (
+    DEEPSPEED_TRACKER,
+    MEGATRON_TRACKER,
+    Completion,
+    Evidence,
+    SourceView,
+    judge,
+)
 from multinode.checkpoints.names import never_taken, order_key, parse_step
+from multinode.checkpoints.reasons import NotReady
 from multinode.checkpoints.settle import SettleTracker, settled_by_mtime
-from multinode.checkpoints.tree import Snapshot, take_snapshot
+from multinode.checkpoints.tree import Snapshot, holds_files, take_snapshot, tree_stamps
 
 _TRACKER_MAX_BYTES = 4096
 
@@ -27,6 +35,15 @@ class CheckpointCandidate:
     complete: bool
     why: str             # a human reason, whether complete or not
     mtime_ns: int = 0    # of the directory: orders checkpoints of equal step
+    reason: NotReady | None = None   # when not complete: why, as a code (reasons.py)
+    # Its directories' mtimes from just before it was judged: publishing checks that no entry was added or
+    # Its files and directories from just before it was judged: what is published must be exactly that
+    # (tree.tree_stamps). None: not recorded, not checked.
+    stamps: tuple[tuple[str, int, int, int], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.complete and self.reason is None:
+            raise ValueError(f"an incomplete candidate needs a NotReady reason: {self.name}: {self.why}")
 
 
 def scan_checkpoints(source: Path, completion: Completion = Completion.AUTO, *, settle_seconds: float = 60.0,
@@ -52,9 +69,7 @@ def scan_checkpoints(source: Path, completion: Completion = Completion.AUTO, *, 
             return settle.check(name, snapshots[name], now, settle_seconds)
         return settled_by_mtime(snapshots[name], now, settle_seconds)
 
-    view = SourceView(names=names, megatron_tracker=_read_tracker(source / MEGATRON_TRACKER),
-                      deepspeed_tag=_read_tag(source / DEEPSPEED_TRACKER), settled=settled,
-                      settle_seconds=settle_seconds, final=final, world_size=world_size)
+    view = _source_view(source, names, settled, settle_seconds, final, world_size)
     candidates = []
     for entry in entries:
         candidate = _inspect(entry, view, Completion(completion))
@@ -77,15 +92,48 @@ def _inspect(entry: os.DirEntry, view: SourceView, completion: Completion) -> Ch
     path, step = Path(entry.path), parse_step(name)
     why_not = never_taken(name)
     if why_not:
-        return CheckpointCandidate(name, path, step, _temporary_framework(name), False, why_not, mtime_ns)
+        return CheckpointCandidate(name, path, step, _temporary_framework(name), False, why_not, mtime_ns,
+                                   NotReady.TEMPORARY_NAME)
     try:
+        stamps = tree_stamps(path)
         evidence = judge(name, path, view, completion)
+        if evidence.complete and not holds_files(path):
+            evidence = Evidence(False, evidence.framework, "no file in it", NotReady.EMPTY)
     except FileNotFoundError:
         return None   # vanished while we looked
     except OSError as e:
-        return CheckpointCandidate(name, path, step, None, False, f"cannot inspect: {e}", mtime_ns)
+        return CheckpointCandidate(name, path, step, None, False, f"cannot inspect: {e}", mtime_ns,
+                                   NotReady.CANNOT_INSPECT)
     return CheckpointCandidate(name, path, step, evidence.framework or None, evidence.complete, evidence.why,
-                               mtime_ns)
+                               mtime_ns, evidence.reason, stamps)
+
+
+def rejudge(candidate: CheckpointCandidate, source: Path, completion: Completion, *,
+            world_size: int | None = None) -> str | None:
+    """Why `candidate`, judged complete earlier, is not complete now; None when it still is.
+
+    The mirror asks once it has copied the files and before it checks that they did not change while
+    copied: so the state it publishes is one the rules call complete at a moment within the copy, not
+    only at the scan (a shard rewritten in place between the scan and the copy leaves the directory
+    looking the same, but no longer complete). The settle rule counts as met: it was at the scan.
+    """
+    source = Path(source)
+    try:
+        view = _source_view(source, set(os.listdir(source)), lambda name, path: (True, "settled at the scan"),
+                            0.0, False, world_size)
+        evidence = judge(candidate.name, candidate.path, view, Completion(completion))
+        if evidence.complete and not holds_files(candidate.path):
+            return "no file in it"
+    except OSError as e:
+        return f"cannot inspect: {e}"
+    return None if evidence.complete else f"{evidence.reason}: {evidence.why}"
+
+
+def _source_view(source: Path, names: set[str], settled: Callable[[str, Path], tuple[bool, str]],
+                 settle_seconds: float, final: bool, world_size: int | None) -> SourceView:
+    return SourceView(names=names, megatron_tracker=_read_tracker(source / MEGATRON_TRACKER),
+                      deepspeed_tag=_read_tag(source / DEEPSPEED_TRACKER), settled=settled,
+                      settle_seconds=settle_seconds, final=final, world_size=world_size)
 
 
 def _temporary_framework(name: str) -> str | None:

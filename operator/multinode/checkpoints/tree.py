@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,12 +25,8 @@ def _raise(error: OSError) -> None:
     raise error
 
 
-def walk_files(root: Path, *, include_temporary: bool = False) -> list[SourceFile]:
-    """Every regular file under `root` (symlinks followed, loops cut), sorted by relative path.
-
-    Raises OSError when the tree cannot be read: FileNotFoundError when it, or part of it, vanished.
-    """
-    files: list[SourceFile] = []
+def _walk_dirs(root: Path) -> Iterator[tuple[str, os.stat_result, list[str]]]:
+    """Each directory under `root` once (symlinks followed, loops cut): its path, stat and file names."""
     seen_dirs: set[tuple[int, int]] = set()
     top = os.fspath(root)
     for dirpath, dirnames, filenames in os.walk(top, onerror=_raise, followlinks=True):
@@ -39,9 +36,46 @@ def walk_files(root: Path, *, include_temporary: bool = False) -> list[SourceFil
             continue
         seen_dirs.add((st.st_dev, st.st_ino))
         dirnames.sort()
-        base = Path(dirpath)
-        # Strings, not Path arithmetic, per file: checkpoints can hold thousands of files.
-        prefix = os.path.relpath(dirpath, top).replace(os.sep, "/") + "/" if dirpath != top else ""
+        yield dirpath, st, filenames
+
+
+def _prefix(dirpath: str, root: Path) -> str:
+    """`dirpath` relative to `root`, "/"-separated with a trailing "/" ("" for root itself). Strings, not Path
+    arithmetic: checkpoints can hold thousands of files."""
+    top = os.fspath(root)
+    return os.path.relpath(dirpath, top).replace(os.sep, "/") + "/" if dirpath != top else ""
+
+
+def tree_stamps(root: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """(relative path, size, mtime_ns, inode) of every file under `root` (temporary ones too) and of every
+    directory (`<path>/`, size -1). Adding, removing or renaming an entry anywhere changes a directory's
+    mtime: a save in progress, or a deletion (a trainer's own retention) that a file-level look would take
+    for a smaller, complete checkpoint. A file's size changes at once when a save reopens it with O_TRUNC,
+    its mtime only after (ext4 takes milliseconds in between, seen by tools/bench/mirror_chaos.py)."""
+    stamps: list[tuple[str, int, int, int]] = []
+    for dirpath, st, filenames in _walk_dirs(root):
+        prefix = _prefix(dirpath, root)
+        stamps.append((prefix or "./", -1, st.st_mtime_ns, st.st_ino))
+        for name in filenames:
+            fst = os.stat(os.path.join(dirpath, name))
+            stamps.append((prefix + name, fst.st_size, fst.st_mtime_ns, fst.st_ino))
+    return tuple(stamps)
+
+
+def holds_files(root: Path) -> bool:
+    """Whether any file is under `root`: an empty tree is never a complete checkpoint, whatever the rules
+    say of its name (a save that has not written yet, or a deletion that removed every file)."""
+    return any(filenames for _, _, filenames in _walk_dirs(root))
+
+
+def walk_files(root: Path, *, include_temporary: bool = False) -> list[SourceFile]:
+    """Every regular file under `root` (symlinks followed, loops cut), sorted by relative path.
+
+    Raises OSError when the tree cannot be read: FileNotFoundError when it, or part of it, vanished.
+    """
+    files: list[SourceFile] = []
+    for dirpath, _, filenames in _walk_dirs(root):
+        base, prefix = Path(dirpath), _prefix(dirpath, root)
         for name in filenames:
             if not include_temporary and is_temporary_file(name):
                 continue

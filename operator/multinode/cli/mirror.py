@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from multinode.api.constants import MIRROR_METRICS_PORT
+from multinode.checkpoints.waiting import DEFAULT_STALLED_SECONDS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--settle", type=float, default=60.0, help="settle time for markers without a barrier")
     parser.add_argument("--workers", type=int, default=8, help="files copied in parallel")
     parser.add_argument("--world-size", type=int, help="the job's ranks, for layouts with per-rank files")
+    parser.add_argument("--stalled-after", type=float, default=DEFAULT_STALLED_SECONDS,
+                        help="seconds the newest checkpoint may stay incomplete and unchanged before each pass "
+                             "reports problem CheckpointStalled")
     parser.add_argument("--metrics-port", type=int, default=MIRROR_METRICS_PORT, help="0 disables the metrics endpoint")
     parser.add_argument("--metrics-address", default="0.0.0.0")
 
@@ -40,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
     loop = MirrorLoop(source=args.source, dest=args.dest, reporter=StatusReporter(load_client(), args.namespace, args.job),
                       completion=Completion(args.completion), keep=args.keep, interval=args.interval,
-                      settle=args.settle, metrics=metrics, workers=args.workers, world_size=args.world_size)
+                      settle=args.settle, metrics=metrics, workers=args.workers, world_size=args.world_size,
+                      stalled_seconds=args.stalled_after)
     signal.signal(signal.SIGTERM, lambda *_: loop.stopping.set())
     return loop.run()

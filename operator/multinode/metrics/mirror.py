@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter as Tally
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from multinode.checkpoints.reasons import NotReady
 
 
 class MirrorMetrics:
@@ -22,6 +26,12 @@ class MirrorMetrics:
                              buckets=(1, 5, 15, 30, 60, 120, 300, 900, 3600), registry=r)
         self.latest_step = Gauge("multinode_mirror_latest_checkpoint_step", "Step of the newest published checkpoint.",
                                  registry=r)
+        # Labelled by reason code only (a fixed set), never by directory name: the label set stays bounded.
+        self.not_ready = Gauge("multinode_mirror_not_ready_checkpoints",
+                               "Checkpoint directories in the cache not complete yet, by reason.", ["reason"],
+                               registry=r)
+        for reason in NotReady:
+            self.not_ready.labels(reason=reason.value).set(0)
 
     def record(self, report) -> None:
         """Account one SyncReport of multinode.checkpoints."""
@@ -36,3 +46,7 @@ class MirrorMetrics:
             self.problems.labels(reason=problem.reason).inc()
         if report.latest is not None and report.latest.step is not None:
             self.latest_step.set(report.latest.step)
+        if report.scanned:
+            counts = Tally(c.reason for c in report.incomplete)
+            for reason in NotReady:
+                self.not_ready.labels(reason=reason.value).set(counts[reason])

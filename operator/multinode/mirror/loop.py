@@ -17,9 +17,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from multinode.api.checkpointing import MAX_NOT_READY_MESSAGE, MAX_NOT_READY_REPORTED
 from multinode.api.conditions import Reason
 from multinode.api.constants import CONDITION_CHECKPOINTS_SYNCED, TIME_FORMAT
-from multinode.checkpoints import Completion, Mirror, MirroredCheckpoint, SyncReport
+from multinode.checkpoints import Completion, IncompleteCheckpoint, Mirror, MirroredCheckpoint, SyncReport
+from multinode.checkpoints.manifest import rfc3339
+from multinode.checkpoints.waiting import DEFAULT_STALLED_SECONDS
 from multinode.metrics.mirror import MirrorMetrics
 from multinode.mirror.reporter import JobGone, StatusReporter
 
@@ -50,6 +53,14 @@ def checkpoint_status(checkpoint: MirroredCheckpoint) -> dict[str, Any]:
             "bytes": checkpoint.total_bytes, "mirroredAt": checkpoint.mirrored_at}
 
 
+def not_ready_status(incomplete: list[IncompleteCheckpoint]) -> list[dict[str, Any]]:
+    """The newest incomplete checkpoints, newest first, as status.checkpoints.notReady lists them."""
+    newest = incomplete[::-1][:MAX_NOT_READY_REPORTED]
+    entries = [{"name": c.name, "step": c.step, "reason": str(c.reason),
+                "message": c.message[:MAX_NOT_READY_MESSAGE], "since": rfc3339(c.since)} for c in newest]
+    return [{k: v for k, v in e.items() if v is not None} for e in entries]   # no step: no key
+
+
 def status_update(reported: dict[str, Any], report: SyncReport, mirrored_total: int) -> dict[str, Any] | None:
     """What to merge into status.checkpoints after a pass, or None when nothing visible changed."""
     update: dict[str, Any] = {}
@@ -66,13 +77,16 @@ def status_update(reported: dict[str, Any], report: SyncReport, mirrored_total: 
     elif problem is not None and (old_problem is None or (old_problem["reason"], old_problem["message"]) !=
                                   (problem.reason, problem.message)):
         update["problem"] = {"reason": problem.reason, "message": problem.message[:4096], "time": now_rfc3339()}
+    not_ready = not_ready_status(report.incomplete)
+    if report.scanned and not_ready != (reported.get("notReady") or []):
+        update["notReady"] = not_ready or None   # merge patch: None removes the list
     return update or None
 
 
 class MirrorLoop:
     def __init__(self, *, source: Path, dest: Path, reporter: StatusReporter, completion: Completion, keep: int,
                  interval: float, settle: float, metrics: MirrorMetrics, workers: int = 8,
-                 world_size: int | None = None):
+                 world_size: int | None = None, stalled_seconds: float = DEFAULT_STALLED_SECONDS):
         self.reporter = reporter
         self.dest = dest
         self.interval = interval
@@ -81,7 +95,7 @@ class MirrorLoop:
         self._pinned: set[str] = set()
         self.engine = Mirror(source, dest, completion=completion, keep=keep, workers=workers,
                              settle_seconds=settle, pinned=lambda: set(self._pinned), log=log,
-                             world_size=world_size)
+                             world_size=world_size, stalled_seconds=stalled_seconds)
         self._reported: dict[str, Any] = {}
         self._mirrored_total = 0
 

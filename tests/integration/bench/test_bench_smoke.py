@@ -102,6 +102,13 @@ def test_mirror_bench_compares_with_cp_and_rsync(bench_dir: Path) -> None:
     assert all(r["copied_pct"] < 1 for r in report["remirror"]), report["remirror"]
 
 
+def test_mirror_chaos_bench_counts_runs_and_violations(bench_dir: Path) -> None:
+    run_bench("mirror_chaos.py", "--runs", "2", "--ops", "20", "--dir", str(bench_dir))
+
+    report = json.loads((bench_dir / "mirror_chaos.json").read_text())
+    assert report["runs"] == 2 and report["passes"] >= 2 and report["violations"] == 0, report
+
+
 def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -> None:
     """tools/bench/report.py on the smoke runs' JSON: every generated section of a copy of the docs."""
     docs = tmp_path / "docs"
@@ -109,7 +116,7 @@ def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -
     shutil.copy(REPO / "docs" / "benchmarks.md", docs / "benchmarks.md")
     run_bench("report.py", "--from", str(bench_dir), "--docs", str(docs))
     combined = json.loads((docs / "benchmarks.json").read_text())
-    assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "mirror"}
+    assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "mirror", "mirror_chaos"}
     text = (docs / "benchmarks.md").read_text()
     assert text != (REPO / "docs" / "benchmarks.md").read_text()
     assert "| 4 | all pods created |" in text and "Kubeflow v1" in text

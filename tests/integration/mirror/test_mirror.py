@@ -150,3 +150,38 @@ def test_a_job_resuming_from_another_gets_its_latest_mirrored_checkpoint(
         env = {e.name: e.value for e in core.read_namespaced_pod(f"second-{i}-a0", ns).spec.containers[0].env}
         assert env["MULTINODE_RESUME_FROM"] == env["BT_LOAD_CHECKPOINT_DIR"] == path
     assert second["status"]["resumedFrom"] == path
+
+
+def test_a_checkpoint_not_complete_is_reported_with_its_reason_until_it_is(
+    api: client.ApiClient, core: client.CoreV1Api, kubeconfig: str, volumes: str, tmp_path: Path
+) -> None:
+    ns, custom = volumes, client.CustomObjectsApi(api)
+    jobs.apply(kubeconfig, ns, checkpointed_job("slow"))
+    jobs.wait_phase(custom, ns, "slow", "Running")
+    token = service_account_token(core, ns, "slow-mirror")
+    source, dest = tmp_path / "cache" / "slow", tmp_path / "checkpoints" / "slow"
+    source.mkdir(parents=True)
+    mirror = MirrorProcess(kubeconfig_for_token(kubeconfig, token, tmp_path / "mirror.kubeconfig"), ns, "slow",
+                           source, dest, tmp_path / "mirror.log", "--stalled-after", "0")
+
+    def checkpoints() -> dict:
+        return (jobs.get_job(custom, ns, "slow").get("status") or {}).get("checkpoints") or {}
+    try:
+        write_checkpoint(source, "checkpoint_0000100")
+        (source / "checkpoint_0000100" / "COMPLETE").unlink()   # a save that has written its shards only
+        [entry] = wait_for(lambda: checkpoints().get("notReady"), timeout=30, what="notReady reported")
+        assert (entry["name"], entry["step"], entry["reason"]) == ("checkpoint_0000100", 100, "NoCompletionEvidence")
+        assert entry["message"].startswith(f"{source / 'checkpoint_0000100'}: ") and entry["since"]
+        # The newest checkpoint, unchanged for longer than --stalled-after: a problem, visible with -o yaml.
+        problem = wait_for(lambda: checkpoints().get("problem"), timeout=30, what="CheckpointStalled reported")
+        assert problem["reason"] == "CheckpointStalled" and "checkpoint_0000100" in problem["message"]
+        assert "notReady" in kubectl(kubeconfig, "get", "tj", "slow", "-n", ns, "-o", "yaml").stdout
+        assert mirror.metric("multinode_mirror_not_ready_checkpoints", reason="NoCompletionEvidence") == 1
+
+        (source / "checkpoint_0000100" / "COMPLETE").write_text("")   # the save ends
+        wait_for(lambda: latest_name(custom, ns, "slow") == "checkpoint_0000100", timeout=30, what="published")
+        wait_for(lambda: "notReady" not in checkpoints() and "problem" not in checkpoints(), timeout=30,
+                 what="notReady and the problem cleared")
+        assert mirror.metric("multinode_mirror_not_ready_checkpoints", reason="NoCompletionEvidence") == 0
+    finally:
+        mirror.stop()

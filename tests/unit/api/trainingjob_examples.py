@@ -174,6 +174,9 @@ def full_trainingjob() -> dict[str, Any]:
                 "lastSyncTime": "2025-01-02T03:50:00Z",
                 "problem": {"reason": "SourceChanged", "message": "checkpoint-1100/rank_00001.pt changed", "time": "2025-01-02T03:55:00Z"},
                 "finalSyncTime": "2025-01-02T04:01:00Z",
+                "notReady": [{"name": "checkpoint-1100", "step": 1100, "reason": "WaitingForRankFiles",
+                              "message": "/cache/llama-pretrain/checkpoint-1100: rank_00003.pt missing",
+                              "since": "2025-01-02T03:58:00Z"}],
             },
             "completionTime": "2025-01-02T04:00:00Z",
             "nodeStatuses": [

@@ -49,6 +49,20 @@ def sharded(root: Path, name: str, *, shards: int = 8, shard_size: int = 64 << 1
     return ckpt
 
 
+def _pickled_names(names: list[str]) -> bytes:
+    """What pickle puts around each storage path: opcode, one length byte, the name (never unpickled)."""
+    return b"\x80\x04\x95" + b"".join(b"\x8c" + bytes([len(n)]) + n.encode() + b"\x94" for n in names) + b"."
+
+
+def rank_local_dcp(root: Path, name: str, ranks: list[int]) -> Path:
+    """DCP saved with use_collectives=False: each rank's shard, then its own __<rank>.metadata naming it."""
+    ckpt = root / name
+    for rank in ranks:
+        write(ckpt / f"__{rank}_0.distcp", random_bytes(2048, rank))
+        write(ckpt / f"__{rank}.metadata", _pickled_names([f"__{rank}_0.distcp"]))
+    return ckpt
+
+
 def dcp(root: Path, name: str, *, shards: int = 2, metadata: str = "final", missing: int = 0) -> Path:
     """PyTorch DCP: __<rank>_0.distcp shards and a pickled .metadata naming them.
 
@@ -59,8 +73,7 @@ def dcp(root: Path, name: str, *, shards: int = 2, metadata: str = "final", miss
     names = [f"__{rank}_0.distcp" for rank in range(shards)]
     for rank, shard in enumerate(names[: shards - missing]):
         write(ckpt / shard, random_bytes(4096, rank))
-    # What pickle puts around each storage path: opcode, one length byte, the name (never unpickled).
-    body = b"\x80\x04\x95" + b"".join(b"\x8c" + bytes([len(n)]) + n.encode() + b"\x94" for n in names) + b"."
+    body = _pickled_names(names)
     if metadata == "final":
         write(ckpt / ".metadata", body)
     elif metadata == "tmp":

@@ -55,6 +55,13 @@ WRITER = textwrap.dedent("""
                              use_cpu=True, report_to="none", logging_strategy="no", ddp_backend="gloo",
                              disable_tqdm=True)
     SlowRankOne(model=GPT2LMHeadModel(config), args=args, train_dataset=Tokens()).train()
+    torch.distributed.destroy_process_group()
+    # The save is done and the test judges its files. Past this point, about one run in four of torch 2.15
+    # with Transformers 5 aborts in the interpreter's teardown (`terminate called without an active
+    # exception`, a C++ thread still joinable, after the process group is destroyed): not the writing
+    # under test, so the writer leaves without the teardown.
+    sys.stdout.flush()
+    os._exit(0)
 """)
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multinode.checkpoints import MirroredCheckpoint, MirrorProblem, SyncReport
+from multinode.api import TrainingJobStatus
+from multinode.checkpoints import IncompleteCheckpoint, MirroredCheckpoint, MirrorProblem, NotReady, SyncReport
 from multinode.mirror.loop import final_sync_requested, pinned_names, status_update
+
+T0 = 1_800_000_000.0   # 2027-01-15T08:00:00Z
 
 
 def checkpoint(name: str, step: int) -> MirroredCheckpoint:
@@ -58,3 +61,36 @@ def test_the_checkpoint_a_running_attempt_resumed_from_is_pinned_only_if_it_is_o
     assert pinned_names({"resumedFrom": "/checkpoints/llama/checkpoint-100"}, dest) == {"checkpoint-100"}
     assert pinned_names({"resumedFrom": "/checkpoints/other/checkpoint-100"}, dest) == set()
     assert pinned_names({}, dest) == set()
+
+
+def incomplete(name: str, step: int | None, since: float = T0) -> IncompleteCheckpoint:
+    return IncompleteCheckpoint(name=name, step=step, reason=NotReady.WAITING_FOR_RANK_FILES,
+                                message=f"/cache/llama/{name}: waiting for 1 of 8 ranks (rank 7)", since=since)
+
+
+def scanned(*checkpoints: IncompleteCheckpoint) -> SyncReport:
+    done = report()
+    done.scanned, done.incomplete = True, list(checkpoints)
+    return done
+
+
+def test_checkpoints_not_ready_are_reported_newest_first_bounded_and_cleared_when_gone() -> None:
+    many = [incomplete(f"step-{s}", s) for s in range(100, 1000, 100)] + [incomplete("final", None)]
+    first = status_update({}, scanned(*many), mirrored_total=0)
+
+    assert [c["name"] for c in first["notReady"]] == ["final", "step-900", "step-800", "step-700", "step-600"]
+    assert first["notReady"][1] == {"name": "step-900", "step": 900, "reason": "WaitingForRankFiles",
+                                    "message": "/cache/llama/step-900: waiting for 1 of 8 ranks (rank 7)",
+                                    "since": "2027-01-15T08:00:00Z"}
+    assert "step" not in first["notReady"][0]   # no step in the name: the key is absent, not null
+    TrainingJobStatus.model_validate({"checkpoints": first})   # what the CRD admits
+
+    assert status_update(first, scanned(*many), mirrored_total=0) is None
+    assert status_update(first, scanned(), mirrored_total=0) == {"notReady": None}
+
+
+def test_a_pass_that_could_not_read_the_cache_leaves_not_ready_as_it_was() -> None:
+    first = status_update({}, scanned(incomplete("step-100", 100)), mirrored_total=0)
+    busy = report(problems=[MirrorProblem(reason="DestinationBusy", message="another mirror holds the lock")])
+
+    assert "notReady" not in status_update(first, busy, mirrored_total=0)
