@@ -33,13 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
-    from multinode.checkpoints import Completion
+    from multinode.checkpoints import Completion, NotReady
     from multinode.metrics.mirror import MirrorMetrics
     from multinode.mirror.loop import MirrorLoop
     from multinode.mirror.reporter import StatusReporter, load_client
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s mirror %(message)s", stream=sys.stderr)
-    metrics = MirrorMetrics()
+    metrics = MirrorMetrics(not_ready_reasons=[reason.value for reason in NotReady])
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
     loop = MirrorLoop(source=args.source, dest=args.dest, reporter=StatusReporter(load_client(), args.namespace, args.job),

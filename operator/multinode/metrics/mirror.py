@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from multinode.checkpoints.reasons import NotReady
-
 
 class MirrorMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None):
+    def __init__(self, registry: CollectorRegistry | None = None, not_ready_reasons: Iterable[str] = ()):
+        """`not_ready_reasons`: every reason code a checkpoint may be not ready for (the mirror passes
+        multinode.checkpoints.NotReady; metrics import no other layer), each exported from the start."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.bytes_copied = Counter("multinode_mirror_copied_bytes_total", "Bytes copied into the checkpoint volume.", registry=r)
@@ -30,8 +31,9 @@ class MirrorMetrics:
         self.not_ready = Gauge("multinode_mirror_not_ready_checkpoints",
                                "Checkpoint directories in the cache not complete yet, by reason.", ["reason"],
                                registry=r)
-        for reason in NotReady:
-            self.not_ready.labels(reason=reason.value).set(0)
+        self._not_ready_reasons = set(not_ready_reasons)
+        for reason in self._not_ready_reasons:
+            self.not_ready.labels(reason=reason).set(0)
 
     def record(self, report) -> None:
         """Account one SyncReport of multinode.checkpoints."""
@@ -47,6 +49,7 @@ class MirrorMetrics:
         if report.latest is not None and report.latest.step is not None:
             self.latest_step.set(report.latest.step)
         if report.scanned:
-            counts = Tally(c.reason for c in report.incomplete)
-            for reason in NotReady:
-                self.not_ready.labels(reason=reason.value).set(counts[reason])
+            counts = Tally(str(c.reason) for c in report.incomplete)
+            self._not_ready_reasons.update(counts)   # a code the caller did not name is still counted
+            for reason in self._not_ready_reasons:
+                self.not_ready.labels(reason=reason).set(counts[reason])

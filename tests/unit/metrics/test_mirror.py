@@ -16,7 +16,7 @@ def waiting(name: str, reason: NotReady) -> IncompleteCheckpoint:
 
 
 def test_not_ready_checkpoints_are_a_gauge_by_reason_with_every_code_present() -> None:
-    metrics = MirrorMetrics()
+    metrics = MirrorMetrics(not_ready_reasons=[reason.value for reason in NotReady])
     assert not_ready(metrics) == {reason.value: 0.0 for reason in NotReady}
 
     metrics.record(SyncReport(scanned=True, incomplete=[waiting("step-100", NotReady.BEING_REWRITTEN),
