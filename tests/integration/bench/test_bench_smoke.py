@@ -31,15 +31,57 @@ def run_bench(script: str, *args: str, timeout: float = 480) -> None:
 
 @pytest.fixture(scope="module")
 def bench_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where every smoke run writes its JSON, for the report at the end."""
+    """Where every smoke run writes its JSON. Each bench runs once, in its own fixture, on first use: its
+    test and the report test both ask for it, so neither depends on the other having run (any order)."""
     return tmp_path_factory.mktemp("bench")
 
 
-def test_startup_bench_runs_all_three_systems(bench_dir: Path) -> None:
+@pytest.fixture(scope="module")
+def startup_report(bench_dir: Path) -> dict:
     out = bench_dir / "startup.json"
     run_bench("startup.py", "--sizes", "4", "--runs", "1", "--systems", "ours", "jobset", "kubeflow",
               "--out", str(out))
-    report = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def floor_report(bench_dir: Path) -> dict:
+    out = bench_dir / "floor.json"
+    run_bench("floor.py", "--nodes", "4", "--runs", "1", "--out", str(out))
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def load_report(bench_dir: Path) -> dict:
+    out = bench_dir / "load.json"
+    run_bench("load.py", "--jobs", "3", "--nodes-per-job", "2", "--runs", "1", "--rss-job-nodes", "2",
+              "--cluster-nodes", "8", "--systems", "ours", "jobset", "--out", str(out))
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def recovery_reports(bench_dir: Path) -> tuple[dict, dict]:
+    peers_out, ours_out = bench_dir / "recovery_peers.json", bench_dir / "recovery.json"
+    run_bench("recovery_peers.py", "--nodes", "2", "--trials", "1", "--out", str(peers_out))
+    run_bench("recovery.py", "--nodes", "2", "--trials", "2", "--out", str(ours_out))
+    return json.loads(peers_out.read_text()), json.loads(ours_out.read_text())
+
+
+@pytest.fixture(scope="module")
+def mirror_report(bench_dir: Path) -> dict:
+    run_bench("mirror.py", "--scales", "0", "--small-files", "50", "--rounds", "1", "--dir", str(bench_dir))
+    assert not (bench_dir / "cache").exists()   # the source trees are removed after the run
+    return json.loads((bench_dir / "mirror.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def mirror_chaos_report(bench_dir: Path) -> dict:
+    run_bench("mirror_chaos.py", "--runs", "2", "--ops", "20", "--dir", str(bench_dir))
+    return json.loads((bench_dir / "mirror_chaos.json").read_text())
+
+
+def test_startup_bench_runs_all_three_systems(startup_report: dict) -> None:
+    report = startup_report
     assert report["systems"] == ["ours", "jobset", "kubeflow"]
     [size] = report["results"]
     assert size["nodes"] == 4
@@ -57,43 +99,34 @@ def test_startup_bench_runs_all_three_systems(bench_dir: Path) -> None:
     assert report["operator_peak_rss_mb"] > 0
 
 
-def test_floor_bench_times_both_pod_shapes(bench_dir: Path) -> None:
-    out = bench_dir / "floor.json"
-    run_bench("floor.py", "--nodes", "4", "--runs", "1", "--out", str(out))
-    report = json.loads(out.read_text())
+def test_floor_bench_times_both_pod_shapes(floor_report: dict) -> None:
+    report = floor_report
     assert set(report["median_s"]) == {"multinode", "jobset"} and all(v > 0 for v in report["median_s"].values())
     # The operator's pods carry the env contract and the preflight: bigger than the Job controller's.
     assert report["create_body_bytes"]["multinode"] > report["create_body_bytes"]["jobset"]
 
 
-def test_load_bench_measures_throughput_and_memory(bench_dir: Path) -> None:
-    out = bench_dir / "load.json"
-    run_bench("load.py", "--jobs", "3", "--nodes-per-job", "2", "--runs", "1", "--rss-job-nodes", "2",
-              "--cluster-nodes", "8", "--systems", "ours", "jobset", "--out", str(out))
-    report = json.loads(out.read_text())
+def test_load_bench_measures_throughput_and_memory(load_report: dict) -> None:
+    report = load_report
     assert all(v > 0 for v in report["throughput"]["median_s"].values()), report["throughput"]
     assert set(report["throughput"]["ratio_ours_to"]) == {"jobset"}
     memory = report["memory"]
     assert 0 < memory["idle_rss_mb"] <= memory["peak_rss_mb"], memory
 
 
-def test_recovery_benches_see_a_replacement_gang(bench_dir: Path) -> None:
-    peers_out, ours_out = bench_dir / "recovery_peers.json", bench_dir / "recovery.json"
-    run_bench("recovery_peers.py", "--nodes", "2", "--trials", "1", "--out", str(peers_out))
-    run_bench("recovery.py", "--nodes", "2", "--trials", "2", "--out", str(ours_out))
-    results = json.loads(peers_out.read_text())["results"]
+def test_recovery_benches_see_a_replacement_gang(recovery_reports: tuple[dict, dict]) -> None:
+    peers, ours_report = recovery_reports
+    results = peers["results"]
     assert {r["system"] for r in results} == {"ours", "jobset"}
     for r in results:
         assert r["trials"] == 1 and r["failure_to_gang_s"]["median"] > 0, r
-    [ours] = json.loads(ours_out.read_text())["results"]
+    [ours] = ours_report["results"]
     assert ours["nodes"] == 2 and ours["trials"] == 2, ours
     assert 0 < ours["failure_to_gang_s"]["median"] <= ours["failure_to_gang_s"]["p99"], ours
 
 
-def test_mirror_bench_compares_with_cp_and_rsync(bench_dir: Path) -> None:
-    run_bench("mirror.py", "--scales", "0", "--small-files", "50", "--rounds", "1", "--dir", str(bench_dir))
-    assert not (bench_dir / "cache").exists()   # the source trees are removed after the run
-    report = json.loads((bench_dir / "mirror.json").read_text())
+def test_mirror_bench_compares_with_cp_and_rsync(mirror_report: dict) -> None:
+    report = mirror_report
     [tree] = report["trees"]
     assert tree["files"] > 50 and tree["checkpoints"] == 4, tree
     assert set(tree["ratio_mirror_to"]) == {"cp", "rsync"} and all(v > 0 for v in tree["ratio_mirror_to"].values())
@@ -102,13 +135,13 @@ def test_mirror_bench_compares_with_cp_and_rsync(bench_dir: Path) -> None:
     assert all(r["copied_pct"] < 1 for r in report["remirror"]), report["remirror"]
 
 
-def test_mirror_chaos_bench_counts_runs_and_violations(bench_dir: Path) -> None:
-    run_bench("mirror_chaos.py", "--runs", "2", "--ops", "20", "--dir", str(bench_dir))
-
-    report = json.loads((bench_dir / "mirror_chaos.json").read_text())
+def test_mirror_chaos_bench_counts_runs_and_violations(mirror_chaos_report: dict) -> None:
+    report = mirror_chaos_report
     assert report["runs"] == 2 and report["passes"] >= 2 and report["violations"] == 0, report
 
 
+@pytest.mark.usefixtures("startup_report", "floor_report", "load_report", "recovery_reports", "mirror_report",
+                         "mirror_chaos_report")
 def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -> None:
     """tools/bench/report.py on the smoke runs' JSON: every generated section of a copy of the docs."""
     docs = tmp_path / "docs"

@@ -90,8 +90,10 @@ def hand_crd_to(kubeconfig: str, release: str | None, namespace: str | None) -> 
             f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def release(core: client.CoreV1Api, kubeconfig: str, crd: str) -> Iterator[Release]:
+    """A release of each test's own: the lifecycle test upgrades and uninstalls it, so a shared one would
+    make the other tests depend on running before it."""
     chart_crd = (CHART_DIR / "files" / "crd.yaml").read_text()
     assert chart_crd == Path(crd).read_text() == render_crd_yaml(), \
         "the chart's CRD differs from the generated one (run `make crds`); installing it would change the shared CRD"
