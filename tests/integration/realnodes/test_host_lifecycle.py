@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -36,8 +37,13 @@ def host_state() -> dict:
     cgroups = {str(h): sorted(p.name for p in h.iterdir() if p.is_dir()) for h in cgroup_hierarchies()}
     comms = set()
     for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
-            comms.add((entry / "comm").read_text().strip()) if entry.name.isdigit() else None
+            # A zombie has exited and holds nothing but its pid: a containerd shim, reparented to PID 1, stays
+            # one until PID 1 reaps it, which this machine's init does late. Only live processes count.
+            if (entry / "stat").read_text().rpartition(")")[2].split()[0] != "Z":
+                comms.add((entry / "comm").read_text().strip())
         except OSError:
             pass
     return {
@@ -52,6 +58,25 @@ def host_state() -> dict:
         "paths": {p: os.path.exists(p) for p in HOST_PATHS},
         "processes": sorted(c for c in comms if c.startswith(NODE_PROCESSES)),
     }
+
+
+# A stopped node's shims exit once their containers are gone: allow them that long, no longer.
+SETTLE_SECONDS = 30
+
+
+def host_before() -> dict:
+    """The host once the session's real cluster, just released, has no node process left."""
+    wait_for(lambda: not host_state()["processes"], timeout=SETTLE_SECONDS,
+             what="the released real-node cluster's processes to exit")
+    return host_state()
+
+
+def assert_host_is(before: dict) -> None:
+    """The host as `before`, once the cluster's last processes have exited (the diff on failure)."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while host_state() != before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert host_state() == before
 
 
 def _localcluster(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -71,7 +96,7 @@ def _run_a_pod(cluster: LocalCluster) -> None:
 
 def test_cluster_down_leaves_the_host_as_it_found_it(real_slot: RealClusterSlot) -> None:
     real_slot.release()
-    before = host_state()
+    before = host_before()
     name = f"host-{uuid.uuid4().hex[:6]}"
     up = _localcluster("up", "--name", name, "--nodes", "1", "--real-nodes", "1")
     cluster = LocalCluster(ClusterConfig(name=name))
@@ -83,13 +108,13 @@ def test_cluster_down_leaves_the_host_as_it_found_it(real_slot: RealClusterSlot)
     finally:
         down = _localcluster("down", "--name", name, timeout=120)
     assert down.returncode == 0, down.stderr
-    assert host_state() == before
+    assert_host_is(before)
     shutil.rmtree(cluster.dir)
 
 
 def test_cluster_up_after_a_killed_cluster_up_recovers(real_slot: RealClusterSlot) -> None:
     real_slot.release()
-    before = host_state()
+    before = host_before()
     name = f"killed-{uuid.uuid4().hex[:6]}"
     first = subprocess.Popen([sys.executable, "-m", "localcluster", "up", "--name", name, "--nodes", "1",
                               "--real-nodes", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -111,5 +136,5 @@ def test_cluster_up_after_a_killed_cluster_up_recovers(real_slot: RealClusterSlo
         first.kill()
         down = _localcluster("down", "--name", name, timeout=120)
     assert down.returncode == 0, down.stderr
-    assert host_state() == before
+    assert_host_is(before)
     shutil.rmtree(LocalCluster(ClusterConfig(name=name)).dir)
