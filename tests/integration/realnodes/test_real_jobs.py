@@ -105,7 +105,7 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
 
         status = wait_for(preflight_failed, timeout=120, what="the preflight to give up (20 s)")
         text = json.dumps(status)
-        assert "PreflightFailed" in text and f"nodns-2.nodns.{namespace}.svc" in text
+        assert "PreflightFailed" in text and f"nodns-2.nodns.{namespace}.svc" in text, text
         log = core.read_namespaced_pod_log("nodns-0-a0", namespace, container="preflight")
         assert "did not resolve within 20s" in log
     finally:
