@@ -46,8 +46,8 @@ for p in (str(REPO / "tools" / "bench"),):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from localcluster import binaries, processes  # noqa: E402
-from peers import free_port, wait_http_ok  # noqa: E402
+from localcluster import binaries, processes
+from peers import free_port, wait_http_ok
 
 KUBEFLOW_GROUP, KUBEFLOW_VERSION, PYTORCHJOB_PLURAL = "kubeflow.org", "v1", "pytorchjobs"
 # Labels the operator puts on every pod (and Service) of a job.

@@ -29,9 +29,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from mirror_trees import TEXT, make_tree, tree_files  # noqa: E402
+from mirror_trees import TEXT, make_tree, tree_files
 
-from multinode.checkpoints import Mirror, verify_mirrored  # noqa: E402
+from multinode.checkpoints import Mirror, verify_mirrored
 
 MB = 1_000_000
 TOOLS = ("mirror", "cp", "rsync")

@@ -33,10 +33,10 @@ from multinode.api import GROUP, PLURAL, VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import RawWatch, wait_on  # noqa: E402
-from localcluster.harness.kube import kubectl, new_namespace  # noqa: E402
-from localcluster.harness.operator import CRD_FILE, OperatorProcess  # noqa: E402
-from localcluster.harness.trainingjobs import training_job  # noqa: E402
+from peers import RawWatch, wait_on
+from localcluster.harness.kube import kubectl, new_namespace
+from localcluster.harness.operator import CRD_FILE, OperatorProcess
+from localcluster.harness.trainingjobs import training_job
 
 OUT = REPO / ".cache" / "bench" / "recovery.json"
 
@@ -88,12 +88,15 @@ def run_size(api: client.ApiClient, kubeconfig: str, num_nodes: int, trials: int
                        failurePolicy={"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
     kubectl(kubeconfig, "apply", "-n", ns, "-f", "-", input=yaml.safe_dump(job))
     fail_to_gang, gone_to_gang = [], []
+
+    def running() -> bool:
+        stored = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+        return (stored.get("status") or {}).get("phase") == "Running"
+
     try:
         for attempt in range(trials + 1):
             pods = [f"{name}-{i}-a{attempt}" for i in range(num_nodes)]
             clock.wait(lambda: all(p in clock.created_at for p in pods))
-            running = lambda: all((custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)  # noqa: E731
-                                   .get("status") or {}).get("phase") == "Running" for _ in [0])
             clock.wait(running)
             if attempt > 0:
                 old = [f"{name}-{i}-a{attempt - 1}" for i in range(num_nodes)]

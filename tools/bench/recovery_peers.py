@@ -24,8 +24,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import machine  # noqa: E402
-from startup import Harness  # noqa: E402
+from peers import machine
+from startup import Harness
 
 OUT = REPO / ".cache" / "bench" / "recovery_peers.json"
 FAIL = {"localcluster.multinode.dev/finish-after": "0s", "localcluster.multinode.dev/exit-code": "1"}

@@ -38,17 +38,17 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import (  # noqa: E402
+from peers import (
     BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL, JOBSET_VERSION, Clock, JobSetProcess,
     RawWatch, audit_counts, identity, install_jobset_crds, jobset_manifest, jobset_running, machine,
     rss_peak_mb, summarize_counts, trainingjob_running,
 )
-import kubeflow  # noqa: E402
-from localcluster.harness.trainingjobs import training_job  # noqa: E402
-from localcluster.harness.kube import kubectl, new_namespace  # noqa: E402
-from localcluster.harness.operator import CRD_FILE, OperatorProcess  # noqa: E402
+import kubeflow
+from localcluster.harness.trainingjobs import training_job
+from localcluster.harness.kube import kubectl, new_namespace
+from localcluster.harness.operator import CRD_FILE, OperatorProcess
 
-from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION  # noqa: E402
+from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 
 OUT = REPO / ".cache" / "bench" / "startup.json"
 MILESTONES = ("created", "scheduled", "running", "status")

@@ -124,7 +124,9 @@ def make_scripts(rng: random.Random) -> list[Script]:
             others = tuple((j, 0) for j in range(n) if j != bad and rng.random() < 0.5)
             return (*others, (bad, code))
 
-        retryable = lambda: fail(rng.choice(RETRYABLE))  # noqa: E731
+        def retryable() -> tuple[tuple[int, int], ...]:
+            return fail(rng.choice(RETRYABLE))
+
         steps, max_restarts, phase, reason, restarts, uncounted = {
             "succeed": lambda: ((ok,), 2, "Succeeded", "AllNodesSucceeded", 0, 0),
             "retry_once": lambda: ((retryable(), ok), 2, "Succeeded", "AllNodesSucceeded", 1, 0),
