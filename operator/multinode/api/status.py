@@ -6,6 +6,7 @@ from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field
+from pydantic.config import JsonDict
 
 from multinode.api.base import MAX_PATH_LENGTH, ApiModel
 from multinode.api.checkpointing import CheckpointsStatus
@@ -16,7 +17,7 @@ from multinode.api.constants import (
     CONDITION_SUCCEEDED,
 )
 
-_DATE_TIME = {"format": "date-time"}
+_DATE_TIME: JsonDict = {"format": "date-time"}
 MAX_CONDITION_MESSAGE = 32768
 
 
