@@ -18,6 +18,8 @@ from multinode.api.constants import (
 )
 
 _DATE_TIME: JsonDict = {"format": "date-time"}
+
+ConditionStatus = Literal["True", "False", "Unknown"]
 MAX_CONDITION_MESSAGE = 32768
 
 
@@ -55,7 +57,7 @@ class Condition(ApiModel):
         ),
         description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent or CheckpointsSynced.",
     )
-    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
         min_length=1,
         max_length=1024,
