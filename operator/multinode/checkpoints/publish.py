@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from multinode.checkpoints.copying import (
     READ_ONLY,
@@ -270,7 +271,7 @@ class _Publisher:
             if size != entry.size:
                 raise PublishFailed("CopyFailed", f"staged {path} has {size} bytes, expected {entry.size}")
 
-    def _write_manifest(self, doc: dict) -> None:
+    def _write_manifest(self, doc: dict[str, Any]) -> None:
         # One line per file, each by json's C encoder (an indented dump runs the pure-Python one).
         head = json.dumps({k: v for k, v in doc.items() if k != "files"})
         files = ",\n".join(json.dumps(f, separators=(",", ":")) for f in doc["files"])

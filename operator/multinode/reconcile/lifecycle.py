@@ -23,8 +23,9 @@ def suspend(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStat
     result.pods_to_create = []
     result.delete(p.name for p in current.values() if p.active)
     verdict = Verdict(Phase.SUSPENDED, Reason.SUSPENDED, "spec.suspend is true; no pods run")
-    values: tuple[tuple[str, ConditionStatus], ...] = ((ConditionType.SUSPENDED, "True"), (ConditionType.RUNNING, "False"))
-    for type_, value in values:
+    conditions: tuple[tuple[str, ConditionStatus], ...] = (
+        (ConditionType.SUSPENDED, "True"), (ConditionType.RUNNING, "False"))
+    for type_, value in conditions:
         set_condition(status.conditions, type_, value, Reason.SUSPENDED, verdict.message, now=rfc3339(now),
                       generation=job.metadata.generation)
     fill_node_statuses(status, current, job.spec.num_nodes)
