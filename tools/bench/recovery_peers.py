@@ -33,7 +33,7 @@ FAIL = {"localcluster.multinode.dev/finish-after": "0s", "localcluster.multinode
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def trials(h: Harness, system: str, n: int, count: int, timeout: float) -> dict:
@@ -47,7 +47,7 @@ def trials(h: Harness, system: str, n: int, count: int, timeout: float) -> dict:
         return pods if len(pods) >= n and all("running" in p for p in pods) else None
 
     for attempt in range(count + 1):
-        pods = clock.wait(lambda: gang(attempt), timeout, f"{system} attempt {attempt} running")
+        pods = clock.wait(lambda: gang(attempt), timeout, f"{system} attempt {attempt} running")  # noqa: B023 - waited on here
         if attempt > 0:
             old = clock.of((system, name, attempt - 1))
             done = max(p["created"] for p in pods)

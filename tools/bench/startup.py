@@ -108,7 +108,7 @@ class Harness:
                 key = (system, labels.get(label))
                 if key[1] is None:
                     return None
-                return key + (int(labels.get(attempt_label, -1)),) if self.by_attempt else key
+                return (*key, int(labels.get(attempt_label, -1))) if self.by_attempt else key
             return job_of
 
         pod_keys = {"ours": keyed("ours", LABEL_JOB_NAME, LABEL_ATTEMPT),

@@ -21,8 +21,8 @@ def cache_dir() -> Path:
 
 def read_versions() -> dict[str, str]:
     versions = {}
-    for line in VERSIONS_FILE.read_text().splitlines():
-        line = line.strip()
+    for raw in VERSIONS_FILE.read_text().splitlines():
+        line = raw.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
             versions[key] = value

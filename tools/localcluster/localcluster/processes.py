@@ -33,7 +33,8 @@ def start(args: list[str], log_path: Path, die_with_parent: bool,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent if die_with_parent else None,
+            # PR_SET_PDEATHSIG can only be set in the child, and subprocess has no other hook for it.
+            preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509
         )
 
 
