@@ -47,7 +47,8 @@ def test_cluster_dies_with_its_sigkilled_owner(local_cluster: LocalCluster) -> N
         print("started", flush=True)
         sys.stdin.read()  # hold the cluster until killed
     """)
-    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
     cluster = LocalCluster(ClusterConfig(name=name))
     try:
         assert owner.stdout.readline().strip() == "started"

@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             for shape in (SHAPES if i % 2 == 0 else SHAPES[::-1]):
                 s = asyncio.run(run(shape, i))
                 seconds[shape].append(s)
-                print(f"  run {i} {shape:>9}: {args.nodes} pods created in {s:.2f}s ({args.nodes / s:.0f}/s)", flush=True)
+                print(f"  run {i} {shape:>9}: {args.nodes} pods created in {s:.2f}s ({args.nodes / s:.0f}/s)",
+                      flush=True)
                 core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
                 wait_gone(core, namespace, args.timeout)
     finally:

@@ -195,7 +195,8 @@ def main() -> int:
           f"{'CPU s m/cp/rsync':>20}")
     for t in trees:
         m, c = t["median_mb_s"], t["median_cpu_s"]
-        print(f"{t['bytes'] / MB:>10.0f} MB, {t['files']:>5} files{m['mirror']:>13.0f}{m['cp']:>10.0f}{m['rsync']:>12.0f}"
+        print(f"{t['bytes'] / MB:>10.0f} MB, {t['files']:>5} files"
+              f"{m['mirror']:>13.0f}{m['cp']:>10.0f}{m['rsync']:>12.0f}"
               f"{t['ratio_mirror_to']['cp']:>11.2f}{t['ratio_mirror_to']['rsync']:>14.2f}"
               f"{c['mirror']:>8.2f}/{c['cp']:.2f}/{c['rsync']:.2f}")
     for r in remirrors:

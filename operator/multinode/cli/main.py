@@ -14,7 +14,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"multinode {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     operator.add_arguments(sub.add_parser("operator", help="run the operator"))
-    preflight.add_arguments(sub.add_parser("preflight", help="init container: wait until every peer's DNS name resolves"))
+    preflight.add_arguments(sub.add_parser("preflight",
+                                           help="init container: wait until every peer's DNS name resolves"))
     mirror.add_arguments(sub.add_parser("mirror", help="mirror complete checkpoints into the backed-up volume"))
     return parser
 

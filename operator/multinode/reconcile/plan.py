@@ -69,7 +69,8 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     if not observed.service_exists:
         result.service = render_headless_service(job)
     if job.spec.checkpointing is not None:
-        create_mirror, delete_mirror = mirror_needs(mirror, bool(status.checkpoints and status.checkpoints.final_sync_time))
+        final_sync_done = bool(status.checkpoints and status.checkpoints.final_sync_time)
+        create_mirror, delete_mirror = mirror_needs(mirror, final_sync_done)
         if create_mirror:
             result.objects_to_create = render_mirror_objects(job, settings)
         if delete_mirror and mirror is not None:

@@ -39,7 +39,8 @@ def why_starting(pods: list[ObservedPod], running: list[ObservedPod], num_nodes:
     if in_preflight:
         return Verdict(Phase.STARTING, Reason.WAITING_FOR_PEER_DNS,
                        f"{len(in_preflight)}/{num_nodes} pods wait in preflight for peers' DNS names "
-                       f"(first: {in_preflight[0].name}); `kubectl logs {in_preflight[0].name} -c preflight` says which")
+                       f"(first: {in_preflight[0].name}); "
+                       f"`kubectl logs {in_preflight[0].name} -c preflight` says which")
     return Verdict(Phase.STARTING, Reason.PODS_STARTING,
                    f"{len(running)}/{num_nodes} pods running; the rest are scheduled and starting")
 

@@ -11,8 +11,9 @@ that is not valid YAML fails the test.
 
 How: each complete manifest is applied with `kubectl apply --dry-run=server` in a fresh namespace (not one
 the session operator watches). Kinds the local cluster does not serve (PrometheusRule, Flux's
-Kustomization) get their own check: the metrics and phases they name exist. Each example file is also created for real in a namespace the
-session operator watches, with the PVCs it names, and must get a status phase.
+Kustomization) get their own check: the metrics and phases they name exist. Each example file is also
+created for real in a namespace the session operator watches, with the PVCs it names, and must get a
+status phase.
 
 Beside the manifests, the facts docs/operations.md and docs/troubleshooting.md restate are checked
 against the code: metric names, the operator's and the mirror's RBAC rules, condition reasons and

@@ -67,7 +67,8 @@ def test_operator_from_the_wheel_starts_and_is_live(installed: Path, kubeconfig:
 
 def test_preflight_and_mirror_run_from_the_wheel(installed: Path, tmp_path: Path, kubeconfig: str, crd: str) -> None:
     preflight = subprocess.run([str(installed / "multinode"), "preflight", "--peers", "localhost", "--timeout", "10",
-                                "--make-dir", str(tmp_path / "cache" / "job")], capture_output=True, text=True, timeout=60, check=False)
+                                "--make-dir", str(tmp_path / "cache" / "job")],
+                               capture_output=True, text=True, timeout=60, check=False)
     assert preflight.returncode == 0, preflight.stderr
     assert "all 1 peers resolve" in preflight.stderr
 
@@ -82,6 +83,7 @@ def test_preflight_and_mirror_run_from_the_wheel(installed: Path, tmp_path: Path
     # The real `multinode mirror` (engine, reporter, metrics): for a job that is gone it exits 0.
     mirror = subprocess.run([str(installed / "multinode"), "mirror", "--source", str(source), "--dest", str(dest),
                              "--job", "no-such-job", "--namespace", "default", "--metrics-port", "0"],
-                            capture_output=True, text=True, timeout=60, env=dict(os.environ, KUBECONFIG=kubeconfig), check=False)
+                            capture_output=True, text=True, timeout=60, env=dict(os.environ, KUBECONFIG=kubeconfig),
+                            check=False)
     assert mirror.returncode == 0, mirror.stderr
     assert "the job is gone" in mirror.stderr

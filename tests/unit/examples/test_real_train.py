@@ -47,7 +47,8 @@ def node_env(tmp_path: Path, index: int, port: int, resume_from: str) -> dict[st
     job = stored_job(NODES, name="real", uid="uid-1", image="debian:bookworm", network={"rendezvousPort": port},
                      cache={"claimName": "cache", "mountPath": str(tmp_path / "cache")},
                      checkpointing={"claimName": "backup", "mountPath": str(tmp_path / "mirror")})
-    env = {var["name"]: var["value"] for var in trainer_container_env(render_node_pod(job, index, 0, resume_from=resume_from))
+    pod = render_node_pod(job, index, 0, resume_from=resume_from)
+    env = {var["name"]: var["value"] for var in trainer_container_env(pod)
            if "value" in var}  # the downward-API ones (pod and node name) only exist in a pod
     env["MASTER_ADDR"] = env["PET_MASTER_ADDR"] = "127.0.0.1"  # instead of real-0.real.ml.svc
     return env
