@@ -86,10 +86,11 @@ def publish(candidate: CheckpointCandidate, dest: Path, *, index: DedupeIndex, w
         raise _classify(e, candidate, dest) from None
 
 
-def _classify(e: Exception, candidate: CheckpointCandidate, dest: Path) -> PublishFailed:
+def _classify(e: SourceError | DestinationError | SourceChanged, candidate: CheckpointCandidate,
+              dest: Path) -> PublishFailed:
     if isinstance(e, SourceChanged):
         return PublishFailed("SourceChanged", f"{e}; not published, tried again next pass")
-    error = e.error  # type: ignore[attr-defined]
+    error = e.error
     where = error.filename or candidate.path
     if isinstance(e, SourceError):
         if isinstance(error, (FileNotFoundError, NotADirectoryError)):

@@ -477,7 +477,7 @@ def test_operator_sigkilled_at_random_converges_to_the_scripted_end_states(
 
         def outstanding() -> list[str]:
             if ledger.error is not None or driver.error is not None:
-                raise ledger.error or driver.error  # type: ignore[misc]
+                raise ledger.error or driver.error  # type: ignore[misc]  # one of them is set (checked above)
             items = custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]
             phases = {j["metadata"]["name"]: (j.get("status") or {}).get("phase") for j in items}
             left = [f"{n}: {p}" for n, p in sorted(phases.items()) if p not in TERMINAL]

@@ -33,8 +33,7 @@ def start(args: list[str], log_path: Path, die_with_parent: bool,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            # PR_SET_PDEATHSIG can only be set in the child, and subprocess has no other hook for it.
-            preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509
+            preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509 - PR_SET_PDEATHSIG is set in the child or not at all
         )
 
 
