@@ -9,10 +9,12 @@ from __future__ import annotations
 from enum import StrEnum
 
 from pydantic import Field
+from pydantic.config import JsonDict
 
 from multinode.api.base import ApiModel
 
-_DATE_TIME = {"format": "date-time"}
+# Typed as pydantic wants it (a plain dict literal is dict[str, str] to mypy, which Field refuses).
+_DATE_TIME: JsonDict = {"format": "date-time"}
 
 
 class LostCause(StrEnum):
