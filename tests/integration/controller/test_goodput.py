@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 
 from kubernetes import client
 
+from localcluster.harness.kube import kubectl
 from localcluster.harness.operator import OperatorProcess
 from localcluster.harness.trainingjobs import training_job
 from localcluster.harness.waiting import wait_for
@@ -60,6 +61,11 @@ def test_a_restarted_job_accounts_every_second_once(
     assert total == (seconds(status["completionTime"]) - seconds(status["startTime"])).total_seconds()
     wall = (seconds(status["completionTime"]) - seconds(job["metadata"]["creationTimestamp"])).total_seconds()
     assert total <= wall
+
+    # kubectl get tj shows the percentage (and the step column, empty: this job reports no progress).
+    header, row = kubectl(kubeconfig, "get", "tj", "goodput", "-n", ns).stdout.splitlines()
+    assert "STEP" in header and "GOODPUT %" in header
+    assert row[header.index("GOODPUT %"):].split()[0] == str(goodput["percent"]), (header, row)
 
     # The operator's gauges copy the status it wrote.
     def scraped() -> dict[tuple[str, str], float]:
