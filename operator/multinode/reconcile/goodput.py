@@ -78,8 +78,7 @@ def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime)
     seconds = int((until - since).total_seconds()) if since is not None and was != Clock.STOPPED else 0
     new_attempt = status.attempt != before.attempt
     if not (was != is_ or new_attempt or since is None or seconds >= GOODPUT_COMMIT_SECONDS):
-        status.goodput = before.goodput
-        return come_back
+        return come_back  # status.goodput stays the copy of before's: nothing to write
     if seconds and since is not None:
         _credit(goodput, was, since, until, _attempt_progress(before, status, now))
     if new_attempt:
