@@ -19,11 +19,11 @@ from pydantic import ValidationError
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
+from multinode.api.goodput import LostCause
 from multinode.api.timestamps import parse_time
 from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
-from multinode.api.goodput import LostCause
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.refusals import counts_as_created, creation_refused

@@ -8,7 +8,8 @@ same plan minus what has been done, so it is safe after an operator restart and 
 This module only composes the policies, each in a module of its own (docs/architecture.md lists them).
 The order of the steps is the order of precedence: a finished job only cleans up; a suspended job only
 stops; a deadline beats everything still running; a gang that is restarting waits for its old pods and
-its backoff; then the current attempt is created, judged, and restarted or finished.
+its backoff; then the current attempt is created, judged, and restarted or finished. Whatever decided,
+goodput.py then counts the seconds since the last pass into status.goodput.
 """
 
 from __future__ import annotations
