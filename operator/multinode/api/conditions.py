@@ -42,6 +42,8 @@ class Reason(StrEnum):
     NODE_LOST = "NodeLost"
     STARTUP_TIMEOUT = "StartupTimeout"
     IMAGE_DIGEST_MISMATCH = "ImageDigestMismatch"
+    # No rank made progress for too long (progress and hang detection)
+    HUNG = "Hung"
     # Restarting
     RESTARTING = "Restarting"
     WAITING_FOR_OLD_PODS = "WaitingForOldPods"

@@ -42,6 +42,11 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
      "description": "Gang restarts so far."},
     {"name": "Last Checkpoint", "type": "string", "jsonPath": ".status.checkpoints.latest.name",
      "description": "Newest complete checkpoint in the backed-up volume."},
+    {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step",
+     "description": "Latest training step the progress source reported."},
+    # The percentage only: seconds by cause are in -o yaml, and a wide table hides the columns after it.
+    {"name": "Goodput %", "type": "integer", "jsonPath": ".status.goodput.percent",
+     "description": "Productive seconds out of productive + lost, in percent."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

@@ -10,6 +10,8 @@ from pydantic.config import JsonDict
 
 from multinode.api.base import MAX_PATH_LENGTH, ApiModel
 from multinode.api.checkpointing import CheckpointsStatus
+from multinode.api.goodput import GoodputStatus
+from multinode.api.progress import ProgressStatus
 from multinode.api.constants import (
     CONDITION_CREATED,
     CONDITION_FAILED,
@@ -150,3 +152,7 @@ class TrainingJobStatus(ApiModel):
                                                                         "later pods use it.")
     topology_domain: str | None = Field(None, max_length=63, description="Value of topology.sameDomainLabel "
                                                                          "the current attempt runs in.")
+    progress: ProgressStatus | None = Field(None, description="Training progress of the current attempt, as its "
+                                                              "progress source reports it.")
+    goodput: GoodputStatus | None = Field(None, description="Seconds productive and lost, by cause, over every "
+                                                            "attempt (docs/operations.md#goodput).")

@@ -101,7 +101,7 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         await wait_until_jobs_served(kube)
         indices = Indices(jobs=job_index, pods=pod_index, services=service_index, nodes=node_index)
         r = holder["reconciler"] = Reconciler(kube, config, indices, own_metrics)
-        own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue))
+        own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue), lambda: list(r.figures.values()))
         r.start()
 
     @kopf.on.login(registry=registry)

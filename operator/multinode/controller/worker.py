@@ -19,11 +19,12 @@ from pydantic import ValidationError
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
+from multinode.api.goodput import LostCause
 from multinode.api.timestamps import parse_time
 from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
-from multinode.metrics.operator import OperatorMetrics
+from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.refusals import counts_as_created, creation_refused
 from multinode.reconcile.status_report import mark_failed
@@ -125,6 +126,8 @@ class Reconciler:
         self.queue: WorkQueue[JobKey] = WorkQueue()
         # Phase of every job this operator has reconciled, by uid: multinode_trainingjobs{phase}.
         self.phases: dict[str, str] = {}
+        # Goodput and step of every job, by uid, from the status last written: multinode_trainingjob_*.
+        self.figures: dict[str, JobFigures] = {}
         self.indices = indices
         # The last status this operator wrote, per job uid. The index can lag behind our own write by
         # one watch event; the operator is the only writer of these fields, so its copy is the newest.
@@ -152,6 +155,7 @@ class Reconciler:
         if uid:
             self.written.pop(uid, None)
             self.phases.pop(uid, None)
+            self.figures.pop(uid, None)
 
     def pod_seen(self, key: JobKey, name: str) -> None:
         """A watch event of pod `name`: the index has it (or its deletion), so stop expecting it."""
@@ -301,6 +305,12 @@ class Reconciler:
         status = result.status
         if status.phase:
             self.phases[job.metadata.uid or ""] = status.phase.value
+        if status.goodput is not None:
+            g = status.goodput
+            self.figures[job.metadata.uid or ""] = JobFigures(
+                job.metadata.namespace or "", job.metadata.name, g.productive_seconds,
+                {cause.value: g.lost.get(cause) for cause in LostCause},
+                status.progress.step if status.progress else None)
         if any(e.reason == Reason.RESTARTING for e in result.events) and status.restart_history:
             record = status.restart_history[-1]
             self.metrics.restarts.labels(reason=record.reason, counted=str(record.counted).lower()).inc()

@@ -1,26 +1,40 @@
 """Metrics of the operator (Prometheus naming: units in names, _total for counters).
 
-Jobs by phase and the work-queue depth are computed when scraped, from the operator's own state, so
-they can never drift from it.
+Jobs by phase, the work-queue depth and each job's goodput are computed when scraped, from the operator's
+own state (for goodput: the status it last wrote), so they can never drift from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 # From seconds (small jobs on an idle cluster) to many minutes (1000 nodes, a busy scheduler).
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 
 
-class _StateCollector(Collector):
-    def __init__(self, phases: Callable[[], Mapping[str, str]], queue_depth: Callable[[], int]):
-        self._phases, self._queue_depth = phases, queue_depth
 
-    def collect(self):
+@dataclass(frozen=True)
+class JobFigures:
+    """One job's goodput and step, as its status last said (the operator's controller fills these)."""
+
+    namespace: str
+    job: str
+    productive_seconds: int
+    lost_seconds: Mapping[str, int] = field(default_factory=dict)  # by cause
+    step: int | None = None
+
+
+class _StateCollector(Collector):
+    def __init__(self, phases: Callable[[], Mapping[str, str]], queue_depth: Callable[[], int],
+                 jobs: Callable[[], Iterable[JobFigures]]):
+        self._phases, self._queue_depth, self._jobs = phases, queue_depth, jobs
+
+    def collect(self) -> Iterator[Metric]:
         by_phase = GaugeMetricFamily("multinode_trainingjobs", "TrainingJobs by phase.", labels=["phase"])
         counts: dict[str, int] = {}
         for phase in self._phases().values():
@@ -30,6 +44,26 @@ class _StateCollector(Collector):
         yield by_phase
         yield GaugeMetricFamily("multinode_work_queue_depth", "Jobs waiting to be reconciled.",
                                 value=self._queue_depth())
+        yield from _job_families(list(self._jobs()))
+
+
+def _job_families(jobs: list[JobFigures]) -> Iterator[Metric]:
+    # Gauges, not counters: they copy status.goodput, which outlives this process (a counter would start
+    # from 0 after an operator restart), and productive seconds go down when a restart turns the work
+    # since the last checkpoint into lost (redone) seconds.
+    goodput = GaugeMetricFamily("multinode_trainingjob_goodput_seconds",
+                                "Seconds of a job's wall time: kind productive, or lost by cause (status.goodput).",
+                                labels=["namespace", "job", "kind", "cause"])
+    step = GaugeMetricFamily("multinode_trainingjob_progress_step", "Latest training step of a job "
+                             "(status.progress.step).", labels=["namespace", "job"])
+    for j in jobs:
+        goodput.add_metric([j.namespace, j.job, "productive", ""], j.productive_seconds)
+        for cause, seconds in sorted(j.lost_seconds.items()):
+            goodput.add_metric([j.namespace, j.job, "lost", cause], seconds)
+        if j.step is not None:
+            step.add_metric([j.namespace, j.job], j.step)
+    yield goodput
+    yield step
 
 
 class OperatorMetrics:
@@ -51,5 +85,6 @@ class OperatorMetrics:
         self.api_errors = Counter("multinode_api_errors_total", "Failed Kubernetes API calls of the operator.",
                                   ["operation", "code"], registry=r)
 
-    def watch_state(self, phases: Callable[[], Mapping[str, str]], queue_depth: Callable[[], int]) -> None:
-        self.registry.register(_StateCollector(phases, queue_depth))
+    def watch_state(self, phases: Callable[[], Mapping[str, str]], queue_depth: Callable[[], int],
+                    jobs: Callable[[], Iterable[JobFigures]] = lambda: ()) -> None:
+        self.registry.register(_StateCollector(phases, queue_depth, jobs))

@@ -8,7 +8,8 @@ same plan minus what has been done, so it is safe after an operator restart and 
 This module only composes the policies, each in a module of its own (docs/architecture.md lists them).
 The order of the steps is the order of precedence: a finished job only cleans up; a suspended job only
 stops; a deadline beats everything still running; a gang that is restarting waits for its old pods and
-its backoff; then the current attempt is created, judged, and restarted or finished.
+its backoff; then the current attempt is created, judged, and restarted or finished. Whatever decided,
+goodput.py then counts the seconds since the last pass into status.goodput.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from multinode.reconcile import lifecycle
 from multinode.reconcile.checkpointing import mirror_needs, resume_path
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
+from multinode.reconcile.goodput import account
 from multinode.reconcile.image_consistency import check_digests, pinned_image
 from multinode.reconcile.node_loss import evicted_failure, force_delete_stranded
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
 from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, Verdict
 from multinode.reconcile.placement import ObservedNode, attempt_node_selector
+from multinode.reconcile.progress import JobProgress
 from multinode.reconcile.restarts import apply_failure_policy, ready_for_next_attempt
 from multinode.reconcile.startup import startup_timeout
 from multinode.reconcile.status_report import change_phase, fill_node_statuses, set_conditions
@@ -49,12 +52,23 @@ class Observed:
     nodes: tuple[ObservedNode, ...] = ()
     # Nodes that host a terminating pod of the job and are not Ready or are gone (node_loss.py).
     unreachable_nodes: frozenset[str] = frozenset()
+    # Training progress of the current attempt, when the job reports any (progress.py).
+    progress: JobProgress | None = None
 
 
 def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | None, now: datetime,
          settings: RenderSettings) -> Plan:
     """Decide what to do about `job` given what is observed and the last status the operator wrote."""
     before = previous or job.status or TrainingJobStatus()
+    result = _decide(job, observed, before, now, settings)
+    # Last, once the pass has decided the job's state: the seconds since the last pass are counted by
+    # the state the job was in, and a restart this pass made takes back the work it loses.
+    result.come_back_in(account(before, result.status, now))
+    return result
+
+
+def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now: datetime,
+            settings: RenderSettings) -> Plan:
     status = before.model_copy(deep=True)
     # The mirror owns status.checkpoints; the object's copy is the freshest we have.
     status.checkpoints = job.status.checkpoints if job.status else None

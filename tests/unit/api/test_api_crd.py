@@ -59,6 +59,8 @@ def test_printer_columns(crd: dict[str, Any]) -> None:
         ("Ready", "string", ".status.ready"),
         ("Restarts", "integer", ".status.restarts"),
         ("Last Checkpoint", "string", ".status.checkpoints.latest.name"),
+        ("Step", "integer", ".status.progress.step"),
+        ("Goodput %", "integer", ".status.goodput.percent"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ]
 

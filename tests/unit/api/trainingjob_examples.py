@@ -209,6 +209,13 @@ def full_trainingjob() -> dict[str, Any]:
             "attemptStartTime": "2025-01-02T03:40:06Z",
             "imageDigest": "registry.example.com/train@sha256:" + "ab" * 32,
             "topologyDomain": "block-7",
+            "progress": {"step": 4200, "lastProgressTime": "2025-01-02T04:10:00Z",
+                         "firstProgressTime": "2025-01-02T03:42:00Z", "source": "Heartbeat"},
+            "goodput": {
+                "productiveSeconds": 2400, "lostSeconds": 600, "percent": 80, "attemptProductiveSeconds": 1680,
+                "lost": {"scheduling": 60, "startup": 180, "restart": 130, "redone": 230, "hang": 0},
+                "accountedUntil": "2025-01-02T04:10:00Z",
+            },
         },
     }
 

@@ -26,6 +26,7 @@ REQUIRED_SERIES = {
     "multinode_mirror_linked_bytes_total",             # mirror bytes linked
     "multinode_mirror_checkpoints_total",              # checkpoints mirrored
     "multinode_mirror_lag_seconds_bucket",             # mirror lag
+    "multinode_trainingjob_goodput_seconds",           # goodput by job, lost seconds by cause
 }
 
 
