@@ -307,8 +307,9 @@ class Reconciler:
             self.phases[job.metadata.uid or ""] = status.phase.value
         if status.goodput is not None:
             g = status.goodput
+            namespace, name = _key(job)
             self.figures[job.metadata.uid or ""] = JobFigures(
-                job.metadata.namespace or "", job.metadata.name, g.productive_seconds,
+                namespace, name, g.productive_seconds,
                 {cause.value: g.lost.get(cause) for cause in LostCause},
                 status.progress.step if status.progress else None)
         if any(e.reason == Reason.RESTARTING for e in result.events) and status.restart_history:

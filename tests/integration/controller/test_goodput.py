@@ -32,7 +32,8 @@ def test_a_restarted_job_accounts_every_second_once(
     api: client.ApiClient, core: client.CoreV1Api, kubeconfig: str, job_namespace: str, operator: OperatorProcess
 ) -> None:
     ns, custom = job_namespace, client.CustomObjectsApi(api)
-    jobs.apply(kubeconfig, ns, training_job("goodput", 2, failurePolicy={"backoff": {"initialSeconds": BACKOFF_SECONDS}}))
+    backoff = {"backoff": {"initialSeconds": BACKOFF_SECONDS}}
+    jobs.apply(kubeconfig, ns, training_job("goodput", 2, failurePolicy=backoff))
     jobs.wait_phase(custom, ns, "goodput", "Running")
     # kwok's own timers, not sleeps in the test: node 1 fails after 2 s of running, attempt 1 succeeds after 3 s.
     core.patch_namespaced_pod("goodput-1-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "2s", EXIT_CODE: "1"}}})

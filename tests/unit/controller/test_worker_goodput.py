@@ -31,7 +31,8 @@ def test_a_new_operator_continues_the_stored_goodput_and_exposes_it() -> None:
         "attemptStartTime": rfc3339(accounted - timedelta(seconds=1000)), "numNodes": 2,
         "conditions": [{"type": "Running", "status": "True", "reason": "AllNodesRunning",
                         "lastTransitionTime": rfc3339(accounted - timedelta(seconds=970))}],
-        "progress": {"step": 777, "source": "Heartbeat", "firstProgressTime": rfc3339(accounted - timedelta(seconds=960))},
+        "progress": {"step": 777, "source": "Heartbeat",
+                     "firstProgressTime": rfc3339(accounted - timedelta(seconds=960))},
         "goodput": {"productiveSeconds": 960, "lostSeconds": 40, "lost": {"scheduling": 10, "startup": 30},
                     "attemptProductiveSeconds": 960, "accountedUntil": rfc3339(accounted)},
     }
@@ -50,7 +51,8 @@ def test_a_new_operator_continues_the_stored_goodput_and_exposes_it() -> None:
                for f in reconciler.metrics.registry.collect() if f.name == "multinode_trainingjob_goodput_seconds"
                for s in f.samples}
     assert scraped == {}  # the collector is registered by the kopf startup handler, not by the Reconciler
-    reconciler.metrics.watch_state(lambda: dict(reconciler.phases), lambda: 0, lambda: list(reconciler.figures.values()))
+    reconciler.metrics.watch_state(lambda: dict(reconciler.phases), lambda: 0,
+                                   lambda: list(reconciler.figures.values()))
     scraped = {(s.labels["kind"], s.labels["cause"]): s.value
                for f in reconciler.metrics.registry.collect() if f.name == "multinode_trainingjob_goodput_seconds"
                for s in f.samples}

@@ -16,7 +16,7 @@ def test_goodput_is_a_gauge_per_job_kind_and_cause() -> None:
     figures = [JobFigures("ml", "llama", 3600, {"scheduling": 60, "restart": 12, "redone": 300}, step=4200),
                JobFigures("ml", "tiny", 5)]
     metrics = OperatorMetrics()
-    metrics.watch_state(lambda: {}, lambda: 0, lambda: figures)
+    metrics.watch_state(dict, lambda: 0, lambda: figures)
 
     goodput = samples(metrics, "multinode_trainingjob_goodput_seconds")
     assert goodput == {("ml", "llama", "productive", ""): 3600, ("ml", "llama", "lost", "redone"): 300,
@@ -36,7 +36,7 @@ def test_goodput_is_a_gauge_per_job_kind_and_cause() -> None:
 def test_a_deleted_job_leaves_no_series() -> None:
     figures = {"uid-1": JobFigures("ml", "llama", 10)}
     metrics = OperatorMetrics()
-    metrics.watch_state(lambda: {}, lambda: 0, lambda: list(figures.values()))
+    metrics.watch_state(dict, lambda: 0, lambda: list(figures.values()))
     assert samples(metrics, "multinode_trainingjob_goodput_seconds")
     figures.clear()
     assert samples(metrics, "multinode_trainingjob_goodput_seconds") == {}

@@ -63,7 +63,7 @@ def test_scheduling_counts_until_every_pod_is_bound() -> None:
 
 
 def test_planning_again_on_the_same_observations_counts_nothing_twice() -> None:
-    *_, running, later = started()
+    *_, _running, later = started()
     again = run(JOB, [pod(0), pod(1)], previous=later.status, now=at(100))
     assert again.status.goodput == later.status.goodput
     # The same state a moment later commits nothing, so the worker has no status to write.
@@ -148,7 +148,7 @@ def test_a_lost_node_is_a_restart_like_any_other() -> None:
 
 
 def test_a_failure_before_training_redoes_nothing() -> None:
-    created, bound, *_ = started()
+    _created, bound, *_ = started()
     failed = run(JOB, [pod(0, "Pending"), pod(1, "Failed", exit_code=2)], previous=bound.status, now=at(40))
     assert failed.status.phase == Phase.RESTARTING
     assert lost(failed.status) == {"scheduling": 10, "startup": 30} and productive(failed.status) == 0
@@ -211,7 +211,7 @@ def with_progress(status: TrainingJobStatus, **fields: str | int) -> TrainingJob
 
 
 def test_with_a_progress_source_running_before_the_first_step_is_startup() -> None:
-    created, bound, *_ = started()
+    _created, bound, *_ = started()
     running = run(JOB, [pod(0), pod(1)], previous=with_progress(bound.status), now=at(25))
     no_step_yet = run(JOB, [pod(0), pod(1)], previous=running.status, now=at(100))
     assert productive(no_step_yet.status) == 0 and lost(no_step_yet.status)["startup"] == 90
