@@ -9,6 +9,7 @@ from pydantic import Field
 
 from multinode.api.base import MAX_PATH_LENGTH, ApiModel
 from multinode.api.checkpointing import CheckpointsStatus
+from multinode.api.health import MAX_EXCLUDED_NODES, ExcludedNode, NodeHealth
 from multinode.api.constants import (
     CONDITION_CREATED,
     CONDITION_FAILED,
@@ -79,6 +80,7 @@ class NodeStatus(ApiModel):
     phase: str | None = Field(None, description="Pod phase (Pending, Running, Succeeded, Failed).")
     reason: str | None = Field(None, description="Why the pod is in that phase, when known.")
     exit_code: int | None = Field(None, description="Exit code of the trainer container.")
+    health: NodeHealth | None = Field(None, description="The node's health check verdict (spec.healthCheck).")
 
 
 class RestartRecord(ApiModel):
@@ -145,3 +147,8 @@ class TrainingJobStatus(ApiModel):
                                                                         "later pods use it.")
     topology_domain: str | None = Field(None, max_length=63, description="Value of topology.sameDomainLabel "
                                                                          "the current attempt runs in.")
+    excluded_nodes: list[ExcludedNode] = Field(
+        default_factory=list, max_length=MAX_EXCLUDED_NODES,
+        description="Nodes new attempts' pods stay off (a required node affinity), newest last, until each "
+                    "entry's time.", json_schema_extra={"x-kubernetes-list-type": "map",
+                                                        "x-kubernetes-list-map-keys": ["node"]})

@@ -21,6 +21,7 @@ from multinode.api.lifecycle import CleanPodPolicy
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import lifecycle
 from multinode.reconcile.checkpointing import mirror_needs, resume_path
+from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.image_consistency import check_digests, pinned_image
@@ -99,6 +100,11 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     blocked = _create_missing(job, status, before, current, observed, result, now, settings)
     failure = _attempt_failure(job, status, before, current, now, result)
     if failure is not None:
+        if failure.unhealthy_node:
+            # Kept out of the next attempt; the node table shows the verdict while the gang restarts.
+            exclude_unhealthy_nodes(job, status, (p for p in current.values() if p.phase == PodPhase.FAILED),
+                                    result, now)
+            fill_node_statuses(status, current, job.spec.num_nodes)
         failed = apply_failure_policy(job, status, failure, current, result, now)
         if failed is None:  # restarting
             return result
@@ -130,9 +136,10 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
+    excluded = excluded_node_names(status, now)
     result.pods_to_create = [
         render_node_pod(job, i, status.attempt, settings, restarts=status.restarts, resume_from=resume,
-                        image=image, node_selector=node_selector)
+                        image=image, node_selector=node_selector, excluded_nodes=excluded)
         for i in missing
     ]
     return None

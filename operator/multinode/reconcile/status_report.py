@@ -54,7 +54,8 @@ def fill_node_statuses(status: TrainingJobStatus, current: dict[int, ObservedPod
             nodes.append(previous.get(i) or NodeStatus(index=i))
             continue
         reason = p.disruption or p.reason or p.waiting_reason
-        nodes.append(NodeStatus(index=i, pod=p.name, node=p.node, phase=p.phase, reason=reason, exit_code=p.exit_code))
+        nodes.append(NodeStatus(index=i, pod=p.name, node=p.node, phase=p.phase, reason=reason, exit_code=p.exit_code,
+                                health=p.health))
     status.node_statuses = nodes
     status.ready_nodes = sum(1 for p in current.values() if p.phase == PodPhase.RUNNING and p.ready)
     status.ready = f"{status.ready_nodes}/{num_nodes}"

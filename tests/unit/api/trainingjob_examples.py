@@ -129,6 +129,9 @@ def full_trainingjob() -> dict[str, Any]:
             "imageConsistency": {"pinDigest": True, "onMismatch": "FailAttempt"},
             "topology": {"sameDomainLabel": "network.topology.nvidia.com/block"},
             "podGroup": {"minMember": 4},
+            "healthCheck": {"enabled": True, "gpus": True, "rdma": True, "shm": False,
+                            "rdmaDeviceEnv": "PCIDEVICE_NVIDIA_COM_MLNXNICS", "memlockFloorBytes": 1073741824,
+                            "exclusionSeconds": 7200},
         },
         "status": {
             "observedGeneration": 1,
@@ -185,6 +188,7 @@ def full_trainingjob() -> dict[str, Any]:
                     "pod": "llama-pretrain-0-a0",
                     "node": "gpu-17",
                     "phase": "Running",
+                    "health": {"status": "Passed", "reason": "Healthy", "message": "8 GPUs visible"},
                 },
                 {
                     "index": 3,
@@ -208,6 +212,9 @@ def full_trainingjob() -> dict[str, Any]:
             "attemptStartTime": "2025-01-02T03:40:06Z",
             "imageDigest": "registry.example.com/train@sha256:" + "ab" * 32,
             "topologyDomain": "block-7",
+            "excludedNodes": [{"node": "gpu-09", "reason": "GPUsNotVisible",
+                               "message": "8 GPUs requested, fewer visible: 7 in nvidia-smi -L",
+                               "until": "2025-01-02T05:00:00Z"}],
         },
     }
 
