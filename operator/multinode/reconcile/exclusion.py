@@ -54,9 +54,11 @@ def exclude_node(status: TrainingJobStatus, node: str, reason: str, message: str
 def exclude_unhealthy_nodes(job: TrainingJob, status: TrainingJobStatus, pods: Iterable[ObservedPod],
                             result: Plan, now: datetime) -> list[ExcludedNode]:
     """Exclude the node of every pod whose health check failed; one Warning Event per node."""
-    entries = []
+    entries: list[ExcludedNode] = []
     for pod in sorted(pods, key=lambda p: p.index):
         if not pod.unhealthy or pod.node is None or pod.health is None:
+            continue
+        if any(e.node == pod.node for e in entries):  # two of the gang's pods on one bad node
             continue
         entry = exclude_node(status, pod.node, pod.health.reason, pod.health.message, now=now,
                              seconds=job.spec.health_check.exclusion_seconds)

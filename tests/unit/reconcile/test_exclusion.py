@@ -108,3 +108,12 @@ def test_a_fail_job_rule_on_node_unhealthy_still_excludes_the_node() -> None:
     failed = _unhealthy_node_1(job)
     assert failed.status.phase == Phase.FAILED
     assert [e.node for e in failed.status.excluded_nodes] == ["gpu-node-1"]
+
+
+def test_two_unhealthy_pods_on_one_node_make_one_entry_and_one_event() -> None:
+    job = stored_job(2, resourcesPerNode={"gpus": 4})
+    running = run(job, [pod(0, "Pending"), pod(1, "Pending")])
+    failed = [pod(i, "Failed", health=BAD, exit_code=1, reason="NodeUnhealthy") for i in (0, 1)]
+    restarting = run(job, failed, previous=running.status)
+    assert [e.node for e in restarting.status.excluded_nodes] == ["gpu-node-0"]
+    assert [e.reason for e in restarting.events].count("NodeUnhealthy") == 1
