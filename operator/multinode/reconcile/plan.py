@@ -129,6 +129,7 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
     if not missing or lost_indices(job.metadata.name, job.spec.num_nodes, before, current, status.attempt):
         return None
+    excluded = excluded_node_names(status, now)
     node_selector, blocked = attempt_node_selector(job, status, observed.nodes)
     if blocked is not None:
         return blocked
@@ -136,7 +137,6 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
-    excluded = excluded_node_names(status, now)
     result.pods_to_create = [
         render_node_pod(job, i, status.attempt, settings, restarts=status.restarts, resume_from=resume,
                         image=image, node_selector=node_selector, excluded_nodes=excluded)
