@@ -80,7 +80,8 @@ class NodeHealth(ApiModel):
     status: HealthStatus = Field(description="Passed or Failed.")
     reason: str = Field(max_length=128, description="CamelCase: Healthy, GPUsNotVisible, RDMADevicesMissing, "
                                                     "MemlockTooLow or ShmTooSmall.")
-    message: str = Field("", max_length=MAX_HEALTH_MESSAGE, description="What was checked and found.")
+    message: str | None = Field(None, max_length=MAX_HEALTH_MESSAGE,
+                                description="What was found; in status.nodeStatuses only when it failed.")
 
 
 class ExcludedNode(ApiModel):
@@ -104,6 +105,6 @@ def parse_health_message(text: str | None) -> NodeHealth | None:
     try:
         data: Any = json.loads(text)
         return NodeHealth(status=HealthStatus(data[HEALTH_KEY]), reason=str(data["reason"])[:128],
-                          message=str(data.get("message", ""))[:MAX_HEALTH_MESSAGE])
+                          message=str(data.get("message") or "")[:MAX_HEALTH_MESSAGE] or None)
     except (ValueError, KeyError, TypeError):
         return None

@@ -60,7 +60,7 @@ def exclude_unhealthy_nodes(job: TrainingJob, status: TrainingJobStatus, pods: I
             continue
         if any(e.node == pod.node for e in entries):  # two of the gang's pods on one bad node
             continue
-        entry = exclude_node(status, pod.node, pod.health.reason, pod.health.message, now=now,
+        entry = exclude_node(status, pod.node, pod.health.reason, pod.health.message or "", now=now,
                              seconds=job.spec.health_check.exclusion_seconds)
         entries.append(entry)
         result.events.append(Event("Warning", Reason.NODE_UNHEALTHY,
