@@ -43,25 +43,29 @@ def bad_node(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalClu
     assert cluster.real is not None
     node = cluster.real.nodes[bad_index]
     namespace = new_namespace(core, prefix="realhealth")
+    probes = iter(range(1000))
+
+    def probe_sees(count: int) -> bool:
+        # The plugin re-reads its config every second: a pod allocated GPUs after that sees `count` IDs.
+        name = f"probe-{next(probes)}"
+        script = "import os; print(os.environ['NVIDIA_VISIBLE_DEVICES'])"
+        core.create_namespaced_pod(namespace, real_pod(name, bad_index, script, gpus=GPUS))
+        wait_pod_done(core, namespace, name)
+        seen = pod_log(core, namespace, name).strip().split(",")
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        return len(seen) == count
+
     node.set_devices(node.pool.gpus_per_node, node.pool.rdma_per_node, visible_gpus=VISIBLE)
     try:
-        probes = iter(range(100))
-
-        def plugin_lists_fewer() -> bool:
-            # The plugin re-reads its config every second: a pod allocated GPUs after that sees fewer IDs.
-            name = f"probe-{next(probes)}"
-            core.create_namespaced_pod(namespace, real_pod(name, bad_index, "import os; print(os.environ['NVIDIA_VISIBLE_DEVICES'])",
-                                                           gpus=GPUS))
-            wait_pod_done(core, namespace, name)
-            seen = pod_log(core, namespace, name).strip().split(",")
-            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-            return len(seen) == VISIBLE
-
-        wait_for(plugin_lists_fewer, timeout=60, interval=1, what=f"{node.name}'s plugin to list {VISIBLE} GPU IDs")
+        wait_for(lambda: probe_sees(VISIBLE), timeout=60, interval=1,
+                 what=f"{node.name}'s plugin to list {VISIBLE} GPU IDs")
         yield cluster, namespace, node.name, operator_node
     finally:
         node.set_devices(node.pool.gpus_per_node, node.pool.rdma_per_node)
-        core.delete_namespace(namespace)
+        try:  # restored before the next test allocates GPUs there
+            wait_for(lambda: probe_sees(GPUS), timeout=60, interval=1, what=f"{node.name}'s plugin restored")
+        finally:
+            core.delete_namespace(namespace)
 
 
 def _attempt_pods(core: client.CoreV1Api, namespace: str, job: str, attempt: int) -> list[client.V1Pod]:
