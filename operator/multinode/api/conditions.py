@@ -39,6 +39,8 @@ class Reason(StrEnum):
     # Why an attempt failed
     POD_FAILED = "PodFailed"
     PREFLIGHT_FAILED = "PreflightFailed"
+    # A node's health check failed (spec.healthCheck): the node is excluded, the gang restarts elsewhere.
+    NODE_UNHEALTHY = "NodeUnhealthy"
     NODE_LOST = "NodeLost"
     STARTUP_TIMEOUT = "StartupTimeout"
     IMAGE_DIGEST_MISMATCH = "ImageDigestMismatch"

@@ -68,7 +68,7 @@ class FailureRule(ApiModel):
     on_reasons: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
         None, min_length=1, max_length=32,
         description="Container or pod reasons: OOMKilled, Error, Evicted, DeadlineExceeded, PreflightFailed, "
-                    "StartupTimeout, ImageDigestMismatch, or a pod condition reason such as "
+                    "NodeUnhealthy, StartupTimeout, ImageDigestMismatch, or a pod condition reason such as "
                     "DeletionByTaintManager, PreemptionByScheduler, EvictionByEvictionAPI.")
     on_node_loss: bool | None = Field(
         None, description="True matches pods that were deleted or disrupted (DisruptionTarget, node NotReady, "

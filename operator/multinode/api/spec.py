@@ -26,6 +26,7 @@ from multinode.api.base import (
 )
 from multinode.api.cel import add_rules, cel_rule, immutable_fields_rules
 from multinode.api.checkpointing import CacheSpec, CheckpointingSpec
+from multinode.api.health import HealthCheckSpec
 from multinode.api.lifecycle import CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, Topology
 from multinode.api.constants import (
     DEFAULT_GPU_RESOURCE_NAME,
@@ -255,9 +256,7 @@ class TrainingJobSpec(ApiModel):
     args: list[Text] | None = Field(
         None, max_length=1024, description="Arguments; the image's CMD when unset."
     )
-    working_dir: str | None = Field(
-        None, max_length=MAX_PATH_LENGTH, description="Working directory of the trainer."
-    )
+    working_dir: str | None = Field(None, max_length=MAX_PATH_LENGTH, description="Working directory of the trainer.")
     env: list[EnvVar] | None = Field(
         None,
         max_length=512,
@@ -344,6 +343,8 @@ class TrainingJobSpec(ApiModel):
         json_schema_extra=_DEFAULT_EMPTY_OBJECT,
     )
     topology: Topology | None = Field(None, description="Place every node of an attempt in one topology domain.")
+    health_check: HealthCheckSpec = Field(default_factory=HealthCheckSpec, json_schema_extra=_DEFAULT_EMPTY_OBJECT,
+                                          description="Node health checks before training, and excluding failed nodes.")
     pod_group: PodGroup | None = Field(
         None, description="Set gang-scheduling labels/annotations (scheduler-plugins coscheduling, Volcano)."
     )

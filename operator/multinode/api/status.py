@@ -12,6 +12,7 @@ from multinode.api.base import MAX_PATH_LENGTH, ApiModel
 from multinode.api.checkpointing import CheckpointsStatus
 from multinode.api.goodput import GoodputStatus
 from multinode.api.progress import ProgressStatus
+from multinode.api.health import MAX_EXCLUDED_NODES, ExcludedNode, NodeHealth
 from multinode.api.constants import (
     CONDITION_CREATED,
     CONDITION_FAILED,
@@ -85,6 +86,7 @@ class NodeStatus(ApiModel):
     phase: str | None = Field(None, description="Pod phase (Pending, Running, Succeeded, Failed).")
     reason: str | None = Field(None, description="Why the pod is in that phase, when known.")
     exit_code: int | None = Field(None, description="Exit code of the trainer container.")
+    health: NodeHealth | None = Field(None, description="The node's health check verdict (spec.healthCheck).")
 
 
 class RestartRecord(ApiModel):
@@ -156,3 +158,8 @@ class TrainingJobStatus(ApiModel):
                                                               "progress source reports it.")
     goodput: GoodputStatus | None = Field(None, description="Seconds productive and lost, by cause, over every "
                                                             "attempt (docs/operations.md#goodput).")
+    excluded_nodes: list[ExcludedNode] = Field(
+        default_factory=list, max_length=MAX_EXCLUDED_NODES,
+        description="Nodes new attempts' pods stay off (a required node affinity), newest last, until each "
+                    "entry's time.", json_schema_extra={"x-kubernetes-list-type": "map",
+                                                        "x-kubernetes-list-map-keys": ["node"]})

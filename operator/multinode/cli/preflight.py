@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS, EnvName, node_dns_name
+from multinode.api.health import HealthStatus, health_message
+from multinode.cli import health
 
 log = logging.getLogger("multinode.preflight")
 
@@ -86,7 +88,10 @@ def peers_from_env(env: dict[str, str]) -> list[str]:
 
 def _write_termination_message(message: str) -> None:
     # The kubelet copies this file into the container status, where `kubectl describe` and our
-    # status reporting show it; outside a pod the path does not exist and that is fine.
+    # status reporting show it. In a pod the kubelet has mounted the file; elsewhere (a test run as root)
+    # it is not created, so the host's /dev is left alone.
+    if not TERMINATION_LOG.is_file():
+        return
     try:
         TERMINATION_LOG.write_text(message[:4000])
     except OSError:
@@ -100,6 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peers", help="comma-separated names to wait for (default: from the env contract)")
     parser.add_argument("--make-dir", action="append", default=[], metavar="PATH",
                         help="create this directory first (the job's cache dir); repeatable")
+    health.add_arguments(parser)
 
 
 def make_dirs(paths: list[str]) -> str | None:
@@ -113,7 +119,26 @@ def make_dirs(paths: list[str]) -> str | None:
     return None
 
 
+def check_health(args: argparse.Namespace) -> tuple[bool, str | None]:
+    """Run the node health check the arguments ask for: (passed, the verdict's termination message)."""
+    request = health.request_from_args(args)
+    if request.empty:
+        return True, None
+    verdict = health.evaluate(request, health.gather(request))
+    message = health_message(verdict.status, verdict.reason, verdict.message)
+    if verdict.status == HealthStatus.FAILED:
+        log.error("node health check failed: %s: %s", verdict.reason, verdict.message)
+        return False, message
+    log.info("node health check passed: %s", verdict.message)
+    return True, message
+
+
 def run(args: argparse.Namespace) -> int:
+    # Health first: it takes a moment and fails the node at once, before peers wait on its DNS name.
+    healthy, verdict = check_health(args)
+    if not healthy:
+        _write_termination_message(verdict or "")
+        return 1
     failure = make_dirs(args.make_dir)
     if failure:
         log.error("%s", failure)
@@ -123,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     log.info("waiting up to %.0fs for %d peers to resolve: %s", args.timeout, len(names), describe(names))
     missing = wait_for_peers(names, timeout=args.timeout, interval=args.interval)
     if not missing:
+        if verdict is not None:  # the operator records a passed check in status.nodeStatuses too
+            _write_termination_message(verdict)
         return 0
     message = (f"PeerDNSUnresolved: {len(missing)}/{len(names)} peers did not resolve within "
                f"{args.timeout:.0f}s: {describe(missing)}")

@@ -26,6 +26,8 @@ class Failure:
     # Every reason a rule's onReasons may match: the container's, the pod's, the disruption's.
     reasons: frozenset[str] = frozenset()
     node_loss: bool = False
+    # A node failed its health check: not the job's fault (the node is excluded, exclusion.py).
+    unhealthy_node: bool = False
 
 
 @dataclass(frozen=True)
@@ -35,17 +37,22 @@ class Decision:
 
 
 def pod_failure(failed: list[ObservedPod]) -> Failure:
-    p = min(failed, key=lambda pod: pod.index)
+    # An unhealthy node is the cause: peers that failed beside it are collateral damage.
+    p = min(failed, key=lambda pod: (not pod.unhealthy, pod.index))
     detail = f"exit code {p.exit_code}" if p.exit_code is not None else "no exit code"
     why = f", reason {p.reason}" if p.reason else ""
     words = f": {p.message}" if p.message else ""
     more = f" ({len(failed) - 1} more pods failed)" if len(failed) > 1 else ""
     reason = Reason.PREFLIGHT_FAILED if p.reason == Reason.PREFLIGHT_FAILED else Reason.POD_FAILED
+    if p.unhealthy:
+        reason = Reason.NODE_UNHEALTHY
     reasons = {r for r in (p.reason, p.disruption, reason) if r}
     # A pod the kubelet or a controller killed for a disruption is a lost node, not a crash.
     node_loss = p.disruption is not None or p.reason in ("Evicted", Reason.NODE_LOST, "Terminated", "Shutdown")
-    return Failure(reason, f"pod {p.name} (node {p.index}) failed: {detail}{why}{words}{more}",
-                   exit_code=p.exit_code, reasons=frozenset(reasons), node_loss=node_loss)
+    where = f" on {p.node}" if p.unhealthy and p.node else ""
+    return Failure(reason, f"pod {p.name} (node {p.index}){where} failed: {detail}{why}{words}{more}",
+                   exit_code=p.exit_code, reasons=frozenset(reasons), node_loss=node_loss,
+                   unhealthy_node=p.unhealthy)
 
 
 def lost_failure(index: int, pod: str | None, last_reason: str | None) -> Failure:
@@ -75,10 +82,14 @@ def _matches(rule: FailureRule, failure: Failure) -> bool:
 
 
 def decide(policy: FailurePolicy, failure: Failure) -> Decision:
-    """User rules first, in order; then the defaults: node loss restarts without counting, the rest counts."""
+    """User rules first, in order; then the defaults: node loss and an unhealthy node restart without
+    counting, the rest counts."""
     for i, rule in enumerate(policy.rules or []):
         if _matches(rule, failure):
             return Decision(rule.action, f"failurePolicy.rules[{i}]")
     if failure.node_loss:
         return Decision(FailureAction.RESTART_WITHOUT_COUNTING, "default: node loss restarts without counting")
+    if failure.unhealthy_node:
+        return Decision(FailureAction.RESTART_WITHOUT_COUNTING,
+                        "default: an unhealthy node is excluded and the gang restarts elsewhere without counting")
     return Decision(FailureAction.RESTART, "default: failures restart, counted")

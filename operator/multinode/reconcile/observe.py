@@ -13,6 +13,7 @@ from typing import Any
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_NODE_INDEX
 from multinode.api.conditions import Reason
 from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, EnvName
+from multinode.api.health import HealthStatus, NodeHealth, parse_health_message
 
 
 class PodPhase:
@@ -55,6 +56,12 @@ class ObservedPod:
     in_preflight: bool = False
     # imageID the runtime reported for the trainer (registry/image@sha256:...).
     image_id: str | None = None
+    # The node health check's verdict, from the preflight's termination message (spec.healthCheck).
+    health: NodeHealth | None = None
+
+    @property
+    def unhealthy(self) -> bool:
+        return self.health is not None and self.health.status == HealthStatus.FAILED
 
     @property
     def active(self) -> bool:
@@ -97,9 +104,12 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     exit_code = reason = message = None
     preflight = _terminated(status.get("initContainerStatuses"), PREFLIGHT_CONTAINER)
     trainer = _terminated(status.get("containerStatuses"), TRAINER_CONTAINER)
+    health = parse_health_message(preflight.get("message")) if preflight is not None else None
     if preflight is not None and preflight.get("exitCode", 0) != 0:
         exit_code, reason = preflight.get("exitCode"), Reason.PREFLIGHT_FAILED
         message = preflight.get("message") or preflight.get("reason")
+        if health is not None and health.status == HealthStatus.FAILED:
+            reason, message = Reason.NODE_UNHEALTHY, f"{health.reason}: {health.message}"
     elif trainer is not None:
         exit_code, reason, message = trainer.get("exitCode"), trainer.get("reason"), trainer.get("message")
     if status.get("reason"):  # pod-level reasons (Evicted, DeadlineExceeded, ...) say more
@@ -123,6 +133,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         waiting_message=waiting_message,
         in_preflight=in_preflight,
         image_id=image_id,
+        health=health,
         name=meta.get("name", ""),
         job_name=job_name,
         index=index,

@@ -64,7 +64,9 @@ def attempt_node_selector(job: TrainingJob, status: TrainingJobStatus,
     if job.spec.topology is None:
         return None, None
     if status.topology_domain is None:
-        domain, why = choose_domain(job, nodes)
+        # Excluded nodes (exclusion.py) cannot host the attempt: they do not count toward a domain.
+        excluded = {e.node for e in status.excluded_nodes}
+        domain, why = choose_domain(job, (n for n in nodes if n.name not in excluded))
         if domain is None:
             return None, Verdict(Phase.PENDING, Reason.NO_TOPOLOGY_DOMAIN, why)
         status.topology_domain = domain

@@ -22,6 +22,7 @@ from multinode.api.lifecycle import CleanPodPolicy
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import lifecycle
 from multinode.reconcile.checkpointing import mirror_needs, resume_path
+from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.goodput import account
@@ -115,6 +116,11 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     blocked = _create_missing(job, status, before, current, observed, result, now, settings)
     failure = _attempt_failure(job, status, before, current, now, result)
     if failure is not None:
+        if failure.unhealthy_node:
+            # Kept out of the next attempt; the node table shows the verdict while the gang restarts.
+            exclude_unhealthy_nodes(job, status, (p for p in current.values() if p.phase == PodPhase.FAILED),
+                                    result, now)
+            fill_node_statuses(status, current, job.spec.num_nodes)
         failed = apply_failure_policy(job, status, failure, current, result, now)
         if failed is None:  # restarting
             return result
@@ -139,6 +145,7 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
     if not missing or lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt):
         return None
+    excluded = excluded_node_names(status, now)
     node_selector, blocked = attempt_node_selector(job, status, observed.nodes)
     if blocked is not None:
         return blocked
@@ -148,7 +155,7 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     image = pinned_image(job, status)
     result.pods_to_create = [
         render_node_pod(job, i, status.attempt, settings, restarts=status.restarts, resume_from=resume,
-                        image=image, node_selector=node_selector)
+                        image=image, node_selector=node_selector, excluded_nodes=excluded)
         for i in missing
     ]
     return None

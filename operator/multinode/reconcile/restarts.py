@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
+from multinode.api.health import HealthStatus
 from multinode.api.lifecycle import FailureAction, RestartStrategy
 from multinode.api.status import RestartRecord
 from multinode.api.timestamps import parse_time, rfc3339
@@ -79,8 +80,11 @@ def begin_restart(job: TrainingJob, status: TrainingJobStatus, failure: Failure,
 
 
 def new_attempt(status: TrainingJobStatus) -> None:
-    """Forget what belonged to the previous attempt."""
-    status.node_statuses = []
+    """Forget what belonged to the previous attempt, but for the nodes that failed their health check: their
+    entries (naming the old pod and the verdict) say why the gang restarted until the index's new pod
+    replaces them."""
+    status.node_statuses = [ns for ns in status.node_statuses
+                            if ns.health is not None and ns.health.status == HealthStatus.FAILED]
     status.attempt_start_time = None
     status.resumed_from = None
     status.topology_domain = None

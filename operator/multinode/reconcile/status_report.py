@@ -8,6 +8,7 @@ from datetime import datetime
 
 from multinode.api import NodeStatus, Phase, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
+from multinode.api.health import HealthStatus, NodeHealth
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod, PodPhase
@@ -44,6 +45,14 @@ def change_phase(status: TrainingJobStatus, before: TrainingJobStatus, verdict: 
                                    verdict.message))
 
 
+def _row_health(health: NodeHealth | None) -> NodeHealth | None:
+    # A passed verdict's words repeat the request on every row of a 5000-node job (the status must stay
+    # well inside etcd's object limit): the row keeps them only when the check failed.
+    if health is None or health.status == HealthStatus.FAILED or health.message is None:
+        return health
+    return health.model_copy(update={"message": None})
+
+
 def fill_node_statuses(status: TrainingJobStatus, current: dict[int, ObservedPod], num_nodes: int) -> None:
     previous = {ns.index: ns for ns in status.node_statuses}
     nodes = []
@@ -54,7 +63,8 @@ def fill_node_statuses(status: TrainingJobStatus, current: dict[int, ObservedPod
             nodes.append(previous.get(i) or NodeStatus(index=i))
             continue
         reason = p.disruption or p.reason or p.waiting_reason
-        nodes.append(NodeStatus(index=i, pod=p.name, node=p.node, phase=p.phase, reason=reason, exit_code=p.exit_code))
+        nodes.append(NodeStatus(index=i, pod=p.name, node=p.node, phase=p.phase, reason=reason, exit_code=p.exit_code,
+                                health=_row_health(p.health)))
     status.node_statuses = nodes
     status.ready_nodes = sum(1 for p in current.values() if p.phase == PodPhase.RUNNING and p.ready)
     status.ready = f"{status.ready_nodes}/{num_nodes}"

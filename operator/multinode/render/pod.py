@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from multinode.api import TrainingJob
@@ -16,6 +17,7 @@ from multinode.api.constants import (
     node_hostname,
 )
 from multinode.render.env import operator_env, user_env
+from multinode.render.health import checked_device_limits, checks_rdma, checks_shm, exclude_nodes, health_args
 from multinode.render.storage import CACHE_VOLUME, job_cache_dir, node_storage_mounts, storage_volumes
 from multinode.render.names import (
     check_node,
@@ -28,7 +30,7 @@ from multinode.render.names import (
 )
 from multinode.render.settings import RenderSettings
 
-# The preflight only resolves DNS names (and creates the job's cache dir); keep it from
+# The preflight checks the node's health, resolves DNS names and creates the job's cache dir; keep it from
 # competing with the trainer for the node's CPU and memory.
 PREFLIGHT_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
@@ -65,15 +67,19 @@ def _trainer_resources(job: TrainingJob) -> dict[str, Any]:
     return _without_empty({"limits": limits, "requests": requests})
 
 
+def _rdma_security_context(job: TrainingJob) -> dict[str, Any] | None:
+    if job.spec.network.rdma is None:
+        return None
+    # Without IPC_LOCK the memlock limit stays at 64 KiB and RDMA memory
+    # registration fails or crawls. Granted only with RDMA: it is a privilege.
+    return {"capabilities": {"add": ["IPC_LOCK"]}}
+
+
 def _trainer_container(job: TrainingJob, env: list[dict[str, Any]], image: str) -> dict[str, Any]:
     spec = job.spec
     mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}, *node_storage_mounts(job)]
     mounts.extend(_dump_all(spec.pod_template.volume_mounts))
-    security_context = None
-    if spec.network.rdma is not None:
-        # Without IPC_LOCK the memlock limit stays at 64 KiB and RDMA memory
-        # registration fails or crawls. Granted only with RDMA: it is a privilege.
-        security_context = {"capabilities": {"add": ["IPC_LOCK"]}}
+    security_context = _rdma_security_context(job)
     return _without_empty(
         {
             "name": TRAINER_CONTAINER,
@@ -91,13 +97,18 @@ def _trainer_container(job: TrainingJob, env: list[dict[str, Any]], image: str) 
 
 
 def _preflight_container(job: TrainingJob, env: list[dict[str, Any]], settings: RenderSettings) -> dict[str, Any]:
-    args = ["--timeout", str(settings.preflight_timeout_seconds)]
+    args = ["--timeout", str(settings.preflight_timeout_seconds), *health_args(job)]
     cache_dir = job_cache_dir(job)
-    mounts = None
+    mounts = []
+    if checks_shm(job):  # the health check measures the trainer's /dev/shm
+        mounts.append({"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH})
     if cache_dir is not None:
         # The job's cache dir exists before the trainer starts, so scripts can write into it at once.
         args += ["--make-dir", cache_dir]
-        mounts = [m for m in node_storage_mounts(job) if m["name"] == CACHE_VOLUME]
+        mounts += [m for m in node_storage_mounts(job) if m["name"] == CACHE_VOLUME]
+    resources = {kind: dict(values) for kind, values in PREFLIGHT_RESOURCES.items()}
+    # The trainer's GPUs and RDMA devices, so the health check sees what the trainer will.
+    resources["limits"].update(checked_device_limits(job))
     return _without_empty({
         "name": PREFLIGHT_CONTAINER,
         "image": settings.operator_image,
@@ -105,8 +116,10 @@ def _preflight_container(job: TrainingJob, env: list[dict[str, Any]], settings: 
         "args": args,
         # The rendezvous facts it needs only: user env may reference secrets it has no business reading.
         "env": [e for e in env if e["name"] in PREFLIGHT_ENV],
-        "resources": {kind: dict(values) for kind, values in PREFLIGHT_RESOURCES.items()},
+        "resources": resources,
         "volumeMounts": mounts,
+        # Same memlock rights as the trainer, or the memlock check would judge a different container.
+        "securityContext": _rdma_security_context(job) if checks_rdma(job) else None,
     })
 
 
@@ -162,11 +175,13 @@ def render_node_pod(
     resume_from: str = "",
     image: str | None = None,
     node_selector: dict[str, str] | None = None,
+    excluded_nodes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The pod of node `index` in gang attempt `attempt` (after `restarts` counted restarts).
 
     `resume_from` is the checkpoint path the attempt starts from ("" for none); `image` replaces
-    spec.image (the pinned digest); `node_selector` is added to the job's (the chosen topology domain).
+    spec.image (the pinned digest); `node_selector` is added to the job's (the chosen topology domain);
+    `excluded_nodes` are nodes the pod must not run on (status.excludedNodes).
     """
     check_node(job, index, attempt)
     settings = settings or RenderSettings()
@@ -200,7 +215,7 @@ def render_node_pod(
             "volumes": [_shm_volume(job), *storage_volumes(job), *_dump_all(template.volumes)],
             "nodeSelector": {**_node_selector(job), **(node_selector or {})},
             "tolerations": _dump_all(template.tolerations),
-            "affinity": template.affinity,
+            "affinity": exclude_nodes(template.affinity, excluded_nodes),
             "priorityClassName": template.priority_class_name,
             "schedulerName": template.scheduler_name,
             "serviceAccountName": template.service_account_name,

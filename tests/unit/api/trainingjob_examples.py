@@ -129,6 +129,9 @@ def full_trainingjob() -> dict[str, Any]:
             "imageConsistency": {"pinDigest": True, "onMismatch": "FailAttempt"},
             "topology": {"sameDomainLabel": "network.topology.nvidia.com/block"},
             "podGroup": {"minMember": 4},
+            "healthCheck": {"enabled": True, "gpus": True, "rdma": True, "shm": False,
+                            "rdmaDeviceEnv": "PCIDEVICE_NVIDIA_COM_MLNXNICS", "memlockFloorBytes": 1073741824,
+                            "exclusionSeconds": 7200},
         },
         "status": {
             "observedGeneration": 1,
@@ -186,6 +189,7 @@ def full_trainingjob() -> dict[str, Any]:
                     "pod": "llama-pretrain-0-a0",
                     "node": "gpu-17",
                     "phase": "Running",
+                    "health": {"status": "Passed", "reason": "Healthy", "message": "8 GPUs visible"},
                 },
                 {
                     "index": 3,
@@ -216,6 +220,9 @@ def full_trainingjob() -> dict[str, Any]:
                 "lost": {"scheduling": 60, "startup": 180, "restart": 130, "redone": 230, "hang": 0},
                 "accountedUntil": "2025-01-02T04:10:00Z",
             },
+            "excludedNodes": [{"node": "gpu-09", "reason": "GPUsNotVisible",
+                               "message": "8 GPUs requested, fewer visible: 7 in nvidia-smi -L",
+                               "until": "2025-01-02T05:00:00Z"}],
         },
     }
 

@@ -106,3 +106,52 @@ def test_make_dir_creates_the_job_cache_dir_and_names_one_it_cannot_create(tmp_p
                          capture_output=True, text=True, timeout=30, check=False)
     assert bad.returncode == 1
     assert f"CacheUnavailable: cannot create {blocker / 'llm'}" in bad.stderr
+
+
+def _preflight_args(*argv: str):
+    import argparse
+
+    from multinode.cli import preflight
+
+    parser = argparse.ArgumentParser()
+    preflight.add_arguments(parser)
+    return parser.parse_args(["--peers", "localhost", "--timeout", "10", *argv])
+
+
+def test_a_failed_health_check_exits_1_before_any_peer_and_writes_its_verdict(tmp_path: Path, monkeypatch) -> None:
+    from multinode.api.health import parse_health_message
+    from multinode.cli import preflight
+
+    log = tmp_path / "termination-log"
+    log.write_text("")  # the kubelet creates the file in a pod
+    monkeypatch.setattr(preflight, "TERMINATION_LOG", log)
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "fake-0")
+    monkeypatch.setattr(preflight, "wait_for_peers", lambda *a, **k: pytest.fail("health comes first"))
+
+    assert preflight.run(_preflight_args("--check-gpus", "2")) == 1
+    verdict = parse_health_message(log.read_text())
+    assert verdict is not None and (verdict.status, verdict.reason) == ("Failed", "GPUsNotVisible")
+    assert verdict.message == "2 GPUs requested, fewer visible: 1 in NVIDIA_VISIBLE_DEVICES=fake-0"
+
+
+def test_a_passed_health_check_is_written_once_the_peers_resolve(tmp_path: Path, monkeypatch) -> None:
+    from multinode.api.health import parse_health_message
+    from multinode.cli import preflight
+
+    log = tmp_path / "termination-log"
+    log.write_text("")
+    monkeypatch.setattr(preflight, "TERMINATION_LOG", log)
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "fake-0,fake-1")
+
+    assert preflight.run(_preflight_args("--check-gpus", "2")) == 0
+    verdict = parse_health_message(log.read_text())
+    assert verdict is not None and (verdict.status, verdict.message) == ("Passed", "2 GPUs visible")
+
+
+def test_outside_a_pod_no_termination_log_is_created(tmp_path: Path, monkeypatch) -> None:
+    from multinode.cli import preflight
+
+    monkeypatch.setattr(preflight, "TERMINATION_LOG", tmp_path / "termination-log")
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "")
+    assert preflight.run(_preflight_args("--check-gpus", "1")) == 1
+    assert not (tmp_path / "termination-log").exists()

@@ -55,3 +55,35 @@ def test_an_empty_resume_path_stored_without_value_still_counts_as_decided() -> 
     assert with_env([{"name": "MULTINODE_RESUME_FROM"}]).resume_from == ""
     assert with_env([{"name": "MULTINODE_RESUME_FROM", "value": "/c/x"}]).resume_from == "/c/x"
     assert with_env([]).resume_from is None
+
+
+def _preflight_ended(exit_code: int, message: str) -> dict:
+    return {"metadata": {"name": "llama-3-a1", "labels": LABELS}, "spec": {"nodeName": "gpu-node-2"},
+            "status": {"phase": "Failed" if exit_code else "Running", "initContainerStatuses": [
+                {"name": "preflight", "state": {"terminated": {"exitCode": exit_code, "message": message}}}]}}
+
+
+def test_a_failed_health_check_is_read_from_the_termination_message() -> None:
+    from multinode.api.health import HealthStatus, health_message
+
+    message = health_message(HealthStatus.FAILED, "GPUsNotVisible", "4 GPUs requested, fewer visible: 2 in X")
+    pod = observe_pod(_preflight_ended(1, message))
+
+    assert pod.unhealthy and pod.health.reason == "GPUsNotVisible"
+    assert (pod.reason, pod.exit_code) == ("NodeUnhealthy", 1)
+    assert pod.message == "GPUsNotVisible: 4 GPUs requested, fewer visible: 2 in X"
+
+
+def test_a_passed_health_check_is_kept_once_the_trainer_runs() -> None:
+    from multinode.api.health import HealthStatus, health_message
+
+    pod = observe_pod(_preflight_ended(0, health_message(HealthStatus.PASSED, "Healthy", "8 GPUs visible")))
+
+    assert pod.health is not None and pod.health.status == "Passed" and not pod.unhealthy
+    assert pod.reason is None and pod.exit_code is None
+
+
+def test_a_plain_or_broken_termination_message_holds_no_verdict() -> None:
+    for message in ("PeerDNSUnresolved: 1/2 peers", '{"health": "Maybe"}', "{not json", '{"other": 1}'):
+        pod = observe_pod(_preflight_ended(1, message))
+        assert pod.health is None and pod.reason == "PreflightFailed", message

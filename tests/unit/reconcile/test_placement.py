@@ -33,3 +33,17 @@ def test_topology_without_a_big_enough_domain_says_so() -> None:
     cond = condition(result.status, "Running")
     assert cond.reason == "NoTopologyDomain"
     assert cond.message == "no block domain has 4 eligible nodes (largest: block-0 with 3)"
+
+
+def test_excluded_nodes_do_not_count_toward_a_domain() -> None:
+    from multinode.api import TrainingJobStatus
+    from multinode.reconcile.exclusion import exclude_node
+    from tests.unit.reconcile.planning import NOW
+
+    job = stored_job(3, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
+    previous = TrainingJobStatus()
+    for name in ("block-1-0", "block-1-1"):
+        exclude_node(previous, name, "GPUsNotVisible", "", now=NOW, seconds=600)
+    result = run(job, [], previous=previous, nodes=nodes({"block-1": 4, "block-2": 3}))
+
+    assert result.status.topology_domain == "block-2"

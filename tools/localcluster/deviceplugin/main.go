@@ -9,6 +9,10 @@
 //
 //	[{"resource": "nvidia.com/gpu", "count": 8, "env": "NVIDIA_VISIBLE_DEVICES", "unhealthy": 0}, ...]
 //
+// "visible": N (optional) makes Allocate list only the first N of the device IDs it allocated to a
+// container, as a node whose driver lost a GPU would: the kubelet counts them allocated, the container
+// sees fewer. That is what the operator's node health check must catch.
+//
 // When the kubelet restarts (a new kubelet.sock), every resource registers again.
 package main
 
@@ -37,6 +41,7 @@ type resourceConfig struct {
 	Count     int    `json:"count"`
 	Env       string `json:"env"`
 	Unhealthy int    `json:"unhealthy"`
+	Visible   *int   `json:"visible,omitempty"`
 }
 
 // plugin serves one resource on its own socket.
@@ -99,13 +104,17 @@ func (p *plugin) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingSer
 
 func (p *plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	p.mu.Lock()
-	env := p.cfg.Env
+	env, visible := p.cfg.Env, p.cfg.Visible
 	p.mu.Unlock()
 	resp := &pluginapi.AllocateResponse{}
 	for _, c := range req.ContainerRequests {
 		envs := map[string]string{}
+		ids := c.DevicesIds
+		if visible != nil && *visible >= 0 && *visible < len(ids) {
+			ids = ids[:*visible]
+		}
 		if env != "" {
-			envs[env] = strings.Join(c.DevicesIds, ",")
+			envs[env] = strings.Join(ids, ",")
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{Envs: envs})
 	}

@@ -154,10 +154,14 @@ class RealNode:
         }
         (self.config_dir / "kubelet.yaml").write_text(yaml.safe_dump(config))
 
-    def set_devices(self, gpus: int, rdma: int, unhealthy_gpus: int = 0) -> None:
-        """What the fake device plugin advertises (re-read by the plugin every second)."""
-        resources = [{"resource": self.pool.gpu_resource_name, "count": gpus, "env": "NVIDIA_VISIBLE_DEVICES",
-                      "unhealthy": unhealthy_gpus},
+    def set_devices(self, gpus: int, rdma: int, unhealthy_gpus: int = 0, visible_gpus: int | None = None) -> None:
+        """What the fake device plugin advertises (re-read by the plugin every second). `visible_gpus`: a
+        container allocated GPUs sees at most this many of their IDs (a node whose driver lost GPUs)."""
+        gpu: dict[str, object] = {"resource": self.pool.gpu_resource_name, "count": gpus,
+                                  "env": "NVIDIA_VISIBLE_DEVICES", "unhealthy": unhealthy_gpus}
+        if visible_gpus is not None:
+            gpu["visible"] = visible_gpus
+        resources = [gpu,
                      {"resource": self.pool.rdma_resource_name, "count": rdma, "env": "MULTINODE_FAKE_RDMA_DEVICES"}]
         tmp = self.devices_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(resources))

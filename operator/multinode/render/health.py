@@ -1,0 +1,83 @@
+"""What spec.healthCheck adds to a node pod: the preflight's health arguments and devices, and the node
+affinity that keeps a new attempt off the nodes in status.excludedNodes."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from multinode.api import TrainingJob
+
+# Nodes are excluded by name through matchFields: the kubernetes.io/hostname label is not always the
+# node's name (cloud providers), metadata.name is.
+NODE_NAME_FIELD = "metadata.name"
+
+
+def health_args(job: TrainingJob) -> list[str]:
+    """`multinode preflight` arguments for the checks that follow from the request ([] for none)."""
+    check = job.spec.health_check
+    if not check.enabled:
+        return []
+    args: list[str] = []
+    gpus = job.spec.resources_per_node.gpus
+    if check.gpus and gpus > 0:
+        args += ["--check-gpus", str(gpus)]
+    rdma = job.spec.network.rdma
+    if check.rdma and rdma is not None:
+        args += ["--check-rdma", str(rdma.count), "--memlock-floor", str(check.memlock_floor_bytes)]
+        if check.rdma_device_env:
+            args += ["--rdma-env", check.rdma_device_env]
+    if check.shm and job.spec.shm_size is not None:
+        args += ["--check-shm", job.spec.shm_size]
+    return args
+
+
+def checked_device_limits(job: TrainingJob) -> dict[str, str]:
+    """The trainer's device limits the preflight also asks for, so the check sees the trainer's devices.
+
+    The kubelet's device manager allocates an init container's devices first and hands them on to the app
+    containers (they are "reusable"), and the pod's effective request is the larger of the two, so this
+    costs no extra GPU: the check runs on the very devices the trainer gets.
+    """
+    check = job.spec.health_check
+    limits: dict[str, str] = {}
+    if not check.enabled:
+        return limits
+    resources = job.spec.resources_per_node
+    if check.gpus and resources.gpus > 0:
+        limits[resources.gpu_resource_name] = str(resources.gpus)
+    rdma = job.spec.network.rdma
+    if check.rdma and rdma is not None:
+        limits[rdma.resource_name] = str(rdma.count)
+    return limits
+
+
+def checks_rdma(job: TrainingJob) -> bool:
+    check = job.spec.health_check
+    return check.enabled and check.rdma and job.spec.network.rdma is not None
+
+
+def checks_shm(job: TrainingJob) -> bool:
+    check = job.spec.health_check
+    return check.enabled and check.shm and job.spec.shm_size is not None
+
+
+def exclude_nodes(affinity: dict[str, Any] | None, nodes: Sequence[str]) -> dict[str, Any] | None:
+    """The user's affinity with every required node selector term also requiring a node not in `nodes`
+    (by name).
+
+    Terms of requiredDuringScheduling...nodeSelectorTerms are ORed, so the NotIn goes into each of them;
+    with no required terms it becomes the only one. The user's object is not changed.
+    """
+    if not nodes:
+        return affinity
+    merged: dict[str, Any] = copy.deepcopy(affinity) if affinity else {}
+    not_in = {"key": NODE_NAME_FIELD, "operator": "NotIn", "values": sorted(set(nodes))}
+    node_affinity = merged.setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchFields"] = [*(term.get("matchFields") or []), not_in]
+    required["nodeSelectorTerms"] = terms
+    return merged

@@ -1,0 +1,95 @@
+"""spec.healthCheck on the node pod: the preflight's checks and devices, and excluded nodes' affinity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from localcluster.harness.trainingjobs import stored_job
+from multinode.api import TrainingJob
+from multinode.render import render_node_pod
+from multinode.render.health import exclude_nodes
+
+
+def preflight(pod: dict[str, Any]) -> dict[str, Any]:
+    return pod["spec"]["initContainers"][0]
+
+
+def test_the_checks_follow_the_request() -> None:
+    job = stored_job(2, resourcesPerNode={"gpus": 8}, network={"rdma": {"count": 2}}, shmSize="16Gi",
+                     healthCheck={"rdmaDeviceEnv": "PCIDEVICE_NVIDIA_COM_MLNXNICS"})
+    container = preflight(render_node_pod(job, 0, 0))
+
+    assert container["args"] == ["--timeout", "300", "--check-gpus", "8", "--check-rdma", "2",
+                                 "--memlock-floor", str(64 * 2**30), "--rdma-env", "PCIDEVICE_NVIDIA_COM_MLNXNICS",
+                                 "--check-shm", "16Gi"]
+    # The trainer's devices, so the check sees them (the kubelet hands them on to the trainer).
+    assert container["resources"]["limits"] == {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": "8",
+                                                "rdma/hca_shared_devices_a": "2"}
+    assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+
+
+def test_a_cpu_job_without_shm_size_checks_nothing() -> None:
+    container = preflight(render_node_pod(stored_job(2), 0, 0))
+    assert container["args"] == ["--timeout", "300"]
+    assert container["resources"]["limits"] == {"cpu": "100m", "memory": "128Mi"}
+    assert "securityContext" not in container and "volumeMounts" not in container
+
+
+@pytest.mark.parametrize(("health_check", "args"), [
+    ({"enabled": False}, ["--timeout", "300"]),
+    ({"gpus": False}, ["--timeout", "300", "--check-shm", "1Gi"]),
+    ({"shm": False}, ["--timeout", "300", "--check-gpus", "4"]),
+])
+def test_checks_turned_off(health_check: dict[str, Any], args: list[str]) -> None:
+    job = stored_job(2, resourcesPerNode={"gpus": 4}, shmSize="1Gi", healthCheck=health_check)
+    container = preflight(render_node_pod(job, 0, 0))
+    assert container["args"] == args
+    assert ("nvidia.com/gpu" in container["resources"]["limits"]) is ("--check-gpus" in args)
+
+
+@pytest.mark.parametrize("health_check", [{"exclusionSeconds": 10}, {"exclusionSeconds": 10**9},
+                                          {"memlockFloorBytes": -1}, {"rdmaDeviceEnv": "A B"}])
+def test_bad_health_check_fields_are_refused_by_field(health_check: dict[str, Any]) -> None:
+    body = stored_job(2).model_dump(by_alias=True, exclude_none=True)
+    body["spec"]["healthCheck"] = health_check
+    with pytest.raises(ValidationError) as error:
+        TrainingJob.model_validate(body)
+    assert "healthCheck" in str(error.value)
+
+
+def test_excluded_nodes_without_a_user_affinity() -> None:
+    pod = render_node_pod(stored_job(2), 0, 1, excluded_nodes=["gpu-9", "gpu-3"])
+    assert pod["spec"]["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "NotIn",
+                                                "values": ["gpu-3", "gpu-9"]}]}]}}}
+
+
+def test_excluded_nodes_join_every_term_of_the_users_affinity_and_leave_it_unchanged() -> None:
+    user = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1", "gpu-9"]}]}]},
+             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}]},
+            "podAntiAffinity": {"x": 1}}
+    job = stored_job(2, podTemplate={"affinity": user})
+    before = job.model_dump()
+    affinity = render_node_pod(job, 0, 1, excluded_nodes=["gpu-9"])["spec"]["affinity"]
+
+    not_in = {"key": "metadata.name", "operator": "NotIn", "values": ["gpu-9"]}
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    pool_a = [{"key": "pool", "operator": "In", "values": ["a"]}]
+    assert terms == [{"matchExpressions": pool_a, "matchFields": [not_in]},
+                     {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1", "gpu-9"]},
+                                      not_in]}]
+    assert affinity["podAntiAffinity"] == {"x": 1}
+    assert affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [{"weight": 1,
+                                                                                             "preference": {}}]
+    assert job.model_dump() == before
+
+
+def test_no_excluded_nodes_keep_the_affinity_as_is() -> None:
+    assert exclude_nodes(None, []) is None
+    assert exclude_nodes({"podAffinity": {}}, []) == {"podAffinity": {}}
