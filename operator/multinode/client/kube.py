@@ -48,13 +48,17 @@ class Kube:
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None):
         configuration = client.Configuration()
-        if kubeconfig is None and context is None:
-            try:
-                config.load_incluster_config(client_configuration=configuration)
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=configuration)
-        else:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+        try:
+            if kubeconfig is None and context is None:
+                try:
+                    config.load_incluster_config(client_configuration=configuration)
+                except config.ConfigException:
+                    config.load_kube_config(client_configuration=configuration)
+            else:
+                config.load_kube_config(config_file=kubeconfig, context=context,
+                                        client_configuration=configuration)
+        except (config.ConfigException, OSError) as e:
+            raise ClientError("load kubeconfig", None, str(e)) from e
         self._api = client.ApiClient(configuration)
         self._custom = client.CustomObjectsApi(self._api)
         self._core = client.CoreV1Api(self._api)
@@ -74,9 +78,11 @@ class Kube:
         except _TRANSPORT_ERRORS as e:
             raise _error(f"get TrainingJob {namespace}/{name}", e) from e
 
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
+    def list_jobs(self, namespace: str, timeout: float | None = None) -> list[dict[str, Any]]:
+        """`timeout` in seconds (None: wait as long as the connection lasts)."""
+        kwargs = {} if timeout is None else {"_request_timeout": timeout}
         try:
-            return self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+            return self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, **kwargs)["items"]
         except _TRANSPORT_ERRORS as e:
             raise _error(f"list TrainingJobs in {namespace}", e) from e
 
