@@ -109,24 +109,28 @@ def _generic(value: Any, now: datetime, indent: str) -> list[str]:
     return lines
 
 
+def _field(label: str, value: Any) -> str:
+    return f"{label + ':':<15}{value}"
+
+
 def describe(job: dict[str, Any], now: datetime, *, max_nodes: int = DEFAULT_MAX_NODES, colour: bool = False) -> str:
     meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
     phase = status.get("phase")
-    out = [f"Name:        {meta.get('name')}", f"Namespace:   {meta.get('namespace')}",
-           f"Phase:       {paint(phase or '<none>', phase_mood(phase), colour)}",
-           f"Nodes:       {status.get('ready') or '-'} ready of {spec.get('numNodes', status.get('numNodes'))}",
-           f"Attempt:     {status.get('attempt', 0)} (restarts: {status.get('restarts', 0)} counted, "
-           f"{status.get('uncountedRestarts', 0)} uncounted)"]
+    out = [_field("Name", meta.get("name")), _field("Namespace", meta.get("namespace")),
+           _field("Phase", paint(phase or "<none>", phase_mood(phase), colour)),
+           _field("Ready", status.get("ready") or f"-/{spec.get('numNodes', status.get('numNodes'))}"),
+           _field("Attempt", f"{status.get('attempt', 0)} (restarts: {status.get('restarts', 0)} counted, "
+                             f"{status.get('uncountedRestarts', 0)} uncounted)")]
     for label, key in (("Started", "startTime"), ("Attempt start", "attemptStartTime"),
                        ("Next attempt", "nextAttemptTime"), ("Completed", "completionTime")):
         if status.get(key):
             ago = age(status[key], now)
             when = f"{status[key]} ({ago} ago)" if parse_time(status[key]) and parse_time(status[key]) <= now \
                 else f"{status[key]}"
-            out.append(f"{label + ':':<13}{when}")
+            out.append(_field(label, when))
     for label, key in (("Image", "imageDigest"), ("Resumed from", "resumedFrom"), ("Topology", "topologyDomain")):
         if status.get(key):
-            out.append(f"{label + ':':<13}{status[key]}")
+            out.append(_field(label, status[key]))
 
     conditions = status.get("conditions") or []
     if conditions:

@@ -91,8 +91,8 @@ def test_status_describes_a_restarted_job_and_prints_it_as_json(core: client.Cor
     out = cli(kubeconfig, "status", "desc", "-n", job_namespace)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert "Phase:       Running" in lines and "Nodes:       3/3 ready of 3" in lines
-    assert "Attempt:     1 (restarts: 1 counted, 0 uncounted)" in lines
+    assert "Phase:         Running" in lines and "Ready:         3/3" in lines
+    assert "Attempt:       1 (restarts: 1 counted, 0 uncounted)" in lines
     assert any(line.split()[:3] == ["Running", "True", "AllNodesRunning"] for line in lines), out.stdout
     assert "  INDEX   POD         NODE" in out.stdout and "desc-2-a1" in out.stdout
     history = lines[lines.index("Restart history:") + 2].split()

@@ -52,8 +52,8 @@ def test_a_running_job_shows_phase_conditions_and_every_node() -> None:
                                          "message": "2/2 nodes running", "lastTransitionTime": "2026-01-01T11:59:00Z"}],
                          "nodeStatuses": [node(0), node(1)]}), NOW)
     lines = text.splitlines()
-    assert "Phase:       Running" in lines and "Nodes:       2/2 ready of 2" in lines
-    assert "Started:     2026-01-01T11:58:00Z (2m ago)" in lines
+    assert "Phase:         Running" in lines and "Ready:         2/2" in lines
+    assert "Started:       2026-01-01T11:58:00Z (2m ago)" in lines
     assert "  TYPE      STATUS   REASON            AGE   MESSAGE" in lines
     assert "  Running   True     AllNodesRunning   60s   2/2 nodes running" in lines
     assert "  INDEX   POD          NODE    PHASE     REASON   EXIT" in lines
@@ -88,7 +88,7 @@ def test_restarts_and_checkpoints_with_their_lag() -> None:
                               "problem": {"reason": "DestinationFull", "message": "no space", "time": "x"}},
               "progress": {"step": 130, "lastProgressTime": "2026-01-01T11:59:58Z"}}
     lines = describe(job(status), NOW).splitlines()
-    assert "Attempt:     1 (restarts: 1 counted, 0 uncounted)" in lines
+    assert "Attempt:       1 (restarts: 1 counted, 0 uncounted)" in lines
     assert "  0         PodFailed   yes       10m   llama-1-a0 exited 1" in lines
     assert "  Latest:     step-100 (step 100, 3.0 GiB), mirrored 30s ago, at /ckpt/step-100" in lines
     assert "  Lag:        30 steps behind training (step 130)" in lines
@@ -106,4 +106,4 @@ def test_status_fields_this_version_does_not_know_are_shown_as_key_values() -> N
 
 def test_a_job_without_status_yet() -> None:
     text = describe({"metadata": {"name": "new", "namespace": "ml"}, "spec": {"numNodes": 4}}, NOW)
-    assert "Phase:       <none>" in text and "Nodes:       - ready of 4" in text
+    assert "Phase:         <none>" in text and "Ready:         -/4" in text
