@@ -40,9 +40,10 @@ def parse_job(obj: dict[str, Any]) -> TrainingJob:
 
 
 def job_body(job: TrainingJob | dict[str, Any]) -> dict[str, Any]:
-    """What the apiserver is sent: camelCase, no unset fields, no status."""
+    """What the apiserver is sent: camelCase, no status, and only the fields that were set, so the CRD's
+    defaults apply on the server as they do for `kubectl apply` (and a newer CRD's defaults win)."""
     if isinstance(job, TrainingJob):
-        body = job.model_dump(by_alias=True, exclude_none=True, exclude={"status"})
+        body = job.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True, exclude={"status"})
     else:
         body = {k: v for k, v in job.items() if k != "status"}
     body.setdefault("apiVersion", API_VERSION)
