@@ -11,10 +11,12 @@ from typing import Any, TextIO
 
 import yaml
 
+from multinode.api.status import Phase
+
 # ANSI colours by meaning; NO_COLOR (https://no-color.org) and a non-terminal switch them off.
 _COLOURS = {"good": "32", "bad": "31", "warn": "33", "dim": "2"}
-_PHASE_MOOD = {"Succeeded": "good", "Running": "good", "Failed": "bad", "Restarting": "warn", "Pending": "warn",
-               "Starting": "warn", "Suspended": "dim"}
+_PHASE_MOOD = {Phase.SUCCEEDED: "good", Phase.RUNNING: "good", Phase.FAILED: "bad", Phase.RESTARTING: "warn",
+               Phase.PENDING: "warn", Phase.STARTING: "warn", Phase.SUSPENDED: "dim"}
 
 
 def use_colour(stream: TextIO) -> bool:

@@ -7,6 +7,7 @@ import sys
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from multinode.api.conditions import ConditionType
 from multinode.cli.describe import DEFAULT_MAX_NODES, describe
 from multinode.cli.output import add_connection_arguments, dump, first_kubeconfig, paint, phase_mood, use_colour
 
@@ -87,14 +88,14 @@ def progress_line(job: TrainingJob) -> str:
     if status is None:
         return f"{job.metadata.name}: no status yet"
     phase = status.phase.value if status.phase else "-"
-    reason = next((c.reason for c in status.conditions if c.status == "True" and c.type != "Created"), "")
+    reason = next((c.reason for c in status.conditions if c.status == "True" and c.type != ConditionType.CREATED), "")
     return (f"{job.metadata.name}: {phase}, {status.ready or '-'} ready, attempt {status.attempt}"
             + (f", {reason}" if reason else ""))
 
 
 def run_wait(args: argparse.Namespace) -> int:
     from multinode.api import TrainingJob
-    from multinode.client import ClientError, JobFinished, WaitTimeout
+    from multinode.client import ClientError, JobEnded, WaitTimeout
 
     try:
         phases, condition = parse_goal(args.goal)
@@ -114,7 +115,7 @@ def run_wait(args: argparse.Namespace) -> int:
     try:
         jobs = connect(args)
         job = jobs.wait(args.job, phases=phases, condition=condition, timeout=args.timeout, on_progress=on_progress)
-    except (JobFinished, WaitTimeout) as e:
+    except (JobEnded, WaitTimeout) as e:
         return error(str(e))
     except ClientError as e:
         return client_error(e, args, jobs)

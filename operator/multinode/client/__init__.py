@@ -13,12 +13,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from multinode.client.jobs import JobFinished, TrainingJobClient, WaitTimeout, load_yaml, parse_job
+    from multinode.client.jobs import JobEnded, TrainingJobClient, WaitTimeout, load_yaml, parse_job
     from multinode.client.kube import ClientError
     from multinode.client.logs import LogLine
     from multinode.client.pods import NodePod
 
-_WHERE = {"JobFinished": "jobs", "TrainingJobClient": "jobs", "WaitTimeout": "jobs", "load_yaml": "jobs",
+_WHERE = {"JobEnded": "jobs", "TrainingJobClient": "jobs", "WaitTimeout": "jobs", "load_yaml": "jobs",
           "parse_job": "jobs", "ClientError": "kube", "LogLine": "logs", "NodePod": "pods"}
 
 __all__ = sorted(_WHERE)

@@ -27,7 +27,7 @@ class WaitTimeout(TimeoutError):
         self.job = job
 
 
-class JobFinished(RuntimeError):
+class JobEnded(RuntimeError):
     """The job ended in a phase the wait did not ask for (it failed while you waited for Succeeded)."""
 
     def __init__(self, message: str, job: TrainingJob):
@@ -104,7 +104,7 @@ class TrainingJobClient:
     def wait(self, name: str, *, phases: Collection[str] = ("Succeeded",), condition: str | None = None,
              timeout: float = 600, on_progress: Callable[[TrainingJob], None] | None = None) -> TrainingJob:
         """Until the job is in one of `phases`, or (given) its condition `condition` is True; watched, not
-        polled. `on_progress` gets the job at each change. Raises JobFinished when the job ends (Succeeded,
+        polled. `on_progress` gets the job at each change. Raises JobEnded when the job ends (Succeeded,
         Failed) otherwise, WaitTimeout after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         last: TrainingJob | None = None
@@ -125,7 +125,7 @@ class TrainingJobClient:
                     return last
                 phase = _phase(last)
                 if phase in TERMINAL_PHASES and (condition is not None or phase not in phases):
-                    raise JobFinished(f"TrainingJob {self.namespace}/{name} ended {phase}, not "
+                    raise JobEnded(f"TrainingJob {self.namespace}/{name} ended {phase}, not "
                                       f"{_goal(phases, condition)}", last)
                 if time.monotonic() >= deadline:
                     break

@@ -17,7 +17,7 @@ from kubernetes import client
 from localcluster.harness.trainingjobs import training_job
 from localcluster.harness.waiting import wait_for
 from multinode.api import TrainingJob
-from multinode.client import JobFinished, TrainingJobClient, WaitTimeout
+from multinode.client import JobEnded, TrainingJobClient, WaitTimeout
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
 
 BIN = Path(sys.executable).parent
@@ -74,7 +74,7 @@ def test_create_from_yaml_and_a_wait_that_cannot_succeed(core: client.CoreV1Api,
 
     jobs.wait("fromfile", condition="Running", timeout=60)
     fail_pod(core, job_namespace, "fromfile-0-a0", 2)
-    with pytest.raises(JobFinished) as finished:
+    with pytest.raises(JobEnded) as finished:
         jobs.wait("fromfile", phases=["Succeeded"], timeout=60)
     assert finished.value.job.status is not None and finished.value.job.status.phase == "Failed"
 
