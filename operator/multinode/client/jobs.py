@@ -107,6 +107,7 @@ class TrainingJobClient:
         polled. `on_progress` gets the job at each change. Raises JobEnded when the job ends (Succeeded,
         Failed) otherwise, WaitTimeout after `timeout` seconds."""
         deadline = time.monotonic() + timeout
+        self.kube.get_job(self.namespace, name)  # a job that does not exist fails now (404), not at the timeout
         last: TrainingJob | None = None
         while True:
             remaining = deadline - time.monotonic()

@@ -154,6 +154,8 @@ class _Follower:
         with self.lock:
             if self.active:
                 return False
+        if self.scope.attempt is not None and self.scope.attempt < self.newest_attempt:
+            return True  # an earlier attempt, read to its end: its pods write nothing more
         try:
             phase = (self.kube.get_job(self.namespace, self.job).get("status") or {}).get("phase")
         except ClientError as e:
