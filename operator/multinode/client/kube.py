@@ -24,7 +24,7 @@ class ClientError(Exception):
     is the apiserver's own message, which names the object or the offending field."""
 
     def __init__(self, operation: str, status: int | None, message: str):
-        super().__init__(f"{operation}: {status or 'no answer'}: {message}")
+        super().__init__(f"{operation}: {message}" if status is None else f"{operation}: {status}: {message}")
         self.operation, self.status, self.message = operation, status, message
 
 
