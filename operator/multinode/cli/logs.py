@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from typing import TYPE_CHECKING
@@ -59,22 +60,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"without --rank, stream at most N ranks (default {DEFAULT_MAX_STREAMS}; 0: all): "
                              "the leader first, then failing, then not running ranks, then the rest by rank")
     parser.add_argument("--no-prefix", action="store_true", help="lines as written, without [rank R]")
+    parser.add_argument("-o", "--output", choices=["json"],
+                        help="json: one object a line, {rank, attempt, pod, text}, for jq and scripts")
 
 
 class Prefixer:
     """`[rank R] ` before each line, `[rank R attempt K] ` once more than one attempt is in the output
     (asked for with --all-attempts, or seen while following a restarting gang)."""
 
-    def __init__(self, *, all_attempts: bool, colour: bool, enabled: bool = True):
-        self.show_attempt, self.colour, self.enabled = all_attempts, colour, enabled
+    def __init__(self, *, all_attempts: bool, colour: bool, enabled: bool = True, as_json: bool = False):
+        self.show_attempt, self.colour, self.enabled, self.as_json = all_attempts, colour, enabled, as_json
         self.attempts: set[int] = set()
 
     def __call__(self, line: LogLine) -> str:
-        if not self.enabled:
-            return line.text
         self.attempts.add(line.attempt)
+        if not self.enabled and not self.as_json:
+            return line.text
         if len(self.attempts) > 1:
             self.show_attempt = True
+        if self.as_json:
+            return json.dumps({"rank": line.rank, "attempt": line.attempt, "pod": line.pod, "text": line.text})
         label = f"[rank {line.rank} attempt {line.attempt}]" if self.show_attempt else f"[rank {line.rank}]"
         return f"{paint(label, _RANK_MOODS[line.rank % len(_RANK_MOODS)], self.colour)} {line.text}"
 
@@ -83,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from multinode.client import ClientError
 
     ranks = sorted({r for group in args.rank for r in group}) if args.rank else None
-    prefix = Prefixer(all_attempts=args.all_attempts, colour=use_colour(sys.stdout), enabled=not args.no_prefix)
+    prefix = Prefixer(all_attempts=args.all_attempts, colour=use_colour(sys.stdout), enabled=not args.no_prefix,
+                      as_json=args.output == "json")
 
     def notice(message: str) -> None:
         print(f"multinode logs: {message}", file=sys.stderr, flush=True)

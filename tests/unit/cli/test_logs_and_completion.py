@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,8 @@ def test_lines_carry_the_rank_and_the_attempt_once_two_attempts_are_shown() -> N
     assert Prefixer(all_attempts=True, colour=False)(LogLine(2, 0, "p", "y")) == "[rank 2 attempt 0] y"
     assert Prefixer(all_attempts=False, colour=False, enabled=False)(LogLine(2, 0, "p", "y")) == "y"
     assert Prefixer(all_attempts=False, colour=True)(LogLine(0, 0, "p", "z")) == "\033[32m[rank 0]\033[0m z"
+    as_json = Prefixer(all_attempts=False, colour=True, as_json=True)(LogLine(3, 1, "j-3-a1", 'say "hi"'))
+    assert json.loads(as_json) == {"rank": 3, "attempt": 1, "pod": "j-3-a1", "text": 'say "hi"'}
 
 
 def test_wait_goals() -> None:
