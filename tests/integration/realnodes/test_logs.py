@@ -4,6 +4,7 @@ the earlier attempt's pods read while they still exist."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -92,6 +93,11 @@ def test_every_rank_in_one_stream_and_only_the_ranks_asked_for(logs_namespace: t
     assert {line.split("]")[0] for line in bounded.stdout.splitlines()} == {"[rank 0"}
     assert "showing 1 of 2 ranks (the leader, failing and not running ranks first)" in bounded.stderr
     print("\n$ multinode logs hello --max-streams 1\n" + bounded.stderr + bounded.stdout)
+
+    as_json = cli(cluster, "logs", "hello", "-n", namespace, "--rank", "1", "-o", "json")
+    objects = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert objects[0] == {"rank": 1, "attempt": 0, "pod": "hello-1-a0", "text": "rank 1 step 0 loss 1.000"}
+    assert len(objects) == 4
 
     # The same from Python, as a notebook reads it.
     jobs_client = TrainingJobClient(namespace, kubeconfig=str(cluster.kubeconfig))
