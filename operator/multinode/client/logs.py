@@ -123,21 +123,14 @@ class _Follower:
             _announce(self.notice, self.scope, chosen, left_out)
             self._open_streams(first=True)
             while not self.stopping.is_set():
-                for kind, obj in self.kube.watch_job_pods(self.namespace, self.job, version, _WATCH_SECONDS):
-                    if kind == "ERROR":  # 410 Gone: the resourceVersion is too old; list again
-                        version = ""
-                        break
-                    version = obj["metadata"].get("resourceVersion", version)
-                    pod = node_pod(obj)
-                    if pod is None:
-                        continue
-                    if kind == "DELETED":
-                        self.pods.pop(pod.name, None)
-                    else:
-                        self.pods[pod.name] = pod
-                    self._open_streams(first=False)
-                    if self.stopping.is_set():
-                        return
+                try:
+                    version = self._watch(version)
+                except ClientError as e:
+                    if e.status != 410:
+                        raise
+                    version = ""  # 410 Gone: the resourceVersion is too old; list again
+                if self.stopping.is_set():
+                    return
                 if not version:
                     raw, version = self.kube.list_job_pods(self.namespace, self.job)
                     self.pods = {p.name: p for p in node_pods(raw)}
@@ -148,6 +141,25 @@ class _Follower:
             self.error = e
         finally:
             self.lines.put(_DONE)
+
+    def _watch(self, version: str) -> str:
+        """One watch of the job's pods from `version`, opening streams as pods start; the last version seen,
+        or "" when the apiserver says it is too old."""
+        for kind, obj in self.kube.watch_job_pods(self.namespace, self.job, version, _WATCH_SECONDS):
+            if kind == "ERROR":
+                return ""
+            version = obj["metadata"].get("resourceVersion", version)
+            pod = node_pod(obj)
+            if pod is None:
+                continue
+            if kind == "DELETED":
+                self.pods.pop(pod.name, None)
+            else:
+                self.pods[pod.name] = pod
+            self._open_streams(first=False)
+            if self.stopping.is_set():
+                break
+        return version
 
     def _finished(self) -> bool:
         """No stream open and the job finished (or gone): nothing more will be written."""
