@@ -198,13 +198,23 @@ class _Follower:
                 threading.Thread(target=self._stream, args=(pod, since), name=f"logs-{pod.name}",
                                  daemon=True).start()
 
+    def _put(self, line: LogLine) -> bool:
+        """Hand a line to the reader; False once the reader has gone (a closed generator in a notebook must
+        not leave threads blocked on a full queue)."""
+        while not self.stopping.is_set():
+            try:
+                self.lines.put(line, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def _stream(self, pod: NodePod, since_seconds: int | None) -> None:
         try:
             for text in self.kube.pod_log_lines(self.namespace, pod.name, TRAINER_CONTAINER, follow=True,
                                                 since_seconds=since_seconds, tail_lines=self.tail_lines):
-                if self.stopping.is_set():
+                if not self._put(LogLine(pod.rank, pod.attempt, pod.name, text)):
                     return
-                self.lines.put(LogLine(pod.rank, pod.attempt, pod.name, text))
         except ClientError as e:
             # A pod deleted under its stream (the gang restarting) ends it; that is not the user's error.
             if e.status not in (400, 404):
