@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 # The analysis is pure and the `multinode` command imports it at start: the client (and the Kubernetes
 # library under it) is imported when a test runs.
 if TYPE_CHECKING:
+    from multinode.api import TrainingJob
     from multinode.client.jobs import TrainingJobClient
     from multinode.client.logs import LogLine
 
@@ -109,11 +110,15 @@ def run_scaling_test(jobs: TrainingJobClient, job: dict[str, Any], sizes: Iterab
     for nodes in sorted(set(sizes)):
         body = sized(job, nodes)
         name = body["metadata"]["name"]
-        progress(f"{name}: creating ({nodes} nodes)")
+        progress(f"{name}: creating ({nodes} node{'s' if nodes > 1 else ''})")
         jobs.create(body)
+
+        def phase(job: TrainingJob, name: str = name) -> None:
+            if job.status and job.status.phase:  # the operator's first status write; before it, nothing to say
+                progress(f"{name}: {job.status.phase.value}")
+
         try:
-            jobs.wait(name, phases=("Succeeded",), timeout=timeout,
-                      on_progress=lambda j: progress(f"{name}: {j.status.phase.value if j.status and j.status.phase else '-'}"))
+            jobs.wait(name, phases=("Succeeded",), timeout=timeout, on_progress=phase)
             throughput, beats = job_throughput(jobs.logs(name, max_streams=0))
         finally:
             if not keep:
