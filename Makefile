@@ -14,6 +14,7 @@ help:
 	@echo "make demo         local cluster + operator + the example 4-node job, end to end"
 	@echo "make test         lint, unit and integration tests on the local cluster (what CI runs)"
 	@echo "make test-unit    only the tests that need no cluster"
+	@echo "make lint         ruff, mypy and the import contracts (make test runs it first)"
 	@echo "make cluster-up   start the local control plane (prints export KUBECONFIG=...); REAL_NODES=2 adds real nodes"
 	@echo "make cluster-down stop it"
 	@echo "make crds         regenerate crds/ from the pydantic models"
@@ -63,8 +64,16 @@ crds: venv
 docs: venv
 	$(PY) -m multinode.api.reference > docs/reference.md
 
+# ruff (rules in [tool.ruff]) over operator/, tools/ and tests/; mypy (strict on api, render, reconcile and
+# checkpoints, [tool.mypy]) over operator/multinode only: tools/ and tests/ are not type-checked; the
+# import contracts. Each runs even when an earlier one failed, so one run shows every finding; any failure
+# fails the target. `make test` (so CI) runs it first.
 lint: venv
-	$(VENV)/bin/lint-imports
+	@rc=0; \
+	echo "ruff check"; $(VENV)/bin/ruff check operator tools tests || rc=1; \
+	echo "mypy"; $(VENV)/bin/mypy || rc=1; \
+	echo "lint-imports"; $(VENV)/bin/lint-imports || rc=1; \
+	exit $$rc
 
 test-unit: venv
 	$(PY) -m pytest tests -m "not integration" $(PYTEST_ARGS)

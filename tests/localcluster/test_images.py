@@ -208,7 +208,7 @@ def _run(rootfs: Path, image: images.BuiltImage, args: list[str]) -> subprocess.
     config = _config(image)["config"]
     user = ["--userspec", config["User"]] if config.get("User") else []
     cmd = ["chroot", *user, str(rootfs), "/usr/bin/env", "-i", *config["Env"], *config.get("Entrypoint", []), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd="/")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd="/", check=False)
 
 
 @needs_root

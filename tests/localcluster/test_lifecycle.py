@@ -21,7 +21,7 @@ def test_cluster_down_leaves_no_process(local_cluster: LocalCluster) -> None:
     name = f"down-{uuid.uuid4().hex[:6]}"
     env = dict(os.environ)
     up = subprocess.run([sys.executable, "-m", "localcluster", "up", "--name", name, "--nodes", "1"],
-                        capture_output=True, text=True, env=env, timeout=300)
+                        capture_output=True, text=True, env=env, timeout=300, check=False)
     assert up.returncode == 0, up.stderr
     cluster = LocalCluster(ClusterConfig(name=name))
     try:
@@ -30,7 +30,7 @@ def test_cluster_down_leaves_no_process(local_cluster: LocalCluster) -> None:
         assert len(processes.pids_with_marker(cluster.marker)) >= len(STOP_ORDER)
     finally:
         down = subprocess.run([sys.executable, "-m", "localcluster", "down", "--name", name],
-                              capture_output=True, text=True, env=env, timeout=120)
+                              capture_output=True, text=True, env=env, timeout=120, check=False)
     assert down.returncode == 0, down.stderr
     assert processes.pids_with_marker(cluster.marker) == []
     assert not cluster.is_running()
@@ -47,7 +47,8 @@ def test_cluster_dies_with_its_sigkilled_owner(local_cluster: LocalCluster) -> N
         print("started", flush=True)
         sys.stdin.read()  # hold the cluster until killed
     """)
-    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
     cluster = LocalCluster(ClusterConfig(name=name))
     try:
         assert owner.stdout.readline().strip() == "started"

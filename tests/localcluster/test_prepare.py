@@ -52,7 +52,8 @@ def test_a_failed_lane_is_named_shows_its_log_and_the_others_still_finish(tmp_pa
 
 
 def test_go_download_chatter_stays_in_the_log(tmp_path: Path, capsys) -> None:
-    chatty = "print('go: downloading example.com/m v1.0.0'); print('go: added example.com/m v1.0.0'); print('[build] m: 1s')"
+    chatty = ("print('go: downloading example.com/m v1.0.0'); print('go: added example.com/m v1.0.0'); "
+              "print('[build] m: 1s')")
     assert prepare.run_lanes([_lane("go", chatty)], tmp_path / "logs") == []
     err = capsys.readouterr().err
     assert "[go] [build] m: 1s" in err and "example.com" not in err

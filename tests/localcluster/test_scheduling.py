@@ -56,7 +56,8 @@ def test_node_marked_not_ready_gets_its_pods_evicted(
     [node_name] = local_cluster.create_nodes(NodePoolConfig(count=1, name_prefix=prefix))
     try:
         wait_for(lambda: _node_ready(core, node_name) is True, timeout=60, what=f"{node_name} Ready")
-        core.create_namespaced_pod(namespace, gpu_pod("victim", gpus=8, node_selector={"kubernetes.io/hostname": node_name}))
+        core.create_namespaced_pod(namespace,
+                                   gpu_pod("victim", gpus=8, node_selector={"kubernetes.io/hostname": node_name}))
         wait_for(lambda: _pod_if_phase(core, namespace, "victim", "Running"), timeout=60, what="victim Running")
 
         core.patch_node(node_name, {"metadata": {"labels": {"node-not-ready.stage.kwok.x-k8s.io": "true"}}})

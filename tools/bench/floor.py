@@ -32,13 +32,13 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import BENCH_NODE_MONITOR_GRACE, machine  # noqa: E402
-from localcluster.harness.trainingjobs import training_job  # noqa: E402
-from localcluster.harness.kube import new_namespace  # noqa: E402
+from peers import BENCH_NODE_MONITOR_GRACE, machine
+from localcluster.harness.trainingjobs import training_job
+from localcluster.harness.kube import new_namespace
 
-from multinode.api import TrainingJob  # noqa: E402
-from multinode.controller.kube import KubeApi  # noqa: E402
-from multinode.render import render_node_pod  # noqa: E402
+from multinode.api import TrainingJob
+from multinode.controller.kube import KubeApi
+from multinode.render import render_node_pod
 
 OUT = REPO / ".cache" / "bench" / "floor.json"
 SHAPES = ("multinode", "jobset")
@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             for shape in (SHAPES if i % 2 == 0 else SHAPES[::-1]):
                 s = asyncio.run(run(shape, i))
                 seconds[shape].append(s)
-                print(f"  run {i} {shape:>9}: {args.nodes} pods created in {s:.2f}s ({args.nodes / s:.0f}/s)", flush=True)
+                print(f"  run {i} {shape:>9}: {args.nodes} pods created in {s:.2f}s ({args.nodes / s:.0f}/s)",
+                      flush=True)
                 core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
                 wait_gone(core, namespace, args.timeout)
     finally:

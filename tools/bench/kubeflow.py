@@ -46,8 +46,8 @@ for p in (str(REPO / "tools" / "bench"),):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from localcluster import binaries, processes  # noqa: E402
-from peers import free_port, wait_http_ok  # noqa: E402
+from localcluster import binaries, processes
+from peers import free_port, wait_http_ok
 
 KUBEFLOW_GROUP, KUBEFLOW_VERSION, PYTORCHJOB_PLURAL = "kubeflow.org", "v1", "pytorchjobs"
 # Labels the operator puts on every pod (and Service) of a job.
@@ -82,7 +82,8 @@ def install_training_operator_crds(kubeconfig: str, kinds: tuple[str, ...] = ("p
 
     crds = ensure_training_operator_built() / "crds"
     for kind in kinds:
-        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(crds / f"kubeflow.org_{kind}.yaml"))
+        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f",
+                str(crds / f"kubeflow.org_{kind}.yaml"))
     deadline = time.monotonic() + 60
     for kind in kinds:
         while kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
@@ -359,7 +360,8 @@ def main() -> int:
         print(f"{n}-node PyTorchJob: " + " ".join(f"{m} {v:.2f}s" for m, v in result.items()), flush=True)
         pods = core.list_namespaced_pod(ns, label_selector=f"{KUBEFLOW_JOB_NAME_LABEL}={name}").items
         running = [p for p in pods if p.status.phase == "Running"]
-        roles = sorted(f"{p.metadata.labels.get(KUBEFLOW_REPLICA_TYPE_LABEL)}-{p.metadata.labels.get(KUBEFLOW_REPLICA_INDEX_LABEL)}"
+        roles = sorted(f"{p.metadata.labels.get(KUBEFLOW_REPLICA_TYPE_LABEL)}-"
+                       f"{p.metadata.labels.get(KUBEFLOW_REPLICA_INDEX_LABEL)}"
                        for p in running)
         obj = custom.get_namespaced_custom_object(KUBEFLOW_GROUP, KUBEFLOW_VERSION, ns, PYTORCHJOB_PLURAL, name)
         conds = [(c["type"], c["status"]) for c in obj["status"].get("conditions", [])]

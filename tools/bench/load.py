@@ -25,9 +25,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import machine, rss_now_mb, rss_peak_mb  # noqa: E402
-from startup import LABELS, SYSTEMS, Harness  # noqa: E402
-from localcluster.harness.operator import OperatorProcess  # noqa: E402
+from peers import machine, rss_now_mb, rss_peak_mb
+from startup import LABELS, SYSTEMS, Harness
+from localcluster.harness.operator import OperatorProcess
 
 OUT = REPO / ".cache" / "bench" / "load.json"
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from mirror_trees import TEXT, make_tree, tree_files  # noqa: E402
+from mirror_trees import TEXT, make_tree, tree_files
 
-from multinode.checkpoints import Mirror, verify_mirrored  # noqa: E402
+from multinode.checkpoints import Mirror, verify_mirrored
 
 MB = 1_000_000
 TOOLS = ("mirror", "cp", "rsync")
@@ -195,7 +195,8 @@ def main() -> int:
           f"{'CPU s m/cp/rsync':>20}")
     for t in trees:
         m, c = t["median_mb_s"], t["median_cpu_s"]
-        print(f"{t['bytes'] / MB:>10.0f} MB, {t['files']:>5} files{m['mirror']:>13.0f}{m['cp']:>10.0f}{m['rsync']:>12.0f}"
+        print(f"{t['bytes'] / MB:>10.0f} MB, {t['files']:>5} files"
+              f"{m['mirror']:>13.0f}{m['cp']:>10.0f}{m['rsync']:>12.0f}"
               f"{t['ratio_mirror_to']['cp']:>11.2f}{t['ratio_mirror_to']['rsync']:>14.2f}"
               f"{c['mirror']:>8.2f}/{c['cp']:.2f}/{c['rsync']:.2f}")
     for r in remirrors:

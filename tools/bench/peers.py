@@ -65,7 +65,8 @@ def ensure_jobset_built() -> Path:
 
 # ---- identities ----------------------------------------------------------------------------------
 
-def identity(cluster: LocalCluster, core: client.CoreV1Api, rbac: client.RbacAuthorizationV1Api, name: str) -> tuple[str, str]:
+def identity(cluster: LocalCluster, core: client.CoreV1Api, rbac: client.RbacAuthorizationV1Api,
+             name: str) -> tuple[str, str]:
     """A cluster-admin ServiceAccount `name` in bench-system: (kubeconfig path, audit user name)."""
     try:
         core.create_namespace({"metadata": {"name": SYSTEM_NS}})
@@ -126,7 +127,8 @@ class JobSetProcess:
         certs.mkdir(parents=True, exist_ok=True)
         if not (certs / "tls.crt").exists():
             subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                            "-subj", "/CN=localhost", "-keyout", str(certs / "tls.key"), "-out", str(certs / "tls.crt")],
+                            "-subj", "/CN=localhost", "-keyout", str(certs / "tls.key"),
+                            "-out", str(certs / "tls.crt")],
                            check=True, capture_output=True)
         config = self.dir / "jobset-config.yaml"
         config.write_text(yaml.safe_dump({

@@ -10,7 +10,8 @@ from a watch on the job's pods in this process:
   gone → gang      from the moment the last pod of the old attempt was deleted to the same point
                    (the default BlockingRecreate waits for the old pods first).
 Backoff is set to 0, so what is measured is the operator and the control plane, not a policy delay.
-Prints median and p99 and writes .cache/bench/recovery.json. `make bench` runs it; tests/integration/bench runs a small smoke of it.
+Prints median and p99 and writes .cache/bench/recovery.json. `make bench` runs it; tests/integration/bench
+runs a small smoke of it.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from multinode.api import GROUP, PLURAL, VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import RawWatch, wait_on  # noqa: E402
-from localcluster.harness.kube import kubectl, new_namespace  # noqa: E402
-from localcluster.harness.operator import CRD_FILE, OperatorProcess  # noqa: E402
-from localcluster.harness.trainingjobs import training_job  # noqa: E402
+from peers import RawWatch, wait_on
+from localcluster.harness.kube import kubectl, new_namespace
+from localcluster.harness.operator import CRD_FILE, OperatorProcess
+from localcluster.harness.trainingjobs import training_job
 
 OUT = REPO / ".cache" / "bench" / "recovery.json"
 
@@ -74,7 +75,7 @@ class PodClock:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def run_size(api: client.ApiClient, kubeconfig: str, num_nodes: int, trials: int, log_dir: Path) -> dict:
@@ -88,12 +89,15 @@ def run_size(api: client.ApiClient, kubeconfig: str, num_nodes: int, trials: int
                        failurePolicy={"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
     kubectl(kubeconfig, "apply", "-n", ns, "-f", "-", input=yaml.safe_dump(job))
     fail_to_gang, gone_to_gang = [], []
+
+    def running() -> bool:
+        stored = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+        return (stored.get("status") or {}).get("phase") == "Running"
+
     try:
         for attempt in range(trials + 1):
             pods = [f"{name}-{i}-a{attempt}" for i in range(num_nodes)]
-            clock.wait(lambda: all(p in clock.created_at for p in pods))
-            running = lambda: all((custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)  # noqa: E731
-                                   .get("status") or {}).get("phase") == "Running" for _ in [0])
+            clock.wait(lambda: all(p in clock.created_at for p in pods))  # noqa: B023 - called before the loop moves on
             clock.wait(running)
             if attempt > 0:
                 old = [f"{name}-{i}-a{attempt - 1}" for i in range(num_nodes)]

@@ -10,7 +10,8 @@ and measures, from raw pod watches:
 Ours: backoff 0, so the default BlockingRecreate waits only for the old pods to go. JobSet:
 failurePolicy.maxRestarts 1000; the Job fails (backoffLimit 0), JobSet deletes its Jobs and recreates
 them, kube-controller-manager's Job controller creates the pods (restart-attempt label). Systems
-alternate per size. Prints median and p99, writes .cache/bench/recovery_peers.json. `make bench` runs it; tests/integration/bench runs a small smoke of it.
+alternate per size. Prints median and p99, writes .cache/bench/recovery_peers.json. `make bench` runs it;
+tests/integration/bench runs a small smoke of it.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import machine  # noqa: E402
-from startup import Harness  # noqa: E402
+from peers import machine
+from startup import Harness
 
 OUT = REPO / ".cache" / "bench" / "recovery_peers.json"
 FAIL = {"localcluster.multinode.dev/finish-after": "0s", "localcluster.multinode.dev/exit-code": "1"}
@@ -33,7 +34,7 @@ FAIL = {"localcluster.multinode.dev/finish-after": "0s", "localcluster.multinode
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def trials(h: Harness, system: str, n: int, count: int, timeout: float) -> dict:
@@ -47,7 +48,7 @@ def trials(h: Harness, system: str, n: int, count: int, timeout: float) -> dict:
         return pods if len(pods) >= n and all("running" in p for p in pods) else None
 
     for attempt in range(count + 1):
-        pods = clock.wait(lambda: gang(attempt), timeout, f"{system} attempt {attempt} running")
+        pods = clock.wait(lambda: gang(attempt), timeout, f"{system} attempt {attempt} running")  # noqa: B023 - waited on here
         if attempt > 0:
             old = clock.of((system, name, attempt - 1))
             done = max(p["created"] for p in pods)
@@ -67,7 +68,8 @@ def trials(h: Harness, system: str, n: int, count: int, timeout: float) -> dict:
     def stats(values):
         return {"median": statistics.median(values), "p99": percentile(values, 0.99), "all": values} if values else None
 
-    return {"trials": len(fail_to_gang), "failure_to_gang_s": stats(fail_to_gang), "old_gone_to_gang_s": stats(gone_to_gang)}
+    return {"trials": len(fail_to_gang), "failure_to_gang_s": stats(fail_to_gang),
+            "old_gone_to_gang_s": stats(gone_to_gang)}
 
 
 def main() -> int:
@@ -91,7 +93,8 @@ def main() -> int:
         h.stop()
     nan = {"median": float("nan"), "p99": float("nan")}
     print()
-    print(f"{'nodes':>6} {'system':>7} {'trials':>6} {'fail→gang median':>17} {'p99':>7} {'gone→gang median':>17} {'p99':>7}")
+    print(f"{'nodes':>6} {'system':>7} {'trials':>6} {'fail→gang median':>17} {'p99':>7} "
+          f"{'gone→gang median':>17} {'p99':>7}")
     for r in results:
         f, g = r["failure_to_gang_s"] or nan, r["old_gone_to_gang_s"] or nan
         print(f"{r['nodes']:>6} {r['system']:>7} {r['trials']:>6} {f['median']:>16.3f}s {f['p99']:>6.3f}s "

@@ -66,7 +66,8 @@ def load_table(data: dict) -> str:
     header = ["", *(LABELS[s] for s in systems), *(f"ours/{LABELS[p]}" for p in systems[1:])]
     rows = [[f"{t['jobs']} jobs × {t['pods_per_job']} pods, all Running (median, s)",
              *(f"{t['median_s'][s]:.1f}" for s in systems), *(f"{t['ratio_ours_to'][p]:.2f}" for p in systems[1:])],
-            ["runs (s)", *(" / ".join(f"{v:.1f}" for v in t["runs_s"][s]) for s in systems), *([""] * (len(systems) - 1))]]
+            ["runs (s)", *(" / ".join(f"{v:.1f}" for v in t["runs_s"][s]) for s in systems),
+             *([""] * (len(systems) - 1))]]
     table = _table(header, rows, "--- " + "---: " * (2 * len(systems) - 1))
     return (table + f"\n\nOperator memory, {m['jobs']} jobs × {m['pods_per_job']} pods watched: idle "
             f"{m['idle_rss_mb']:.0f} MB, **peak (VmHWM) {m['peak_rss_mb']:.0f} MB**, after {m['rss_after_mb']:.0f} MB.")
@@ -98,7 +99,8 @@ def floor_table(data: dict) -> str:
     rows = [[s, data["create_body_bytes"][s], f"{m:.2f}", f"{data['nodes'] / m:.0f}",
              " / ".join(f"{v:.2f}" for v in data["runs_s"][s])] for s, m in data["median_s"].items()]
     return (_table(header, rows, "--- ---: ---: ---: ---")
-            + f"\n\nA bare client, {data['concurrency']} creates at a time over the operator's write path; {data['machine']}.")
+            + f"\n\nA bare client, {data['concurrency']} creates at a time over the operator's write path; "
+              f"{data['machine']}.")
 
 
 def mirror_table(data: dict) -> str:
@@ -126,8 +128,9 @@ def mirror_chaos_table(data: dict) -> str:
               f"rmtree (open windows): {'on' if data.get('open_windows', True) else 'off'}.")
 
 
-RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table, "recovery_peers": recovery_peers_table,
-          "recovery": recovery_table, "mirror": mirror_table, "mirror_chaos": mirror_chaos_table}
+RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table,
+          "recovery_peers": recovery_peers_table, "recovery": recovery_table, "mirror": mirror_table,
+          "mirror_chaos": mirror_chaos_table}
 FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
         "recovery": "recovery", "mirror": "mirror", "mirror_chaos": "mirror_chaos"}
 

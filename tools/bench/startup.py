@@ -38,17 +38,18 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import (  # noqa: E402
-    BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL, JOBSET_VERSION, Clock, JobSetProcess,
+from peers import (
+    BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL,
+    JOBSET_VERSION, Clock, JobSetProcess,
     RawWatch, audit_counts, identity, install_jobset_crds, jobset_manifest, jobset_running, machine,
     rss_peak_mb, summarize_counts, trainingjob_running,
 )
-import kubeflow  # noqa: E402
-from localcluster.harness.trainingjobs import training_job  # noqa: E402
-from localcluster.harness.kube import kubectl, new_namespace  # noqa: E402
-from localcluster.harness.operator import CRD_FILE, OperatorProcess  # noqa: E402
+import kubeflow
+from localcluster.harness.trainingjobs import training_job
+from localcluster.harness.kube import kubectl, new_namespace
+from localcluster.harness.operator import CRD_FILE, OperatorProcess
 
-from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION  # noqa: E402
+from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 
 OUT = REPO / ".cache" / "bench" / "startup.json"
 MILESTONES = ("created", "scheduled", "running", "status")
@@ -108,7 +109,7 @@ class Harness:
                 key = (system, labels.get(label))
                 if key[1] is None:
                     return None
-                return key + (int(labels.get(attempt_label, -1)),) if self.by_attempt else key
+                return (*key, int(labels.get(attempt_label, -1))) if self.by_attempt else key
             return job_of
 
         pod_keys = {"ours": keyed("ours", LABEL_JOB_NAME, LABEL_ATTEMPT),
@@ -144,7 +145,8 @@ class Harness:
     def create(self, system: str, name: str, num_nodes: int, gpus: int, **spec) -> None:
         if system == "ours":
             body = training_job(name, num_nodes, gpus=gpus, **spec)
-            body["spec"].setdefault("failurePolicy", {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
+            body["spec"].setdefault("failurePolicy",
+                                    {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
         elif system == "jobset":
             body = jobset_manifest(name, num_nodes, gpus)
         else:
@@ -175,7 +177,8 @@ class Harness:
         out["status"] = st - t0
         return out
 
-    def run_once(self, system: str, name: str, num_nodes: int, gpus: int, timeout: float) -> tuple[dict, tuple[float, float]]:
+    def run_once(self, system: str, name: str, num_nodes: int, gpus: int,
+                 timeout: float) -> tuple[dict, tuple[float, float]]:
         wall0, t0 = time.time(), time.monotonic()
         self.create(system, name, num_nodes, gpus)
         result = self.clock.wait(lambda: self.milestones(system, name, num_nodes, t0), timeout,

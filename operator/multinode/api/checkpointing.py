@@ -8,6 +8,7 @@ operator never writes it, so the two writers never overwrite each other.
 from __future__ import annotations
 
 from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from multinode.api.base import MAX_NAME_LENGTH, MAX_PATH_LENGTH, ApiModel
 from multinode.api.cel import cel_rule
@@ -21,7 +22,7 @@ DEFAULT_CHECKPOINT_MOUNT_PATH = "/checkpoints"
 # status.checkpoints.notReady lists at most this many (the newest): the status object stays small.
 MAX_NOT_READY_REPORTED = 5
 MAX_NOT_READY_MESSAGE = 1024
-_DATE_TIME = {"format": "date-time"}
+_DATE_TIME: JsonDict = {"format": "date-time"}
 
 
 # The engine's own list of completion rules is the API's: a rule the engine does not know cannot be

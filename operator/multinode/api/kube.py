@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from multinode.api.base import (
     DNS1123_LABEL_PATTERN,
@@ -21,7 +22,7 @@ from multinode.api.base import (
 from multinode.api.cel import cel_rule, cel_string_list
 from multinode.api.constants import RESERVED_ENV_NAMES, SHM_MOUNT_PATH, SHM_VOLUME_NAME
 
-PRESERVE_UNKNOWN = {"x-kubernetes-preserve-unknown-fields": True}
+PRESERVE_UNKNOWN: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
 
 
 class EnvVar(ApiModel):

@@ -17,7 +17,7 @@ from multinode.api.base import MAX_NAME_LENGTH, QUALIFIED_NAME_PATTERN, ApiModel
 from multinode.api.cel import cel_rule
 
 # Exit codes are 0..255; ranges beyond that could never match.
-_EXIT_CODE = {"ge": 0, "le": 255}
+ExitCode = Annotated[int, Field(ge=0, le=255)]
 
 
 class FailureAction(StrEnum):
@@ -49,8 +49,8 @@ class MismatchAction(StrEnum):
 
 
 class ExitCodeRange(ApiModel):
-    min: int = Field(description="Lowest exit code of the range.", **_EXIT_CODE)
-    max: int = Field(description="Highest exit code of the range (inclusive).", **_EXIT_CODE)
+    min: ExitCode = Field(description="Lowest exit code of the range.")
+    max: ExitCode = Field(description="Highest exit code of the range (inclusive).")
 
 
 class FailureRule(ApiModel):

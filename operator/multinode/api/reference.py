@@ -21,7 +21,7 @@ Every field of `spec` and `status`, with its type, default and limits, as the CR
 
 
 def _type(node: dict[str, Any]) -> str:
-    t = node.get("type", "object")
+    t: str = node.get("type", "object")
     if node.get("x-kubernetes-preserve-unknown-fields"):
         return "object (any fields)"
     if t == "array":

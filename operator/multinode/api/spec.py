@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from multinode.api.base import (
     MAX_MAP_ENTRIES,
@@ -42,7 +43,7 @@ from multinode.api.kube import (
 
 # A CRD default of {} makes the apiserver create the object and then fill in its
 # nested defaults, so stored objects show the same values the Python models assume.
-_DEFAULT_EMPTY_OBJECT = {"default": {}}
+_DEFAULT_EMPTY_OBJECT: JsonDict = {"default": {}}
 
 MAX_NUM_NODES = 5000
 

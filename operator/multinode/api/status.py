@@ -6,6 +6,7 @@ from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field
+from pydantic.config import JsonDict
 
 from multinode.api.base import MAX_PATH_LENGTH, ApiModel
 from multinode.api.checkpointing import CheckpointsStatus
@@ -16,7 +17,9 @@ from multinode.api.constants import (
     CONDITION_SUCCEEDED,
 )
 
-_DATE_TIME = {"format": "date-time"}
+_DATE_TIME: JsonDict = {"format": "date-time"}
+
+ConditionStatus = Literal["True", "False", "Unknown"]
 MAX_CONDITION_MESSAGE = 32768
 
 
@@ -52,9 +55,10 @@ class Condition(ApiModel):
             r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
             r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
         ),
-        description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent or CheckpointsSynced.",
+        description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent or "
+                    "CheckpointsSynced.",
     )
-    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
         min_length=1,
         max_length=1024,
@@ -100,7 +104,8 @@ class TrainingJobStatus(ApiModel):
     phase: Phase | None = Field(None, description="Coarse phase, shown by kubectl get.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced), one per type.",
+        description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced), "
+                    "one per type.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],

@@ -14,7 +14,9 @@ import errno
 import fcntl
 import os
 import threading
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from io import FileIO
 from pathlib import Path
 
 from multinode.checkpoints.hashing import DEFAULT_HASH, ProbeCollector, new_hash, probe
@@ -64,7 +66,7 @@ def write_all(fd: int, data: memoryview) -> None:
         data = data[written:]
 
 
-def _load_sync_file_range():
+def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
     """libc's sync_file_range(2) through ctypes (the os module lacks it), or None where there is none."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -89,7 +91,7 @@ def _flush_behind(fd: int, previous: int, start: int, end: int) -> None:
     (which costs more CPU than the copy). Write errors surface here, early. Without sync_file_range,
     POSIX_FADV_DONTNEED does part of it (it starts writeback and drops clean pages).
     """
-    global _sync_file_range
+    global _sync_file_range  # noqa: PLW0603 - one unsupported filesystem answer turns it off for the process
     if _sync_file_range is not None:
         if _sync_file_range(fd, start, end - start, _WRITE) == 0 and (start == previous or _sync_file_range(
                 fd, previous, start - previous, _WAIT_BEFORE | _WRITE | _WAIT_AFTER) == 0):
@@ -125,9 +127,9 @@ def ensure_unchanged(src: SourceFile, before: os.stat_result) -> None:
         raise SourceChanged(f"{src.path} changed while it was read (size {src.size} -> {after.st_size})")
 
 
-def _open_source(src: SourceFile):
+def _open_source(src: SourceFile) -> tuple[FileIO, os.stat_result]:
     try:
-        f = open(src.path, "rb", buffering=0)
+        f = open(src.path, "rb", buffering=0)  # noqa: SIM115 - returned open; the caller closes it
         before = os.fstat(f.fileno())
     except OSError as e:
         raise SourceError(e) from None
@@ -141,7 +143,7 @@ def _open_source(src: SourceFile):
     return f, before
 
 
-def _read(f, buf: bytearray) -> int:
+def _read(f: FileIO, buf: bytearray) -> int | None:
     try:
         return f.readinto(buf)
     except OSError as e:
@@ -202,7 +204,7 @@ def copy_and_hash(src: SourceFile, dst: str | Path, cancel: threading.Event) -> 
     return Digests({DEFAULT_HASH: h.hexdigest()}, sampled.digest())
 
 
-def hash_source(src: SourceFile, cancel: threading.Event, algorithms: set[str] = frozenset()) -> Digests:
+def hash_source(src: SourceFile, cancel: threading.Event, algorithms: Collection[str] = frozenset()) -> Digests:
     """A source file's digests (DEFAULT_HASH and `algorithms`, those of older manifests it may match, all
     in one read) and probe, read only: to find out whether it can be linked instead of copied."""
     f, before = _open_source(src)

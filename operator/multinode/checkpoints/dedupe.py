@@ -56,7 +56,7 @@ class DedupeIndex:
                 continue
             known = KnownFile(checkpoint_dir, f.path, f.size, f.probe, f.algorithm, f.digest)
             self._by_digest.setdefault((f.algorithm, f.digest), known)
-            if None not in (f.ino, f.mtime_ns, f.ctime_ns):
+            if f.ino is not None and f.mtime_ns is not None and f.ctime_ns is not None:
                 self._identities.setdefault((f.ino, f.size, f.mtime_ns, f.ctime_ns), known)
             self._algorithms_by_size.setdefault(f.size, set()).add(f.algorithm)
             if f.mtime_ns is not None:

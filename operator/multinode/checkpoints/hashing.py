@@ -13,19 +13,30 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import xxhash
 
 SHA256 = "sha256"
 XXH3_128 = "xxh3_128"
 DEFAULT_HASH = XXH3_128
-HASHES: dict[str, Callable] = {SHA256: hashlib.sha256, XXH3_128: xxhash.xxh3_128}
+
+
+class Hasher(Protocol):
+    """What the mirror needs of a hash object (hashlib's and xxhash's both are)."""
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
+HASHES: dict[str, Callable[[], Hasher]] = {SHA256: hashlib.sha256, XXH3_128: xxhash.xxh3_128}
 DIGEST_LENGTH = {SHA256: 64, XXH3_128: 32}   # hex characters
 HASH_BUFFER = 8 << 20
 PROBE_BLOCK = 64 << 10
 
 
-def new_hash(algorithm: str):
+def new_hash(algorithm: str) -> Hasher:
     return HASHES[algorithm]()
 
 
@@ -47,13 +58,13 @@ class ProbeCollector:
         for start, block in self.blocks:
             stop = min(start + PROBE_BLOCK, self.size)
             if start < end and offset < stop:
-                block += chunk[max(start, offset) - offset:min(stop, end) - offset]
+                block.extend(chunk[max(start, offset) - offset:min(stop, end) - offset])
 
     def digest(self, algorithm: str = DEFAULT_HASH) -> str:
         return probe_digest(self.size, [block for _, block in self.blocks], algorithm)
 
 
-def probe_digest(size: int, blocks: list, algorithm: str) -> str:
+def probe_digest(size: int, blocks: list[bytes] | list[bytearray], algorithm: str) -> str:
     h = new_hash(algorithm)
     h.update(str(size).encode())
     for block in blocks:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from multinode.checkpoints.hashing import DEFAULT_HASH, DIGEST_LENGTH, HASHES, SHA256, digest_of
 from multinode.checkpoints.names import order_key
@@ -67,7 +68,7 @@ def rfc3339(t: float) -> str:
 
 def manifest_document(*, name: str, source: str, step: int | None, framework: str | None,
                       files: list[ManifestFile], copied_bytes: int, linked_bytes: int,
-                      completed_at: str | None, mirrored_at: str) -> dict:
+                      completed_at: str | None, mirrored_at: str) -> dict[str, Any]:
     if any(f.algorithm != DEFAULT_HASH for f in files):
         raise ValueError(f"a new manifest lists {DEFAULT_HASH} digests only")
     return {
@@ -110,7 +111,7 @@ def read_manifest(path: Path) -> tuple[MirroredCheckpoint, list[ManifestFile]]:
     return checkpoint, files
 
 
-def _manifest_file(entry: dict, algorithm: str, format_version: int) -> ManifestFile:
+def _manifest_file(entry: dict[str, Any], algorithm: str, format_version: int) -> ManifestFile:
     rel, size, digest = entry["path"], entry["size"], entry[SHA256 if format_version == 1 else "digest"]
     parts = PurePosixPath(rel).parts if isinstance(rel, str) else ()
     # A manifest names files inside its own directory only.
@@ -181,7 +182,7 @@ def read_published(dest: Path) -> tuple[list[tuple[MirroredCheckpoint, list[Mani
     return good, bad
 
 
-def published_order(c: MirroredCheckpoint) -> tuple:
+def published_order(c: MirroredCheckpoint) -> tuple[tuple[int, float | int], str, str]:
     return (order_key(c.step, 0), c.mirrored_at, c.name)
 
 

@@ -192,7 +192,8 @@ class Mirror:
         except Exception as e:  # noqa: BLE001 - the caller's callback: without it, pruning is unsafe
             return None, str(e)
 
-    def _publish(self, candidate: CheckpointCandidate, index: DedupeIndex, published: list,
+    def _publish(self, candidate: CheckpointCandidate, index: DedupeIndex,
+                 published: list[tuple[MirroredCheckpoint, list[ManifestFile]]],
                  report: SyncReport, replace: bool = False) -> bool:
         first_complete = self._first_complete.get(candidate.name)
         try:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from multinode.checkpoints.copying import (
     READ_ONLY,
@@ -85,10 +86,11 @@ def publish(candidate: CheckpointCandidate, dest: Path, *, index: DedupeIndex, w
         raise _classify(e, candidate, dest) from None
 
 
-def _classify(e: Exception, candidate: CheckpointCandidate, dest: Path) -> PublishFailed:
+def _classify(e: SourceError | DestinationError | SourceChanged, candidate: CheckpointCandidate,
+              dest: Path) -> PublishFailed:
     if isinstance(e, SourceChanged):
         return PublishFailed("SourceChanged", f"{e}; not published, tried again next pass")
-    error = e.error  # type: ignore[attr-defined]
+    error = e.error
     where = error.filename or candidate.path
     if isinstance(e, SourceError):
         if isinstance(error, (FileNotFoundError, NotADirectoryError)):
@@ -270,7 +272,7 @@ class _Publisher:
             if size != entry.size:
                 raise PublishFailed("CopyFailed", f"staged {path} has {size} bytes, expected {entry.size}")
 
-    def _write_manifest(self, doc: dict) -> None:
+    def _write_manifest(self, doc: dict[str, Any]) -> None:
         # One line per file, each by json's C encoder (an indented dump runs the pure-Python one).
         head = json.dumps({k: v for k, v in doc.items() if k != "files"})
         files = ",\n".join(json.dumps(f, separators=(",", ":")) for f in doc["files"])

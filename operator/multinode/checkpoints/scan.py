@@ -80,7 +80,7 @@ def scan_checkpoints(source: Path, completion: Completion = Completion.AUTO, *, 
     return sorted(candidates, key=lambda c: (order_key(c.step, c.mtime_ns), c.name))
 
 
-def _inspect(entry: os.DirEntry, view: SourceView, completion: Completion) -> CheckpointCandidate | None:
+def _inspect(entry: os.DirEntry[str], view: SourceView, completion: Completion) -> CheckpointCandidate | None:
     name = entry.name
     try:
         # A symlink in the source is an alias (DeepSpeed's `latest` may be one), not a checkpoint.

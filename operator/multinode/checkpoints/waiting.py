@@ -42,8 +42,12 @@ class IncompleteTracker:
         """The incomplete ones among `candidates` (a scan's result, oldest first), in the same order."""
         incomplete = [c for c in candidates if not c.complete]
         self._since = {c.name: self._since.get(c.name, now) for c in incomplete}
-        return [IncompleteCheckpoint(c.name, c.step, NotReady(c.reason),
-                                     f"{c.path}: {c.why}", self._since[c.name]) for c in incomplete]
+        result = []
+        for c in incomplete:
+            assert c.reason is not None, "CheckpointCandidate requires a reason of an incomplete one"
+            result.append(IncompleteCheckpoint(c.name, c.step, NotReady(c.reason), f"{c.path}: {c.why}",
+                                               self._since[c.name]))
+        return result
 
     def stalled(self, candidates: Sequence[CheckpointCandidate], now: float) -> str | None:
         """A message when the newest candidate is incomplete and has not changed for `stalled_seconds`."""

@@ -22,7 +22,8 @@ def build_parser(prog: str = "multinode") -> argparse.ArgumentParser:
     shells = sub.add_parser("completion", help="print a shell completion script: source <(multinode completion bash)")
     shells.add_argument("shell", choices=["bash", "zsh"])
     operator.add_arguments(sub.add_parser("operator", help="run the operator"))
-    preflight.add_arguments(sub.add_parser("preflight", help="init container: wait until every peer's DNS name resolves"))
+    preflight.add_arguments(sub.add_parser("preflight",
+                                           help="init container: wait until every peer's DNS name resolves"))
     mirror.add_arguments(sub.add_parser("mirror", help="mirror complete checkpoints into the backed-up volume"))
     return parser
 

@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     metrics = MirrorMetrics(not_ready_reasons=[reason.value for reason in NotReady])
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
-    loop = MirrorLoop(source=args.source, dest=args.dest, reporter=StatusReporter(load_client(), args.namespace, args.job),
+    loop = MirrorLoop(source=args.source, dest=args.dest,
+                      reporter=StatusReporter(load_client(), args.namespace, args.job),
                       completion=Completion(args.completion), keep=args.keep, interval=args.interval,
                       settle=args.settle, metrics=metrics, workers=args.workers, world_size=args.world_size,
                       stalled_seconds=args.stalled_after)

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         namespaces=list(settings.namespaces),
         standalone=True,  # one replica with a Recreate rollout; no peering objects needed
         liveness_endpoint=args.liveness,
-        identity=operator_identity(),
+        identity=operator_identity(),  # type: ignore[arg-type]  # kopf.Identity: a NewType of str kopf does not export
     ))
     return 0
 

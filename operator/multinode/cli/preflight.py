@@ -39,7 +39,7 @@ def unresolved_names(names: Iterable[str], resolve: Callable[[str], bool] = reso
     # Lookups are I/O bound and a 1000-node job has 1000 names: resolve them concurrently.
     with ThreadPoolExecutor(max_workers=min(32, max(1, len(names)))) as pool:
         ok = list(pool.map(resolve, names))
-    return [n for n, good in zip(names, ok) if not good]
+    return [n for n, good in zip(names, ok, strict=True) if not good]
 
 
 def describe(names: list[str]) -> str:
@@ -80,7 +80,7 @@ def peers_from_env(env: dict[str, str]) -> list[str]:
         job, service = env[EnvName.MULTINODE_JOB_NAME], env[EnvName.MULTINODE_SERVICE]
         namespace, nnodes = env[EnvName.MULTINODE_NAMESPACE], int(env[EnvName.NNODES])
     except (KeyError, ValueError) as e:
-        raise SystemExit(f"preflight: the env contract is incomplete ({e!r}); is this pod made by multinode?")
+        raise SystemExit(f"preflight: the env contract is incomplete ({e!r}); is this pod made by multinode?") from None
     return [node_dns_name(job, index, service, namespace) for index in range(nnodes)]
 
 

@@ -78,6 +78,10 @@ def configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) ->
     settings.scanning.disabled = not any(set(ns) & set("*?![") for ns in config.namespaces)
 
 
+# kopf types each kind of handler as a protocol naming every keyword it may pass, for any resource
+# (namespace: str | None). The handlers below name only what they use, take a namespaced object's namespace
+# as str, and the startup handler takes the indices kopf passes it: all correct, none matching the protocol
+# to the letter, hence the `type: ignore[arg-type]` on their decorators.
 def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     holder: dict[str, Reconciler] = {}
@@ -87,7 +91,7 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
 
     # kopf hands its indices to startup handlers too (empty, filled by each watch's initial LIST before
     # any event handler runs): the Reconciler is built with them.
-    @kopf.on.startup(registry=registry)
+    @kopf.on.startup(registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def configure(settings: kopf.OperatorSettings, job_index: kopf.Index, pod_index: kopf.Index,
                         service_index: kopf.Index, node_index: kopf.Index, **_: Any) -> None:
         configure_kopf(settings, config)
@@ -110,13 +114,13 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         if "reconciler" in holder:
             await holder["reconciler"].stop()
 
-    @kopf.index(GROUP, VERSION, PLURAL, id="job_index", registry=registry)
+    @kopf.index(GROUP, VERSION, PLURAL, id="job_index", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def job_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
         return {(namespace, name): dict(body)}
 
     # One index and one event handler for both kinds of pod: kopf matches every registered handler's
     # filters against every pod event, which was a tenth of the operator's CPU during a large start.
-    @kopf.index("", "v1", "pods", id="pod_index", registry=registry)
+    @kopf.index("", "v1", "pods", id="pod_index", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def pod_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
         if LABEL_JOB_NAME in labels:
             observed = observe_pod(body)
@@ -131,12 +135,12 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     async def node_index(body: kopf.Body, **_: Any) -> dict:
         return {None: observe_node(body)}
 
-    @kopf.index("", "v1", "services", labels=OWNED, id="service_index", registry=registry)
+    @kopf.index("", "v1", "services", labels=OWNED, id="service_index", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def service_index(namespace: str, labels: kopf.Labels, name: str, **_: Any) -> dict:
         return {(namespace, labels[LABEL_JOB_NAME]): name}
 
     # Handlers are coroutines: they run on the event loop, where the queue lives (sync ones run in threads).
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def job_event(namespace: str, name: str, type: str | None, uid: str, **_: Any) -> None:
         r = reconciler()
         if type == "DELETED":
@@ -144,7 +148,7 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         else:
             r.queue.add((namespace, name))
 
-    @kopf.on.event("", "v1", "pods", registry=registry)
+    @kopf.on.event("", "v1", "pods", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def pod_event(namespace: str, name: str, labels: kopf.Labels, **_: Any) -> None:
         job = labels.get(LABEL_JOB_NAME) or labels.get(LABEL_MIRROR_OF)
         if job:
@@ -152,7 +156,7 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
             r.pod_seen((namespace, job), name)
             r.queue.add((namespace, job))
 
-    @kopf.on.event("", "v1", "services", labels=OWNED, registry=registry)
+    @kopf.on.event("", "v1", "services", labels=OWNED, registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def service_event(namespace: str, labels: kopf.Labels, **_: Any) -> None:
         reconciler().queue.add((namespace, labels[LABEL_JOB_NAME]))
 

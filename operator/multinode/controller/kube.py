@@ -92,7 +92,7 @@ class KubeApi:
         for auth in self._configuration.auth_settings().values():
             if auth["in"] == "header" and auth["value"]:
                 headers[auth["key"]] = auth["value"]
-        kwargs = {} if self._timeout is None else {"timeout": self._timeout}
+        kwargs: dict[str, Any] = {} if self._timeout is None else {"timeout": self._timeout}
         encoded = None if body is None else json.dumps(body).encode()
         try:
             response = self._pool.request(method, self._configuration.host + path, body=encoded,

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)  # the key: a job's (namespace, name) in the operator
 
 
-class WorkQueue:
+class WorkQueue(Generic[K]):
     def __init__(self) -> None:
-        self._ready: asyncio.Queue[Hashable] = asyncio.Queue()
-        self._queued: set[Hashable] = set()  # in _ready, not yet handed to a worker
-        self._processing: set[Hashable] = set()
-        self._dirty_while_processing: set[Hashable] = set()
-        self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._ready: asyncio.Queue[K] = asyncio.Queue()
+        self._queued: set[K] = set()  # in _ready, not yet handed to a worker
+        self._processing: set[K] = set()
+        self._dirty_while_processing: set[K] = set()
+        self._timers: dict[K, asyncio.TimerHandle] = {}
         # Keys resting after a reconcile (see done): events for them wait for the timer.
-        self._cooling: set[Hashable] = set()
+        self._cooling: set[K] = set()
 
-    def add(self, key: Hashable, delay: float = 0.0) -> None:
+    def add(self, key: K, delay: float = 0.0) -> None:
         """Ask for `key` to be reconciled, now or after `delay` seconds (the earliest request wins)."""
         if delay > 0:
             loop = asyncio.get_running_loop()
@@ -40,18 +43,18 @@ class WorkQueue:
             self._queued.add(key)
             self._ready.put_nowait(key)
 
-    def _fire_timer(self, key: Hashable) -> None:
+    def _fire_timer(self, key: K) -> None:
         self._timers.pop(key, None)
         self._cooling.discard(key)
         self.add(key)
 
-    async def get(self) -> Hashable:
+    async def get(self) -> K:
         key = await self._ready.get()
         self._queued.discard(key)
         self._processing.add(key)
         return key
 
-    def done(self, key: Hashable, rest: float = 0.0) -> None:
+    def done(self, key: K, rest: float = 0.0) -> None:
         """`key` was processed. If it was marked dirty meanwhile it runs again, after `rest` seconds during
         which further events for it are folded into that one run (a big job's reconcile is O(pods), and
         its pods' events would otherwise keep a worker reconciling it back to back)."""
@@ -67,7 +70,7 @@ class WorkQueue:
             else:
                 self.add(key)
 
-    def forget(self, key: Hashable) -> None:
+    def forget(self, key: K) -> None:
         """Drop a pending delayed retry (the object is gone)."""
         timer = self._timers.pop(key, None)
         if timer is not None:

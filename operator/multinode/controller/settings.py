@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS
 from multinode.render import DEFAULT_OPERATOR_IMAGE, RenderSettings
@@ -37,19 +38,19 @@ class OperatorSettings:
             raise ValueError("api_timeout_seconds must be positive")
 
     @classmethod
-    def from_env(cls, *, operator_image: str | None = None, **overrides) -> OperatorSettings:
+    def from_env(cls, *, operator_image: str | None = None, **overrides: Any) -> OperatorSettings:
         """The chart's MULTINODE_* variables; keyword arguments that are not None (the command line) win."""
         render = RenderSettings(
             operator_image=operator_image or os.environ.get("MULTINODE_OPERATOR_IMAGE", DEFAULT_OPERATOR_IMAGE),
             preflight_timeout_seconds=_env_int("MULTINODE_PREFLIGHT_TIMEOUT_SECONDS",
                                                DEFAULT_PREFLIGHT_TIMEOUT_SECONDS))
         namespaces = tuple(n for n in os.environ.get("MULTINODE_NAMESPACES", "").split(",") if n)
-        values = dict(
-            namespaces=namespaces,
-            render=render,
-            workers=_env_int("MULTINODE_WORKERS", 8),
-            api_concurrency=_env_int("MULTINODE_API_CONCURRENCY", 32),
-            api_timeout_seconds=float(os.environ.get("MULTINODE_API_TIMEOUT_SECONDS") or 30),
-        )
+        values: dict[str, Any] = {
+            "namespaces": namespaces,
+            "render": render,
+            "workers": _env_int("MULTINODE_WORKERS", 8),
+            "api_concurrency": _env_int("MULTINODE_API_CONCURRENCY", 32),
+            "api_timeout_seconds": float(os.environ.get("MULTINODE_API_TIMEOUT_SECONDS") or 30),
+        }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -104,6 +104,13 @@ def describe_validation_error(e: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _key(job: TrainingJob) -> JobKey:
+    """(namespace, name) of a job read from the apiserver, which sets both."""
+    namespace, name = job.metadata.namespace, job.metadata.name
+    assert namespace is not None and name is not None, "a stored TrainingJob has a namespace and a name"
+    return namespace, name
+
+
 def _exists(error: BaseException) -> bool:
     """A create refused because the object is already there (see reconcile/refusals.py)."""
     return isinstance(error, ApiError) and counts_as_created(error.status)
@@ -115,7 +122,7 @@ class Reconciler:
         self.kube = kube
         self.settings = settings
         self.metrics = metrics or OperatorMetrics()
-        self.queue = WorkQueue()
+        self.queue: WorkQueue[JobKey] = WorkQueue()
         # Phase of every job this operator has reconciled, by uid: multinode_trainingjobs{phase}.
         self.phases: dict[str, str] = {}
         self.indices = indices
@@ -222,13 +229,14 @@ class Reconciler:
                     await self._write_status(job, previous or job.status, result)
             if refused.retry:
                 raise
-        await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
+        namespace, job_name = _key(job)
+        await asyncio.gather(*(self.kube.delete_pod(namespace, name)
                                for name in result.pods_to_delete),
-                             *(self.kube.delete_pod(job.metadata.namespace, name, force=True)
+                             *(self.kube.delete_pod(namespace, name, force=True)
                                for name in result.pods_to_force_delete))
         await self._write_status(job, previous or job.status, result)
         if result.delete_job:
-            await self.kube.delete_job(job.metadata.namespace, job.metadata.name)
+            await self.kube.delete_job(namespace, job_name)
             return
         if result.requeue_after is not None:
             self.queue.add(key, delay=result.requeue_after)
@@ -252,7 +260,8 @@ class Reconciler:
         return latest.get("path")
 
     async def _apply_creates(self, job: TrainingJob, result: Plan, indexed: set[str]) -> None:
-        namespace = job.metadata.namespace
+        key = _key(job)
+        namespace = key[0]
         for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
             # In order: the Service, the mirror's identity, then the mirror.
             try:
@@ -260,16 +269,16 @@ class Reconciler:
             except ApiError as e:
                 if not counts_as_created(e.status):
                     raise
-        pods = self._not_expected((namespace, job.metadata.name), result.pods_to_create, indexed)
+        pods = self._not_expected(key, result.pods_to_create, indexed)
         outcomes = await asyncio.gather(*(self.kube.create(namespace, pod) for pod in pods),
                                         return_exceptions=True)
-        expected = self.expected.setdefault((namespace, job.metadata.name), {})
+        expected = self.expected.setdefault(key, {})
         now = time.monotonic()
-        for pod, outcome in zip(pods, outcomes):
+        for pod, outcome in zip(pods, outcomes, strict=True):
             if not isinstance(outcome, BaseException) or _exists(outcome):
                 expected[pod["metadata"]["name"]] = now
         if not expected:
-            del self.expected[(namespace, job.metadata.name)]
+            del self.expected[key]
         self.metrics.pods_created.inc(sum(1 for o in outcomes if not isinstance(o, BaseException)))
         errors = [o for o in outcomes if isinstance(o, BaseException) and not _exists(o)]
         if errors:
@@ -280,8 +289,7 @@ class Reconciler:
         # Compare with the server's copy too: a patch we gave up on (timeout) can still land after a newer one.
         on_server = None if job.status is None else _dump(job.status)
         if before is None or _dump(before) != desired or on_server != desired:
-            await self.kube.patch_job_status(job.metadata.namespace, job.metadata.name,
-                                             status_patch(desired, before, on_server))
+            await self.kube.patch_job_status(*_key(job), status_patch(desired, before, on_server))
         self.written[job.metadata.uid or ""] = result.status
         self._account(job, before, result)
         meta = {"name": job.metadata.name, "namespace": job.metadata.namespace, "uid": job.metadata.uid}

@@ -14,11 +14,13 @@ class MirrorMetrics:
         multinode.checkpoints.NotReady; metrics import no other layer), each exported from the start."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.bytes_copied = Counter("multinode_mirror_copied_bytes_total", "Bytes copied into the checkpoint volume.", registry=r)
+        self.bytes_copied = Counter("multinode_mirror_copied_bytes_total", "Bytes copied into the checkpoint volume.",
+                                    registry=r)
         self.bytes_linked = Counter("multinode_mirror_linked_bytes_total",
                                     "Bytes deduplicated by reflink or hard link instead of copied.", registry=r)
         self.checkpoints = Counter("multinode_mirror_checkpoints_total", "Checkpoints published.", registry=r)
-        self.pruned = Counter("multinode_mirror_pruned_checkpoints_total", "Checkpoints removed by retention.", registry=r)
+        self.pruned = Counter("multinode_mirror_pruned_checkpoints_total", "Checkpoints removed by retention.",
+                              registry=r)
         self.problems = Counter("multinode_mirror_problems_total", "Problems by reason.", ["reason"], registry=r)
         self.pass_duration = Histogram("multinode_mirror_pass_duration_seconds", "Duration of one mirror pass.",
                                        buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600), registry=r)

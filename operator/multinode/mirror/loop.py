@@ -132,7 +132,7 @@ class MirrorLoop:
         if update:
             try:
                 self.reporter.report(update)
-                self._reported.update({k: v for k, v in update.items()})
+                self._reported.update(update)
             except JobGone:
                 raise
             except Exception as e:  # noqa: BLE001 - retried next pass

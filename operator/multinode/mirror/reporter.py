@@ -6,7 +6,7 @@ The mirror's Role allows exactly `get` and `patch` on `trainingjobs/status` for 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, config
 
@@ -37,7 +37,7 @@ class StatusReporter:
             if e.status == 404:
                 raise JobGone(f"{self.namespace}/{self.job}") from e
             raise
-        return obj.get("status") or {}
+        return cast(dict[str, Any], obj).get("status") or {}  # a dict, which the client types as object
 
     def report(self, checkpoints: dict[str, Any]) -> None:
         """Merge-patch status.checkpoints (a key set to None is removed)."""

@@ -4,7 +4,7 @@ only when the status flips (a new message alone does not make a transition)."""
 from __future__ import annotations
 
 from multinode.api import Condition
-from multinode.api.status import MAX_CONDITION_MESSAGE
+from multinode.api.status import MAX_CONDITION_MESSAGE, ConditionStatus
 
 TRUNCATED = " ... (truncated)"
 
@@ -17,7 +17,7 @@ def bounded(message: str) -> str:
     return message[:MAX_CONDITION_MESSAGE - len(TRUNCATED)] + TRUNCATED
 
 
-def set_condition(conditions: list[Condition], type_: str, status: str, reason: str, message: str,
+def set_condition(conditions: list[Condition], type_: str, status: ConditionStatus, reason: str, message: str,
                   *, now: str, generation: int | None) -> None:
     message = bounded(message)
     for i, existing in enumerate(conditions):

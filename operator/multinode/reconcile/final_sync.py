@@ -13,6 +13,7 @@ from datetime import datetime
 
 from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
+from multinode.api.status import ConditionStatus
 from multinode.api.timestamps import parse_time, rfc3339
 from multinode.reconcile.conditions import find_condition, set_condition
 from multinode.reconcile.outcome import Event, Plan
@@ -55,7 +56,7 @@ def hold_for_final_sync(job: TrainingJob, status: TrainingJobStatus, before: Tra
         return False
     generation = job.metadata.generation
     gate = final_sync_gate(job, status, now)
-    synced = "True" if not gate.hold and gate.reason != Reason.FINAL_SYNC_TIMED_OUT else "False"
+    synced: ConditionStatus = "True" if not gate.hold and gate.reason != Reason.FINAL_SYNC_TIMED_OUT else "False"
     first_request = not any(c.type == ConditionType.CHECKPOINTS_SYNCED for c in before.conditions)
     set_condition(status.conditions, ConditionType.CHECKPOINTS_SYNCED, synced, gate.reason, gate.message,
                   now=rfc3339(now), generation=generation)

@@ -8,6 +8,7 @@ from datetime import datetime
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.lifecycle import CleanPodPolicy
+from multinode.api.status import ConditionStatus
 from multinode.api.timestamps import parse_time, rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedMirror, ObservedPod
@@ -22,7 +23,9 @@ def suspend(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStat
     result.pods_to_create = []
     result.delete(p.name for p in current.values() if p.active)
     verdict = Verdict(Phase.SUSPENDED, Reason.SUSPENDED, "spec.suspend is true; no pods run")
-    for type_, value in ((ConditionType.SUSPENDED, "True"), (ConditionType.RUNNING, "False")):
+    conditions: tuple[tuple[str, ConditionStatus], ...] = (
+        (ConditionType.SUSPENDED, "True"), (ConditionType.RUNNING, "False"))
+    for type_, value in conditions:
         set_condition(status.conditions, type_, value, Reason.SUSPENDED, verdict.message, now=rfc3339(now),
                       generation=job.metadata.generation)
     fill_node_statuses(status, current, job.spec.num_nodes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from multinode.api import Phase, TrainingJobStatus
 
@@ -20,10 +21,10 @@ class Event:
 
 @dataclass
 class Plan:
-    service: dict | None = None
+    service: dict[str, Any] | None = None
     # Created in order, before the pods (the mirror's identity before the mirror).
-    objects_to_create: list[dict] = field(default_factory=list)
-    pods_to_create: list[dict] = field(default_factory=list)
+    objects_to_create: list[dict[str, Any]] = field(default_factory=list)
+    pods_to_create: list[dict[str, Any]] = field(default_factory=list)
     pods_to_delete: list[str] = field(default_factory=list)
     # Deleted without waiting for a kubelet (grace period 0): terminating pods on nodes that are not Ready.
     pods_to_force_delete: list[str] = field(default_factory=list)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import Reason
@@ -70,7 +71,7 @@ def attempt_node_selector(job: TrainingJob, status: TrainingJobStatus,
     return {job.spec.topology.same_domain_label: status.topology_domain}, None
 
 
-def observe_node(node: Mapping) -> ObservedNode:
+def observe_node(node: Mapping[str, Any]) -> ObservedNode:
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     return ObservedNode(name=meta.get("name", ""), labels=dict(meta.get("labels") or {}), ready=ready,

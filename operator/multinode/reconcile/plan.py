@@ -34,6 +34,7 @@ from multinode.reconcile.status_report import change_phase, fill_node_statuses, 
 from multinode.reconcile.success import judge, leader_succeeded
 from multinode.render import RenderSettings, render_headless_service, render_node_pod
 from multinode.render.mirror import render_mirror_objects
+from multinode.render.names import job_name
 
 @dataclass(frozen=True)
 class Observed:
@@ -68,10 +69,11 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     if not observed.service_exists:
         result.service = render_headless_service(job)
     if job.spec.checkpointing is not None:
-        create_mirror, delete_mirror = mirror_needs(mirror, bool(status.checkpoints and status.checkpoints.final_sync_time))
+        final_sync_done = bool(status.checkpoints and status.checkpoints.final_sync_time)
+        create_mirror, delete_mirror = mirror_needs(mirror, final_sync_done)
         if create_mirror:
             result.objects_to_create = render_mirror_objects(job, settings)
-        if delete_mirror:
+        if delete_mirror and mirror is not None:
             result.delete([mirror.name])
 
     # Pods of earlier attempts never keep running, nor linger on a node that stopped answering.
@@ -121,7 +123,7 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
                     settings: RenderSettings) -> Verdict | None:
     """Render the attempt's missing pods; a Verdict when something keeps them from being created."""
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
-    if not missing or lost_indices(job.metadata.name, job.spec.num_nodes, before, current, status.attempt):
+    if not missing or lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt):
         return None
     node_selector, blocked = attempt_node_selector(job, status, observed.nodes)
     if blocked is not None:
@@ -147,7 +149,7 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
     failed = [p for p in current.values() if p.phase == PodPhase.FAILED and not p.terminating]
     if failed and not leader_done:
         return pod_failure(failed)
-    lost = lost_indices(job.metadata.name, job.spec.num_nodes, before, current, status.attempt)
+    lost = lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt)
     if lost and not leader_done:
         last = next((ns for ns in before.node_statuses if ns.index == lost[0]), None)
         return lost_failure(lost[0], last.pod if last else None, last.reason if last else None)

@@ -51,6 +51,7 @@ def apply_failure_policy(job: TrainingJob, status: TrainingJobStatus, failure: F
     set_condition(status.conditions, ConditionType.RUNNING, "False", failure.reason, message, now=rfc3339(now),
                   generation=job.metadata.generation)
     # The next attempt waits for its backoff (and, blocking, for the old pods' deletion events).
+    assert status.next_attempt_time is not None, "begin_restart sets it"
     result.come_back_in(max(0.0, (parse_time(status.next_attempt_time, now) - now).total_seconds()))
     return None
 

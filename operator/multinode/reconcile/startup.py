@@ -18,10 +18,13 @@ from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Plan, Verdict
 
 # Waiting reasons (Kubernetes' words) a user must act on, in the words of the condition reason we report.
-BLOCKING_WAITS = {"ErrImagePull": Reason.IMAGE_PULL_FAILING, "ImagePullBackOff": Reason.IMAGE_PULL_FAILING,
-                  "InvalidImageName": Reason.IMAGE_PULL_FAILING, "CrashLoopBackOff": Reason.CRASH_LOOPING,
-                  "CreateContainerConfigError": Reason.CONTAINER_CONFIG_ERROR,
-                  "RunContainerError": Reason.CONTAINER_CONFIG_ERROR}
+# Keyed by str | None: a pod's waiting reason may be absent, and then it is not blocking.
+BLOCKING_WAITS: dict[str | None, Reason] = {
+    "ErrImagePull": Reason.IMAGE_PULL_FAILING, "ImagePullBackOff": Reason.IMAGE_PULL_FAILING,
+    "InvalidImageName": Reason.IMAGE_PULL_FAILING, "CrashLoopBackOff": Reason.CRASH_LOOPING,
+    "CreateContainerConfigError": Reason.CONTAINER_CONFIG_ERROR,
+    "RunContainerError": Reason.CONTAINER_CONFIG_ERROR,
+}
 
 
 def why_starting(pods: list[ObservedPod], running: list[ObservedPod], num_nodes: int) -> Verdict:
@@ -36,7 +39,8 @@ def why_starting(pods: list[ObservedPod], running: list[ObservedPod], num_nodes:
     if in_preflight:
         return Verdict(Phase.STARTING, Reason.WAITING_FOR_PEER_DNS,
                        f"{len(in_preflight)}/{num_nodes} pods wait in preflight for peers' DNS names "
-                       f"(first: {in_preflight[0].name}); `kubectl logs {in_preflight[0].name} -c preflight` says which")
+                       f"(first: {in_preflight[0].name}); "
+                       f"`kubectl logs {in_preflight[0].name} -c preflight` says which")
     return Verdict(Phase.STARTING, Reason.PODS_STARTING,
                    f"{len(running)}/{num_nodes} pods running; the rest are scheduled and starting")
 

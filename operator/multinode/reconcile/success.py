@@ -13,7 +13,8 @@ from multinode.reconcile.startup import why_starting
 def leader_succeeded(job: TrainingJob, current: dict[int, ObservedPod]) -> bool:
     """LeaderOnly: node 0 exiting 0 is the job's success, whatever the other nodes do after it."""
     leader = current.get(0)
-    return job.spec.success_policy == SuccessPolicy.LEADER_ONLY and leader is not None and leader.phase == PodPhase.SUCCEEDED
+    return (job.spec.success_policy == SuccessPolicy.LEADER_ONLY and leader is not None
+            and leader.phase == PodPhase.SUCCEEDED)
 
 
 def judge(job: TrainingJob, current: dict[int, ObservedPod]) -> Verdict:

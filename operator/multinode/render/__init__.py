@@ -5,15 +5,15 @@ Imports only multinode.api; never talks to Kubernetes.
 
 from __future__ import annotations
 
+from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, node_hostname
 from multinode.render.env import operator_env
 from multinode.render.names import (
     node_dns_name,
-    node_hostname,
     owner_reference,
     pod_name,
     service_name,
 )
-from multinode.render.pod import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, render_node_pod
+from multinode.render.pod import render_node_pod
 from multinode.render.service import render_headless_service
 from multinode.render.settings import DEFAULT_OPERATOR_IMAGE, RenderSettings
 

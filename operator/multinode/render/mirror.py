@@ -54,7 +54,7 @@ def render_mirror_role(job: TrainingJob) -> dict[str, Any]:
 
 
 def render_mirror_role_binding(job: TrainingJob) -> dict[str, Any]:
-    name = mirror_name(job.metadata.name)
+    name = mirror_name(job_identity(job).name)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",

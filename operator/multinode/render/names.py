@@ -24,7 +24,6 @@ from multinode.api.constants import (
     MANAGED_BY_VALUE,
 )
 from multinode.api.constants import node_dns_name as api_node_dns_name
-from multinode.api.constants import node_hostname
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,14 @@ def job_identity(job: TrainingJob) -> JobIdentity:
         missing = [field for field in ("name", "namespace", "uid") if not getattr(meta, field)]
         raise ValueError(f"TrainingJob metadata lacks {', '.join(missing)}; cannot render")
     return JobIdentity(name=name, namespace=namespace, uid=uid)
+
+
+def job_name(job: TrainingJob) -> str:
+    """The job's name, for renderers that need only it (job_identity checks namespace and uid too)."""
+    name = job.metadata.name
+    if not name:
+        raise ValueError("TrainingJob metadata lacks name; cannot render")
+    return name
 
 
 def service_name(job_name: str) -> str:

@@ -13,13 +13,14 @@ from multinode.api.constants import (
     SHM_VOLUME_NAME,
     TRAINER_CONTAINER,
     EnvName,
+    node_hostname,
 )
 from multinode.render.env import operator_env, user_env
 from multinode.render.storage import CACHE_VOLUME, job_cache_dir, node_storage_mounts, storage_volumes
 from multinode.render.names import (
     check_node,
     job_identity,
-    node_hostname,
+    job_name,
     node_labels,
     owner_reference,
     pod_name,
@@ -133,14 +134,14 @@ MIN_MEMBER_ANNOTATION = "multinode.dev/pod-group-min-member"
 
 
 def pod_group_labels(job: TrainingJob) -> dict[str, str]:
-    return {POD_GROUP_LABEL: job.metadata.name} if job.spec.pod_group is not None else {}
+    return {POD_GROUP_LABEL: job_name(job)} if job.spec.pod_group is not None else {}
 
 
 def pod_group_annotations(job: TrainingJob) -> dict[str, str]:
     group = job.spec.pod_group
     if group is None:
         return {}
-    return {VOLCANO_GROUP_ANNOTATION: job.metadata.name,
+    return {VOLCANO_GROUP_ANNOTATION: job_name(job),
             MIN_MEMBER_ANNOTATION: str(group.min_member or job.spec.num_nodes)}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from multinode.api import TrainingJob
 from multinode.api.constants import EnvName
+from multinode.render import names
 
 CACHE_VOLUME = "multinode-cache"
 CHECKPOINT_VOLUME = "multinode-checkpoints"
@@ -20,17 +21,17 @@ CHECKPOINT_VOLUME = "multinode-checkpoints"
 
 def job_cache_dir(job: TrainingJob) -> str | None:
     cache = job.spec.cache
-    return posixpath.join(cache.mount_path, job.metadata.name) if cache else None
+    return posixpath.join(cache.mount_path, names.job_name(job)) if cache else None
 
 
 def job_mirror_dir(job: TrainingJob, job_name: str | None = None) -> str | None:
     """Where the mirror publishes `job_name`'s checkpoints (default: this job's)."""
     ckpt = job.spec.checkpointing
-    return posixpath.join(ckpt.mount_path, job_name or job.metadata.name) if ckpt else None
+    return posixpath.join(ckpt.mount_path, job_name or names.job_name(job)) if ckpt else None
 
 
 def storage_volumes(job: TrainingJob) -> list[dict[str, Any]]:
-    volumes = []
+    volumes: list[dict[str, Any]] = []
     if job.spec.cache:
         volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": job.spec.cache.claim_name}})
     if job.spec.checkpointing:
@@ -41,7 +42,7 @@ def storage_volumes(job: TrainingJob) -> list[dict[str, Any]]:
 
 def node_storage_mounts(job: TrainingJob) -> list[dict[str, Any]]:
     """Nodes write the cache and only read the backed-up copies (the mirror is their one writer)."""
-    mounts = []
+    mounts: list[dict[str, Any]] = []
     if job.spec.cache:
         mounts.append({"name": CACHE_VOLUME, "mountPath": job.spec.cache.mount_path})
     if job.spec.checkpointing:
@@ -51,21 +52,24 @@ def node_storage_mounts(job: TrainingJob) -> list[dict[str, Any]]:
 
 def mirror_storage_mounts(job: TrainingJob) -> list[dict[str, Any]]:
     """The mirror reads the cache and writes the backed-up volume."""
+    cache, ckpt = job.spec.cache, job.spec.checkpointing
+    # A mirror is rendered only for a job with both (the CRD requires cache when checkpointing is set).
+    assert cache is not None and ckpt is not None, "the mirror needs spec.cache and spec.checkpointing"
     return [
-        {"name": CACHE_VOLUME, "mountPath": job.spec.cache.mount_path, "readOnly": True},
-        {"name": CHECKPOINT_VOLUME, "mountPath": job.spec.checkpointing.mount_path},
+        {"name": CACHE_VOLUME, "mountPath": cache.mount_path, "readOnly": True},
+        {"name": CHECKPOINT_VOLUME, "mountPath": ckpt.mount_path},
     ]
 
 
 def storage_env(job: TrainingJob, *, restarts: int, resume_from: str) -> list[tuple[str, object]]:
     """(name, value) pairs: the cache and checkpoint paths under multinode's and Baseten's names."""
     pairs: list[tuple[str, object]] = [(EnvName.MULTINODE_RESTART_COUNT, restarts), (EnvName.BT_RETRY_COUNT, restarts)]
-    cache_dir = job_cache_dir(job)
-    if cache_dir is not None:
+    cache, cache_dir = job.spec.cache, job_cache_dir(job)
+    if cache is not None:
         pairs += [
-            (EnvName.MULTINODE_CACHE_DIR, job.spec.cache.mount_path),
+            (EnvName.MULTINODE_CACHE_DIR, cache.mount_path),
             (EnvName.MULTINODE_JOB_CACHE_DIR, cache_dir),
-            (EnvName.BT_PROJECT_CACHE_DIR, job.spec.cache.mount_path),
+            (EnvName.BT_PROJECT_CACHE_DIR, cache.mount_path),
         ]
     if job.spec.checkpointing is not None:
         pairs += [

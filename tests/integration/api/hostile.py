@@ -249,7 +249,7 @@ BASES = {"maximal": maximal_job("job"), "small": small_job()}
 MUTABLE_PATHS = {name: [p for p in walk(body) if p[0] in ("spec", "metadata")] for name, body in BASES.items()}
 REQUIRED_PATHS = {name: [p for p in paths if required(p)] for name, paths in MUTABLE_PATHS.items()}
 OBJECT_PATHS = {name: [p for p in paths if isinstance(get_at(body, p), dict)]
-                for (name, body), paths in zip(BASES.items(), MUTABLE_PATHS.values())}
+                for (name, body), paths in zip(BASES.items(), MUTABLE_PATHS.values(), strict=True)}
 
 
 # ---- strategies ------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ YAML_HEAD = "apiVersion: multinode.dev/v1alpha1\nkind: TrainingJob\nmetadata: {n
 
 def billion_laughs() -> str:
     lines = ['  a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    for prev, name in zip("abcdefgh", "bcdefghi"):
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
         lines.append(f"  {name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
     affinity = "\n".join("      " + line for line in lines)
     return YAML_HEAD + "spec:\n  numNodes: 1\n  image: x\n  podTemplate:\n    affinity:\n" + affinity + "\n"

@@ -258,7 +258,8 @@ def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
         for i in range(2):
             core.patch_namespaced_pod(f"brief-{i}-a0", ns, {"metadata": {"annotations": {FINISH_AFTER: "0s"}}})
 
-        wait_for(lambda: jobs.job_gone(custom, ns, "brief"), timeout=90, what="the TTL deletion of job brief by the operator")
+        wait_for(lambda: jobs.job_gone(custom, ns, "brief"), timeout=90,
+                 what="the TTL deletion of job brief by the operator")
         assert_never_refused(op)
     finally:
         op.stop()

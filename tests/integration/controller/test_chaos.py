@@ -114,28 +114,31 @@ class Script:
 def make_scripts(rng: random.Random) -> list[Script]:
     kinds = [KINDS[i % len(KINDS)] for i in range(NUM_JOBS)]
     rng.shuffle(kinds)
-    scripts = []
-    for i, kind in enumerate(kinds):
-        n = rng.choice((2, 3))
-        ok = tuple((j, 0) for j in range(n))
+    return [make_script(rng, i, kind) for i, kind in enumerate(kinds)]
 
-        def fail(code: int) -> tuple[tuple[int, int], ...]:
-            bad = rng.randrange(n)
-            others = tuple((j, 0) for j in range(n) if j != bad and rng.random() < 0.5)
-            return (*others, (bad, code))
 
-        retryable = lambda: fail(rng.choice(RETRYABLE))  # noqa: E731
-        steps, max_restarts, phase, reason, restarts, uncounted = {
-            "succeed": lambda: ((ok,), 2, "Succeeded", "AllNodesSucceeded", 0, 0),
-            "retry_once": lambda: ((retryable(), ok), 2, "Succeeded", "AllNodesSucceeded", 1, 0),
-            "retry_twice": lambda: ((retryable(), retryable(), ok), 2, "Succeeded", "AllNodesSucceeded", 2, 0),
-            "uncounted": lambda: ((fail(UNCOUNTED), ok), 0, "Succeeded", "AllNodesSucceeded", 0, 1),
-            "permanent": lambda: ((fail(PERMANENT),), 2, "Failed", "PodFailed", 0, 0),
-            "exhaust": lambda: ((retryable(), retryable()), 1, "Failed", "RestartLimitExceeded", 1, 0),
-        }[kind]()
-        scripts.append(Script(f"j{i:02d}-{kind.replace('_', '-')}", kind, n, max_restarts, steps, phase, reason,
-                              restarts, uncounted))
-    return scripts
+def make_script(rng: random.Random, i: int, kind: str) -> Script:
+    n = rng.choice((2, 3))
+    ok = tuple((j, 0) for j in range(n))
+
+    def fail(code: int) -> tuple[tuple[int, int], ...]:
+        bad = rng.randrange(n)
+        others = tuple((j, 0) for j in range(n) if j != bad and rng.random() < 0.5)
+        return (*others, (bad, code))
+
+    def retryable() -> tuple[tuple[int, int], ...]:
+        return fail(rng.choice(RETRYABLE))
+
+    steps, max_restarts, phase, reason, restarts, uncounted = {
+        "succeed": lambda: ((ok,), 2, "Succeeded", "AllNodesSucceeded", 0, 0),
+        "retry_once": lambda: ((retryable(), ok), 2, "Succeeded", "AllNodesSucceeded", 1, 0),
+        "retry_twice": lambda: ((retryable(), retryable(), ok), 2, "Succeeded", "AllNodesSucceeded", 2, 0),
+        "uncounted": lambda: ((fail(UNCOUNTED), ok), 0, "Succeeded", "AllNodesSucceeded", 0, 1),
+        "permanent": lambda: ((fail(PERMANENT),), 2, "Failed", "PodFailed", 0, 0),
+        "exhaust": lambda: ((retryable(), retryable()), 1, "Failed", "RestartLimitExceeded", 1, 0),
+    }[kind]()
+    return Script(f"j{i:02d}-{kind.replace('_', '-')}", kind, n, max_restarts, steps, phase, reason,
+                  restarts, uncounted)
 
 
 def pod_name(job: str, index: int, attempt: int) -> str:
@@ -422,7 +425,7 @@ class Chaos:
                     self._stop.wait(max(0.0, spawned + self.rng.uniform(*KILL_AFTER_SPAWN) - time.monotonic()))
                 else:
                     delay = self.rng.uniform(*KILL_AFTER_HEALTHY)
-                    wait_for(lambda: self._stop.is_set() or op.healthy(), timeout=60, interval=0.05,
+                    wait_for(lambda: self._stop.is_set() or op.healthy(), timeout=60, interval=0.05,  # noqa: B023 - waited on here
                              what=f"operator healthy (log {op.log_path})")
                     self._stop.wait(delay)
                 if self._stop.is_set():
@@ -474,7 +477,7 @@ def test_operator_sigkilled_at_random_converges_to_the_scripted_end_states(
 
         def outstanding() -> list[str]:
             if ledger.error is not None or driver.error is not None:
-                raise ledger.error or driver.error  # type: ignore[misc]
+                raise ledger.error or driver.error  # type: ignore[misc]  # one of them is set (checked above)
             items = custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]
             phases = {j["metadata"]["name"]: (j.get("status") or {}).get("phase") for j in items}
             left = [f"{n}: {p}" for n, p in sorted(phases.items()) if p not in TERMINAL]

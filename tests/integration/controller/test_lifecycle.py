@@ -105,7 +105,8 @@ def test_permanent_exit_code_fails_at_once_and_a_spent_budget_names_the_last_fai
 def lossy_pool(local_cluster: LocalCluster, core: client.CoreV1Api) -> Iterator[str]:
     prefix = f"lossy-{uuid.uuid4().hex[:6]}"
     names = local_cluster.create_nodes(NodePoolConfig(count=3, name_prefix=prefix))
-    wait_for(lambda: all(any(c.type == "Ready" and c.status == "True" for c in core.read_node(n).status.conditions or [])
+    wait_for(lambda: all(any(c.type == "Ready" and c.status == "True"
+                             for c in core.read_node(n).status.conditions or [])
                          for n in names), timeout=60, what="pool Ready")
     yield prefix
     for name in names:
@@ -195,7 +196,8 @@ def test_pods_of_one_attempt_with_different_digests_are_caught(
 
     job = jobs.wait_phase(custom, ns, "drift", "Failed", timeout=30)
     consistent = jobs.condition(job, "ImageConsistent")
-    assert consistent["status"] == "False" and "drift-0-a0" in consistent["message"] and "drift-1-a0" in consistent["message"]
+    assert consistent["status"] == "False"
+    assert "drift-0-a0" in consistent["message"] and "drift-1-a0" in consistent["message"]
     failed = jobs.condition(job, "Failed")
     assert failed["reason"] == "RestartLimitExceeded" and "run different image digests" in failed["message"]
 

@@ -45,7 +45,8 @@ def test_four_node_job_runs_to_success_with_the_full_contract(
             assert pod.spec.hostname == f"llm-{i}" and pod.spec.subdomain == "llm"
             assert pod.spec.restart_policy == "Never"
             [owner] = pod.metadata.owner_references
-            assert (owner.kind, owner.name, owner.uid, owner.controller) == ("TrainingJob", "llm", job["metadata"]["uid"], True)
+            assert (owner.kind, owner.name, owner.uid, owner.controller) == (
+                "TrainingJob", "llm", job["metadata"]["uid"], True)
             limits = pod.spec.containers[0].resources.limits
             assert limits["nvidia.com/gpu"] == "8" and limits["rdma/hca_shared_devices_a"] == "1"
             assert pod.spec.containers[0].security_context.capabilities.add == ["IPC_LOCK"]
@@ -53,7 +54,8 @@ def test_four_node_job_runs_to_success_with_the_full_contract(
             env = env_of(pod)
             assert env["NODE_RANK"] == env["PET_NODE_RANK"] == env["BT_NODE_RANK"] == str(i)
             assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == env["BT_LEADER_ADDR"] == master
-            assert (env["NNODES"], env["NPROC_PER_NODE"], env["WORLD_SIZE"], env["MASTER_PORT"]) == ("4", "8", "32", "29500")
+            assert (env["NNODES"], env["NPROC_PER_NODE"], env["WORLD_SIZE"], env["MASTER_PORT"]) == (
+                "4", "8", "32", "29500")
             assert pod.spec.init_containers[0].command == ["multinode", "preflight"]
         # Every pod ran on its own node: 8 GPUs and 1 RDMA device fill a fake node.
         assert len({p.spec.node_name for p in pods}) == 4

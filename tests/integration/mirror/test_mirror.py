@@ -109,7 +109,8 @@ def test_the_mirror_identity_may_touch_only_its_own_jobs_status(
     mirror_custom, mirror_core = client.CustomObjectsApi(as_mirror), client.CoreV1Api(as_mirror)
 
     # Allowed: read and patch its own job's status.
-    assert mirror_custom.get_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "mine")["metadata"]["name"] == "mine"
+    own = mirror_custom.get_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "mine")
+    assert own["metadata"]["name"] == "mine"
     mirror_custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "mine",
                                                         {"status": {"checkpoints": {"mirrored": 0}}})
 
@@ -118,7 +119,8 @@ def test_the_mirror_identity_may_touch_only_its_own_jobs_status(
             GROUP, VERSION, ns, PLURAL, "theirs", {"status": {"checkpoints": {"mirrored": 9}}}),
         "its own job's spec": lambda: mirror_custom.patch_namespaced_custom_object(
             GROUP, VERSION, ns, PLURAL, "mine", {"spec": {"image": "evil:1"}}),
-        "reading the job object": lambda: mirror_custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "mine"),
+        "reading the job object": lambda: mirror_custom.get_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, "mine"),
         "listing jobs": lambda: mirror_custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL),
         "listing pods": lambda: mirror_core.list_namespaced_pod(ns),
         "reading secrets": lambda: mirror_core.list_namespaced_secret(ns),

@@ -81,7 +81,7 @@ def assert_host_is(before: dict) -> None:
 
 def _localcluster(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "localcluster", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, check=False)
 
 
 def _run_a_pod(cluster: LocalCluster) -> None:

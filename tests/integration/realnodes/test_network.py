@@ -76,7 +76,8 @@ API_SCRIPT = textwrap.dedent("""
     token = open(f"{sa}/token").read()
     ns = open(f"{sa}/namespace").read()
     def get(path):
-        req = urllib.request.Request(f"https://kubernetes.default.svc{path}", headers={"Authorization": f"Bearer {token}"})
+        req = urllib.request.Request(f"https://kubernetes.default.svc{path}",
+                                     headers={"Authorization": f"Bearer {token}"})
         try:
             with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
                 return r.status, json.load(r)

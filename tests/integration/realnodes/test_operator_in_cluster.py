@@ -78,7 +78,8 @@ CHECKPOINT_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_the_mirror_pod_mirrors_a_checkpoint_on_a_real_node(real_operator: tuple[LocalCluster, str], tmp_path: Path) -> None:
+def test_the_mirror_pod_mirrors_a_checkpoint_on_a_real_node(real_operator: tuple[LocalCluster, str],
+                                                             tmp_path: Path) -> None:
     cluster, _ = real_operator
     core = client.CoreV1Api(cluster.api_client())
     custom = client.CustomObjectsApi(cluster.api_client())
@@ -110,7 +111,8 @@ def test_the_mirror_pod_mirrors_a_checkpoint_on_a_real_node(real_operator: tuple
 
         assert wait_for(latest, timeout=180, what="status.checkpoints.latest") == "step-10"
         mirrored = tmp_path / "ckpt" / "ckpt" / "step-10"
-        assert (mirrored / "weights.bin").read_bytes() == (tmp_path / "cache" / "ckpt" / "step-10" / "weights.bin").read_bytes()
+        written = tmp_path / "cache" / "ckpt" / "step-10" / "weights.bin"
+        assert (mirrored / "weights.bin").read_bytes() == written.read_bytes()
         mirror = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name.endswith("mirror")]
         assert len(mirror) == 1 and mirror[0].spec.node_name.startswith("real-node-")
         jobs.wait_phase(custom, namespace, "ckpt", "Succeeded", timeout=120)

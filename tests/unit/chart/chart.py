@@ -25,7 +25,8 @@ def helm_binary() -> str:
 
 
 def helm(*args: str, check: bool = True, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    result = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=timeout, env=env)
+    result = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=timeout, env=env,
+                            check=False)
     if check and result.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
     return result

@@ -138,7 +138,8 @@ def test_finalizers_right_only_on_request() -> None:
 
 def test_rbac_and_service_account_can_be_left_out() -> None:
     objects = render("rbac.create=false", "serviceAccount.create=false", "serviceAccount.name=ops")
-    assert not {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"} & {o["kind"] for o in objects}
+    kinds = {o["kind"] for o in objects}
+    assert not {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"} & kinds
     assert pod_spec(objects)["serviceAccountName"] == "ops"
     failed = template("serviceAccount.create=false", check=False)
     assert failed.returncode != 0 and "serviceAccount.name is required" in failed.stderr

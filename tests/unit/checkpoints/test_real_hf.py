@@ -116,7 +116,7 @@ def test_a_published_checkpoint_whose_source_grows_is_published_again_in_place(t
         assert [c.name for c in early.mirrored] == [CHECKPOINT], early
         assert "rng_state_1.pth" not in published_files(dst / CHECKPOINT)
         first_version = os.stat(dst / CHECKPOINT).st_ino
-        reader = open(dst / CHECKPOINT / "rng_state_0.pth", "rb")   # a reader of the first version
+        reader = open(dst / CHECKPOINT / "rng_state_0.pth", "rb")  # noqa: SIM115 - a reader of the first version, open across the release; closed by `with reader` below
         writer.release()
 
     with reader:

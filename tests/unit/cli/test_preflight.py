@@ -94,13 +94,15 @@ def test_peers_from_the_env_contract_are_the_rendered_dns_names() -> None:
 def test_make_dir_creates_the_job_cache_dir_and_names_one_it_cannot_create(tmp_path: Path) -> None:
     job_dir = tmp_path / "cache" / "llm"
     ok = subprocess.run([sys.executable, "-m", "multinode.cli.main", "preflight", "--peers", "localhost",
-                         "--timeout", "10", "--make-dir", str(job_dir)], capture_output=True, text=True, timeout=30)
+                         "--timeout", "10", "--make-dir", str(job_dir)],
+                        capture_output=True, text=True, timeout=30, check=False)
     assert ok.returncode == 0, ok.stderr
     assert job_dir.is_dir()
 
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     bad = subprocess.run([sys.executable, "-m", "multinode.cli.main", "preflight", "--peers", "localhost",
-                          "--timeout", "10", "--make-dir", str(blocker / "llm")], capture_output=True, text=True, timeout=30)
+                          "--timeout", "10", "--make-dir", str(blocker / "llm")],
+                         capture_output=True, text=True, timeout=30, check=False)
     assert bad.returncode == 1
     assert f"CacheUnavailable: cannot create {blocker / 'llm'}" in bad.stderr

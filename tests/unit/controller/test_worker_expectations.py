@@ -21,7 +21,7 @@ class RecordingKube(FakeKube):
 
 def reconciler(kube: RecordingKube) -> Reconciler:
     jobs = {KEY: [stored_job(3).model_dump(by_alias=True, exclude_none=True, mode="json")]}
-    return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs, pods={}))  # type: ignore[arg-type]
+    return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs, pods={}))  # type: ignore[arg-type]  # a fake KubeApi
 
 
 def test_a_second_reconcile_before_the_index_catches_up_creates_nothing() -> None:

@@ -18,7 +18,7 @@ KEY = ("ml", "llama")
 
 def reconciler_of(job: TrainingJob, kube: FakeKube) -> Reconciler:
     jobs = {KEY: [job.model_dump(by_alias=True, exclude_none=True, mode="json")]}
-    return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs))  # type: ignore[arg-type]
+    return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs))  # type: ignore[arg-type]  # a fake KubeApi
 
 
 def reconcile_once(job: TrainingJob, kube: FakeKube) -> None:

@@ -18,7 +18,8 @@ def health(obj: dict) -> tuple[str, str]:
     return result["status"], result["message"]
 
 
-def job(phase: str | None = None, conditions: list | None = None, generation: int = 1, observed: int = 1, **status) -> dict:
+def job(phase: str | None = None, conditions: list | None = None, generation: int = 1, observed: int = 1,
+        **status) -> dict:
     body: dict = {"apiVersion": "multinode.dev/v1alpha1", "kind": "TrainingJob",
                   "metadata": {"name": "llm", "generation": generation}}
     if phase is not None:

@@ -47,7 +47,8 @@ def node_env(tmp_path: Path, index: int, port: int, resume_from: str) -> dict[st
     job = stored_job(NODES, name="real", uid="uid-1", image="debian:bookworm", network={"rendezvousPort": port},
                      cache={"claimName": "cache", "mountPath": str(tmp_path / "cache")},
                      checkpointing={"claimName": "backup", "mountPath": str(tmp_path / "mirror")})
-    env = {var["name"]: var["value"] for var in trainer_container_env(render_node_pod(job, index, 0, resume_from=resume_from))
+    pod = render_node_pod(job, index, 0, resume_from=resume_from)
+    env = {var["name"]: var["value"] for var in trainer_container_env(pod)
            if "value" in var}  # the downward-API ones (pod and node name) only exist in a pod
     env["MASTER_ADDR"] = env["PET_MASTER_ADDR"] = "127.0.0.1"  # instead of real-0.real.ml.svc
     return env
@@ -83,7 +84,7 @@ def run_gang(tmp_path: Path, trainer_env: Path, name: str, steps: int, resume_fr
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     outputs = [log.read_text() for log in logs]
-    for index, (proc, out) in enumerate(zip(procs, outputs)):
+    for index, (proc, out) in enumerate(zip(procs, outputs, strict=True)):
         assert proc.returncode == 0, f"node {index} exited {proc.returncode}:\n{out}"
     return outputs
 
@@ -114,7 +115,7 @@ def test_trains_checkpoints_and_resumes_across_two_nodes(tmp_path: Path, trainer
     # A gang restart after step 9 whose newest mirrored checkpoint is step 6.
     resume_from = str(ckpt_dir / "step-6")
     second = run_gang(tmp_path, trainer_env, "second", steps=9, resume_from=resume_from)
-    for rank, (out, before) in enumerate(zip(second, first)):
+    for rank, (out, before) in enumerate(zip(second, first, strict=True)):
         assert f"resumed_from={resume_from} step=6 rank={rank}" in out, out
         resumed = losses(out)
         assert sorted(resumed) == [(rank, 7), (rank, 8), (rank, 9)], out

@@ -13,7 +13,8 @@ def test_a_failed_pod_with_a_fail_job_rule_fails_the_job_names_it_and_stops_the_
     job = stored_job(3, failurePolicy={"rules": [{"action": "FailJob", "onExitCodes": [{"min": 3, "max": 3}]}]})
     running = run(job, [pod(0), pod(1), pod(2)])
     later = NOW + timedelta(minutes=5)
-    failed = run(job, [pod(0), pod(1, "Failed", exit_code=3, reason="Error"), pod(2)], previous=running.status, now=later)
+    failed = run(job, [pod(0), pod(1, "Failed", exit_code=3, reason="Error"), pod(2)], previous=running.status,
+                 now=later)
 
     assert failed.status.phase == Phase.FAILED
     cond = condition(failed.status, "Failed")

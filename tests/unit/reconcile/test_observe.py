@@ -27,7 +27,8 @@ def test_a_failed_preflight_takes_precedence_and_keeps_its_message() -> None:
     pod = observe_pod({
         "metadata": {"name": "llama-3-a1", "labels": LABELS},
         "status": {"phase": "Failed", "initContainerStatuses": [{"name": "preflight", "state": {"terminated": {
-            "exitCode": 1, "message": "PeerDNSUnresolved: 1/4 peers did not resolve within 300s: llama-0.llama.ml.svc"}}}]},
+            "exitCode": 1,
+            "message": "PeerDNSUnresolved: 1/4 peers did not resolve within 300s: llama-0.llama.ml.svc"}}}]},
     })
 
     assert pod.reason == "PreflightFailed" and pod.exit_code == 1
@@ -38,7 +39,8 @@ def test_unschedulable_and_terminating_are_read() -> None:
     pod = observe_pod({
         "metadata": {"name": "llama-3-a1", "labels": LABELS, "deletionTimestamp": "2026-11-20T12:00:00Z"},
         "status": {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/8 nodes are available"}]},
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/8 nodes are available"}]},
     })
 
     assert pod.unschedulable == "0/8 nodes are available"

@@ -21,7 +21,8 @@ def test_a_new_job_gets_its_service_and_every_pod_and_is_pending() -> None:
 
 def test_replanning_after_the_creates_creates_nothing_more() -> None:
     first = run(stored_job(3), [], service_exists=False)
-    again = run(stored_job(3), [pod(0, "Pending", node=None), pod(1, "Pending", node=None), pod(2, "Pending", node=None)],
+    again = run(stored_job(3),
+                [pod(0, "Pending", node=None), pod(1, "Pending", node=None), pod(2, "Pending", node=None)],
                 previous=first.status)
 
     assert again.service is None and again.pods_to_create == [] and again.pods_to_delete == []

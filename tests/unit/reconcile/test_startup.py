@@ -12,7 +12,8 @@ from localcluster.harness.trainingjobs import stored_job
 def test_startup_timeout_fails_the_attempt_with_the_reason_it_was_stuck() -> None:
     job = stored_job(2, startupTimeoutSeconds=60)
     created = run(job, [])
-    stuck = [pod(0), pod(1, "Pending", node=None, unschedulable="0/8 nodes are available: 8 Insufficient nvidia.com/gpu")]
+    stuck = [pod(0),
+             pod(1, "Pending", node=None, unschedulable="0/8 nodes are available: 8 Insufficient nvidia.com/gpu")]
 
     early = run(job, stuck, previous=created.status, now=NOW + timedelta(seconds=30))
     assert early.status.phase == Phase.PENDING and early.requeue_after == 30.0

@@ -45,7 +45,8 @@ def test_checkpoint_env_under_multinode_and_baseten_names() -> None:
     env = env_of(pod["spec"]["containers"][0])
 
     assert env["MULTINODE_CACHE_DIR"] == env["BT_PROJECT_CACHE_DIR"] == "/cache"
-    assert env["MULTINODE_JOB_CACHE_DIR"] == env["MULTINODE_CHECKPOINT_DIR"] == env["BT_CHECKPOINT_DIR"] == "/cache/llama"
+    assert (env["MULTINODE_JOB_CACHE_DIR"] == env["MULTINODE_CHECKPOINT_DIR"] == env["BT_CHECKPOINT_DIR"]
+            == "/cache/llama")
     assert env["MULTINODE_MIRROR_DIR"] == "/checkpoints/llama"
     assert env["MULTINODE_RESUME_FROM"] == env["BT_LOAD_CHECKPOINT_DIR"] == "/checkpoints/llama/checkpoint-300"
     assert env["MULTINODE_RESTART_COUNT"] == env["BT_RETRY_COUNT"] == "1"

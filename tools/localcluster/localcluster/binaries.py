@@ -21,8 +21,8 @@ def cache_dir() -> Path:
 
 def read_versions() -> dict[str, str]:
     versions = {}
-    for line in VERSIONS_FILE.read_text().splitlines():
-        line = line.strip()
+    for raw in VERSIONS_FILE.read_text().splitlines():
+        line = raw.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
             versions[key] = value
@@ -77,7 +77,8 @@ def locate() -> Binaries:
         cni_plugins=bin_dir / f"cni-plugins-{v['CNI_PLUGINS_VERSION']}",
         coredns=bin_dir / f"coredns-{v['COREDNS_VERSION']}-{sources_hash('coredns')}" / "coredns",
         pause=bin_dir / f"pause-{v['KUBE_VERSION']}" / "pause",
-        device_plugin=bin_dir / f"deviceplugin-{v['KUBE_VERSION']}-{sources_hash('deviceplugin')}" / "fake-device-plugin",
+        device_plugin=(bin_dir / f"deviceplugin-{v['KUBE_VERSION']}-{sources_hash('deviceplugin')}"
+                       / "fake-device-plugin"),
     )
 
 

@@ -60,7 +60,8 @@ def rbac_objects() -> list[dict]:
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": "mnlc:kubelet-api-admin"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "system:kubelet-api-admin"},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT_USER}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "mnlc:coredns"},
          "rules": [{"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],

@@ -220,7 +220,7 @@ def _fill_base(root: Path) -> None:
            "--variant=minbase", *([f"--keyring={keyring}"] if keyring else []),
            f"--include={','.join(DEBIAN_PACKAGES)}", DEBIAN_SUITE, str(root), mirror]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          preexec_fn=processes._die_with_parent)
+                          preexec_fn=processes._die_with_parent, check=False)
     if done.returncode != 0:
         tail = "\n".join(done.stdout.splitlines()[-30:])
         raise RuntimeError(f"debootstrap failed ({done.returncode}):\n{tail}")
@@ -237,7 +237,7 @@ def _fill_base(root: Path) -> None:
     # The fixed mtime makes Debian's timestamp-checked .pyc files stale, and Python would compile the standard
     # library at every start: hash-based unchecked .pyc files are used as they are.
     subprocess.run(["chroot", str(root), "/usr/bin/python3", "-m", "compileall", "-q", "-f", "--invalidation-mode",
-                    "unchecked-hash", "/usr/lib/python%d.%d" % PYTHON_VERSION, "/usr/lib/python3/dist-packages"],
+                    "unchecked-hash", "/usr/lib/python{}.{}".format(*PYTHON_VERSION), "/usr/lib/python3/dist-packages"],
                    check=True)
 
 
@@ -266,7 +266,7 @@ def _fill_pylib(tree: Path) -> None:
         [wheel] = Path(tmp, "wheel").glob("multinode-*.whl")
         subprocess.run([*pip, "install", "--target", f"{tree}{PYLIB}", "--only-binary=:all:", "--no-compile",
                         *(f"--platform={p}" for p in WHEEL_PLATFORMS), "--implementation=cp",
-                        "--python-version=%d.%d" % PYTHON_VERSION, str(wheel)], check=True)
+                        "--python-version={}.{}".format(*PYTHON_VERSION), str(wheel)], check=True)
     shutil.rmtree(f"{tree}{PYLIB}/bin", ignore_errors=True)  # console scripts for the host's python
     if sys.version_info[:2] == PYTHON_VERSION:  # the same bytecode as the image's python3 (see _fill_base)
         compileall.compile_dir(f"{tree}{PYLIB}", ddir=PYLIB, quiet=1,
@@ -402,6 +402,6 @@ def import_images(ctr: Path, address: str, archives: Iterable[Path], snapshotter
     for archive in archives:
         cmd = [str(ctr), "--address", address, "--namespace", "k8s.io", "images", "import",
                "--snapshotter", snapshotter, "--platform", "linux/amd64", str(archive)]
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}")

@@ -17,9 +17,13 @@ from pathlib import Path
 _PR_SET_PDEATHSIG = 1
 
 
+# Loaded here, in the parent: between fork and exec a child of a threaded parent must not take locks, and
+# dlopen takes the loader's lock. The child then only makes the prctl call.
+_LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
+
+
 def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def start(args: list[str], log_path: Path, die_with_parent: bool,
@@ -33,7 +37,7 @@ def start(args: list[str], log_path: Path, die_with_parent: bool,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent if die_with_parent else None,
+            preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509 - PR_SET_PDEATHSIG is set in the child or not at all
         )
 
 

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         try:
             reconcile(core, args.root)
-        except Exception:  # noqa: BLE001 - a failed pass (apiserver restarting) is retried
+        except Exception:  # logged, not blind: a failed pass (apiserver restarting) is retried
             log.exception("pass failed")
         time.sleep(args.interval)
 

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from multinode.checkpoints import CorruptCheckpoint, Mirror, verify_mirrored
 from multinode.checkpoints.manifest import read_manifest
@@ -189,9 +190,10 @@ class Writer:
             self.write(ckpt / rel, self.blob())
         self.commit(name, disk_state(ckpt), unfinished.unlink)
 
-    SAVES = {"marker": (save_marker, "checkpoint_{:07d}"), "dcp": (save_dcp, "step-{}"),
-             "rank_local": (save_rank_local, "ranklocal-step-{}"), "megatron": (save_megatron, "iter_{:07d}"),
-             "orbax": (save_orbax, "{}"), "nemo": (save_nemo, "model--step={}-last")}
+    SAVES: ClassVar[dict[str, tuple[Callable[..., None], str]]] = {
+        "marker": (save_marker, "checkpoint_{:07d}"), "dcp": (save_dcp, "step-{}"),
+        "rank_local": (save_rank_local, "ranklocal-step-{}"), "megatron": (save_megatron, "iter_{:07d}"),
+        "orbax": (save_orbax, "{}"), "nemo": (save_nemo, "model--step={}-last")}
     IN_PLACE = ("marker", "dcp", "nemo")   # layouts whose frameworks rewrite or extend a directory in place
 
     # -- operations --------------------------------------------------------------------------------------
