@@ -124,9 +124,9 @@ def describe(job: dict[str, Any], now: datetime, *, max_nodes: int = DEFAULT_MAX
     for label, key in (("Started", "startTime"), ("Attempt start", "attemptStartTime"),
                        ("Next attempt", "nextAttemptTime"), ("Completed", "completionTime")):
         if status.get(key):
-            ago = age(status[key], now)
-            when = f"{status[key]} ({ago} ago)" if parse_time(status[key]) and parse_time(status[key]) <= now \
-                else f"{status[key]}"
+            when, at = f"{status[key]}", parse_time(status[key])
+            if at is not None and at <= now:  # a future time (the next attempt's) has no age
+                when += f" ({age(status[key], now)} ago)"
             out.append(_field(label, when))
     for label, key in (("Image", "imageDigest"), ("Resumed from", "resumedFrom"), ("Topology", "topologyDomain")):
         if status.get(key):

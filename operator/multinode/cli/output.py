@@ -15,8 +15,9 @@ from multinode.api.status import Phase
 
 # ANSI colours by meaning; NO_COLOR (https://no-color.org) and a non-terminal switch them off.
 _COLOURS = {"good": "32", "bad": "31", "warn": "33", "dim": "2"}
-_PHASE_MOOD = {Phase.SUCCEEDED: "good", Phase.RUNNING: "good", Phase.FAILED: "bad", Phase.RESTARTING: "warn",
-               Phase.PENDING: "warn", Phase.STARTING: "warn", Phase.SUSPENDED: "dim"}
+_PHASE_MOOD: dict[str, str] = {Phase.SUCCEEDED: "good", Phase.RUNNING: "good", Phase.FAILED: "bad",
+                               Phase.RESTARTING: "warn", Phase.PENDING: "warn", Phase.STARTING: "warn",
+                               Phase.SUSPENDED: "dim"}
 
 
 def use_colour(stream: TextIO) -> bool:
@@ -44,7 +45,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, indent: str 
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = []
     for n, row in enumerate(cells):
-        text = "   ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+        text = "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
         mood = moods[n - 1] if moods and n > 0 else None
         lines.append(indent + paint(text, mood, colour))
     return "\n".join(lines)

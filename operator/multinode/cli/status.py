@@ -94,7 +94,6 @@ def progress_line(job: TrainingJob) -> str:
 
 
 def run_wait(args: argparse.Namespace) -> int:
-    from multinode.api import TrainingJob
     from multinode.client import ClientError, JobEnded, WaitTimeout
 
     try:

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 _WHERE = {"JobEnded": "jobs", "TrainingJobClient": "jobs", "WaitTimeout": "jobs", "load_yaml": "jobs",
           "parse_job": "jobs", "ClientError": "kube", "LogLine": "logs", "NodePod": "pods"}
 
-__all__ = sorted(_WHERE)
+__all__ = ["ClientError", "JobEnded", "LogLine", "NodePod", "TrainingJobClient", "WaitTimeout", "load_yaml",
+           "parse_job"]
 
 
 def __getattr__(name: str) -> Any:

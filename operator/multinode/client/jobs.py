@@ -6,6 +6,7 @@ or a condition with a progress callback, list its pods by attempt, read the trai
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -131,7 +132,7 @@ class TrainingJobClient:
                 if time.monotonic() >= deadline:
                     break
 
-    def pods(self, name: str) -> dict[int, list[NodePod]]:
+    def pods(self, name: str) -> dict[int, builtins.list[NodePod]]:  # `list` is the method above
         """The job's node pods that still exist, by attempt, each attempt's by rank."""
         return by_attempt(node_pods(self.kube.list_job_pods(self.namespace, name)[0]))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import urllib3
 from kubernetes import client, config, watch
@@ -68,21 +68,27 @@ class Kube:
 
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self._custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+            return cast(dict[str, Any], self._custom.create_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                                                     PLURAL, body))
         except _TRANSPORT_ERRORS as e:
             raise _error("create TrainingJob", e) from e
 
     def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         try:
-            return self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            return cast(dict[str, Any], self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                                                  name))
         except _TRANSPORT_ERRORS as e:
             raise _error(f"get TrainingJob {namespace}/{name}", e) from e
 
     def list_jobs(self, namespace: str, timeout: float | None = None) -> list[dict[str, Any]]:
         """`timeout` in seconds (None: wait as long as the connection lasts)."""
-        kwargs = {} if timeout is None else {"_request_timeout": timeout}
         try:
-            return self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, **kwargs)["items"]
+            if timeout is None:
+                found = self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+            else:
+                found = self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                                   _request_timeout=timeout)
+            return cast(list[dict[str, Any]], cast(dict[str, Any], found)["items"])
         except _TRANSPORT_ERRORS as e:
             raise _error(f"list TrainingJobs in {namespace}", e) from e
 
@@ -111,8 +117,9 @@ class Kube:
     def list_job_pods(self, namespace: str, job: str) -> tuple[list[dict[str, Any]], str]:
         """The job's pods as JSON dicts (node pods and the mirror), and the list's resourceVersion."""
         try:
-            response = self._core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={job}",
-                                                      _preload_content=False)
+            # _preload_content=False: the raw response (typed as the model list it is not), parsed once here.
+            response: Any = self._core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={job}",
+                                                           _preload_content=False)
             data = json.loads(response.data)
         except _TRANSPORT_ERRORS as e:
             raise _error(f"list pods of {namespace}/{job}", e) from e
@@ -142,7 +149,8 @@ class Kube:
         if tail_lines is not None:
             kwargs["tail_lines"] = tail_lines
         try:
-            response = self._core.read_namespaced_pod_log(pod, namespace, **kwargs)
+            # With _preload_content=False this is the streaming HTTP response, not the str it is typed as.
+            response: Any = self._core.read_namespaced_pod_log(pod, namespace, **kwargs)
         except _TRANSPORT_ERRORS as e:
             raise _error(f"logs of {namespace}/{pod}", e) from e
         pending = b""

@@ -26,7 +26,7 @@ FAST = {"backoff": {"initialSeconds": 0}}
 
 def cli(kubeconfig: str, *args: str, command: str = "multinode") -> subprocess.CompletedProcess:
     env = dict(os.environ, KUBECONFIG=kubeconfig, PATH=f"{BIN}:{os.environ['PATH']}", NO_COLOR="1")
-    return subprocess.run([command, *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run([command, *args], check=False, capture_output=True, text=True, timeout=120, env=env)
 
 
 def fail_pod(core: client.CoreV1Api, namespace: str, pod: str, exit_code: int) -> None:

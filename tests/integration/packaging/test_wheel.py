@@ -94,7 +94,7 @@ def test_the_wheel_installs_the_kubectl_plugin_and_its_completion(installed: Pat
     """kubectl finds `kubectl-multinode` on PATH; kubectl 1.26+ asks `kubectl_complete-multinode` for words."""
     env = dict(os.environ, KUBECONFIG=kubeconfig, NO_COLOR="1")
     missing = subprocess.run([str(installed / "kubectl-multinode"), "status", "nope", "-n", "default"],
-                             capture_output=True, text=True, timeout=60, env=env)
+                             check=False, capture_output=True, text=True, timeout=60, env=env)
     assert missing.returncode == 1
     assert missing.stderr.strip() == 'error: TrainingJob "nope" not found in namespace "default"'
     words = subprocess.run([str(installed / "kubectl_complete-multinode"), "lo"], capture_output=True, text=True,

@@ -19,8 +19,6 @@ from kubernetes import client
 from localcluster import LocalCluster
 
 from localcluster.harness.kube import new_namespace
-from localcluster.harness.waiting import wait_for
-from multinode.api import LABEL_JOB_NAME
 from multinode.client import TrainingJobClient
 from tests.support import jobs
 from tests.support.realnodes import RealClusterSlot, clients, real_job
@@ -59,7 +57,7 @@ RESTARTING = textwrap.dedent("""
 
 def cli(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), PATH=f"{BIN}:{os.environ['PATH']}", NO_COLOR="1")
-    return subprocess.run(["multinode", *args], capture_output=True, text=True, timeout=180, env=env)
+    return subprocess.run(["multinode", *args], check=False, capture_output=True, text=True, timeout=180, env=env)
 
 
 @pytest.fixture

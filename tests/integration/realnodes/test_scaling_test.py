@@ -55,7 +55,7 @@ def test_scaling_test_reports_what_the_heartbeats_measured(scaling_namespace: tu
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), PATH=f"{BIN}:{os.environ['PATH']}", NO_COLOR="1")
     args = ["multinode", "scaling-test", "-f", str(job_file), "--nodes", "1,2", "-n", namespace, "--svg", str(svg),
             "--timeout", "180"]
-    run = subprocess.run([*args, "-o", "json"], capture_output=True, text=True, timeout=600, env=env)
+    run = subprocess.run([*args, "-o", "json"], check=False, capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode in (0, 2), run.stderr
     report = json.loads(run.stdout)
     one, two = report["sizes"]

@@ -33,5 +33,5 @@ def test_every_training_job_of_a_yaml_file_is_read_and_validated(tmp_path: Path)
     [job] = load_yaml(path)
     assert job.metadata.name == "a" and job.spec.num_nodes == 2
     path.write_text("kind: TrainingJob\nmetadata: {name: a}\nspec: {numNodes: 0, image: i}\n")
-    with pytest.raises(pydantic.ValidationError, match="numNodes|num_nodes"):
+    with pytest.raises(pydantic.ValidationError, match=r"numNodes|num_nodes"):
         load_yaml(path)
