@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from localcluster import binaries
 
 from multinode.cli import completion
 from multinode.cli.logs import Prefixer, parse_duration, parse_ranks
@@ -93,3 +94,14 @@ def test_a_bash_shell_completes_with_the_printed_script() -> None:
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True,
                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
     assert out.stdout.split() == ["--max-streams"]
+
+
+def test_kubectl_completes_the_plugin_through_kubectl_complete_multinode() -> None:
+    """kubectl's own `__complete` (what its shell completion calls) finds `kubectl_complete-multinode` on PATH."""
+    kubectl = binaries.locate().kubectl
+    if not kubectl.exists():
+        pytest.fail(f"the pinned kubectl is not built ({kubectl}): run `make binaries` (make test does)")
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "KUBECONFIG": "/nonexistent", "HOME": "/nonexistent"}
+    out = subprocess.run([str(kubectl), "__complete", "multinode", "logs", "--max"], capture_output=True, text=True,
+                         env=env, timeout=60, check=True)
+    assert out.stdout.split() == ["--max-streams", ":4"]
