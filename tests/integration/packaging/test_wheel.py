@@ -87,3 +87,16 @@ def test_preflight_and_mirror_run_from_the_wheel(installed: Path, tmp_path: Path
                             check=False)
     assert mirror.returncode == 0, mirror.stderr
     assert "the job is gone" in mirror.stderr
+
+
+def test_the_wheel_installs_the_kubectl_plugin_and_its_completion(installed: Path, kubeconfig: str,
+                                                                    crd: str) -> None:
+    """kubectl finds `kubectl-multinode` on PATH; kubectl 1.26+ asks `kubectl_complete-multinode` for words."""
+    env = dict(os.environ, KUBECONFIG=kubeconfig, NO_COLOR="1")
+    missing = subprocess.run([str(installed / "kubectl-multinode"), "status", "nope", "-n", "default"],
+                             check=False, capture_output=True, text=True, timeout=60, env=env)
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == 'error: TrainingJob "nope" not found in namespace "default"'
+    words = subprocess.run([str(installed / "kubectl_complete-multinode"), "lo"], capture_output=True, text=True,
+                           timeout=60, env=env, check=True)
+    assert words.stdout.split() == ["logs", ":4"]
