@@ -9,6 +9,7 @@ from pydantic import Field
 
 from multinode.api.base import MAX_PATH_LENGTH, ApiModel
 from multinode.api.checkpointing import CheckpointsStatus
+from multinode.api.progress import ProgressStatus
 from multinode.api.constants import (
     CONDITION_CREATED,
     CONDITION_FAILED,
@@ -52,7 +53,7 @@ class Condition(ApiModel):
             r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
             r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
         ),
-        description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent or CheckpointsSynced.",
+        description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced, Progressing or Stragglers.",
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(
@@ -100,7 +101,7 @@ class TrainingJobStatus(ApiModel):
     phase: Phase | None = Field(None, description="Coarse phase, shown by kubectl get.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced), one per type.",
+        description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced, Progressing, Stragglers), one per type.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
@@ -145,3 +146,5 @@ class TrainingJobStatus(ApiModel):
                                                                         "later pods use it.")
     topology_domain: str | None = Field(None, max_length=63, description="Value of topology.sameDomainLabel "
                                                                          "the current attempt runs in.")
+    progress: ProgressStatus | None = Field(None, description="Progress of the current attempt read from the "
+                                                              "trainers' logs (only with spec.hangDetection).")

@@ -32,6 +32,27 @@ class _StateCollector(Collector):
                                 value=self._queue_depth())
 
 
+class _ProgressCollector(Collector):
+    """Per job with spec.hangDetection: its step and its straggler ranks (status.progress)."""
+
+    def __init__(self, progress: Callable[[], Mapping[tuple[str, str], tuple[int | None, int]]]):
+        self._progress = progress
+
+    def collect(self):
+        step = GaugeMetricFamily("multinode_trainingjob_step", "Lowest heartbeat step over the job's running "
+                                 "ranks (jobs with hangDetection whose trainers print heartbeats).",
+                                 labels=["namespace", "job"])
+        stragglers = GaugeMetricFamily("multinode_trainingjob_straggler_ranks", "Ranks reported as stragglers "
+                                       "(slower than hangDetection.stragglers.factor for forSeconds).",
+                                       labels=["namespace", "job"])
+        for (namespace, job), (current, slow) in sorted(self._progress().items()):
+            if current is not None:
+                step.add_metric([namespace, job], current)
+            stragglers.add_metric([namespace, job], slow)
+        yield step
+        yield stragglers
+
+
 class OperatorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
@@ -53,3 +74,6 @@ class OperatorMetrics:
 
     def watch_state(self, phases: Callable[[], Mapping[str, str]], queue_depth: Callable[[], int]) -> None:
         self.registry.register(_StateCollector(phases, queue_depth))
+
+    def watch_progress(self, progress: Callable[[], Mapping[tuple[str, str], tuple[int | None, int]]]) -> None:
+        self.registry.register(_ProgressCollector(progress))

@@ -129,6 +129,8 @@ def full_trainingjob() -> dict[str, Any]:
             "imageConsistency": {"pinDigest": True, "onMismatch": "FailAttempt"},
             "topology": {"sameDomainLabel": "network.topology.nvidia.com/block"},
             "podGroup": {"minMember": 4},
+            "hangDetection": {"timeoutSeconds": 600,
+                              "stragglers": {"factor": 2.0, "forSeconds": 300, "action": "Report"}},
         },
         "status": {
             "observedGeneration": 1,
@@ -208,6 +210,16 @@ def full_trainingjob() -> dict[str, Any]:
             "attemptStartTime": "2025-01-02T03:40:06Z",
             "imageDigest": "registry.example.com/train@sha256:" + "ab" * 32,
             "topologyDomain": "block-7",
+            "progress": {
+                "attempt": 1, "step": 1200, "lastProgressTime": "2026-01-01T00:10:00Z",
+                "firstProgressTime": "2026-01-01T00:01:00Z", "source": "Heartbeat", "medianStepSeconds": 0.5,
+                "stalledRanks": [{"index": 3, "node": "gpu-node-3", "step": 1190, "stepSeconds": 0.5,
+                                  "lastProgressTime": "2026-01-01T00:09:55Z", "since": "2026-01-01T00:09:55Z"}],
+                "stalledCount": 1,
+                "stragglers": [{"index": 2, "node": "gpu-node-2", "step": 1200, "stepSeconds": 1.5,
+                                "lastProgressTime": "2026-01-01T00:10:00Z", "since": "2026-01-01T00:04:00Z"}],
+                "stragglerCount": 1,
+            },
         },
     }
 
