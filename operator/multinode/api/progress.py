@@ -69,6 +69,7 @@ class RankProgressStatus(ApiModel):
                                                                "between heartbeats).")
     since: str | None = Field(None, description="Straggler: RFC3339 time it was first seen that slow.",
                               json_schema_extra=_DATE_TIME)
+    reported: bool | None = Field(None, description="Straggler: slow for stragglers.forSeconds, so reported.")
 
 
 class ProgressStatus(ApiModel):

@@ -72,11 +72,13 @@ def judge_stragglers(job: TrainingJob, status: TrainingJobStatus, progress: JobP
     def slow_for(entry: RankProgressStatus) -> float:
         return (now - parse_time(entry.since or rfc3339(now), now)).total_seconds()
 
-    confirmed = [e for e in entries if slow_for(e) >= config.for_seconds]
-    waiting = [config.for_seconds - slow_for(e) for e in entries if e not in confirmed]
+    for e in entries:
+        e.reported = slow_for(e) >= config.for_seconds
+    confirmed = [e for e in entries if e.reported]
+    waiting = [config.for_seconds - slow_for(e) for e in entries if not e.reported]
     if waiting:
         result.come_back_in(min(waiting))
-    was = {s.index for s in report.stragglers if slow_for(s) >= config.for_seconds}
+    was = {s.index for s in report.stragglers if s.reported}
     report.stragglers, report.straggler_count = entries, len(confirmed)
     gen, at = job.metadata.generation, rfc3339(now)
     if confirmed:
