@@ -87,7 +87,8 @@ class ProgressStatus(ApiModel):
     median_step_seconds: float | None = Field(None, ge=0, description="Median step time over the ranks.")
     stalled_ranks: list[RankProgressStatus] = Field(
         default_factory=list, max_length=MAX_RANKS_REPORTED,
-        description=f"When the attempt hung: its ranks, the first to stall first (at most {MAX_RANKS_REPORTED}).")
+        description=f"When the attempt hung: its ranks, the first to stall first (at most {MAX_RANKS_REPORTED}). "
+                    "The next attempt starts a new record; status.restartHistory keeps the message.")
     stalled_count: int = Field(0, ge=0, description="How many ranks had stalled (the list is bounded).")
     stragglers: list[RankProgressStatus] = Field(
         default_factory=list, max_length=MAX_RANKS_REPORTED,
