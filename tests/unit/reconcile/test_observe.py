@@ -53,3 +53,12 @@ def test_an_empty_resume_path_stored_without_value_still_counts_as_decided() -> 
     assert with_env([{"name": "MULTINODE_RESUME_FROM"}]).resume_from == ""
     assert with_env([{"name": "MULTINODE_RESUME_FROM", "value": "/c/x"}]).resume_from == "/c/x"
     assert with_env([]).resume_from is None
+
+
+def test_the_trainers_start_time_is_read_for_hang_detection() -> None:
+    def observed(state: dict) -> str | None:
+        return observe_pod({"metadata": {"name": "llama-3-a1", "labels": LABELS}, "status": {
+            "phase": "Running", "containerStatuses": [{"name": "trainer", "state": state}]}}).started_at
+
+    assert observed({"running": {"startedAt": "2026-11-20T12:00:00Z"}}) == "2026-11-20T12:00:00Z"
+    assert observed({"waiting": {"reason": "ContainerCreating"}}) is None
