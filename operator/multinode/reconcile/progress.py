@@ -153,8 +153,12 @@ def report_progress(job: TrainingJob, status: TrainingJobStatus, progress: JobPr
     report = current.model_copy() if current else ProgressStatus(attempt=status.attempt)
     report.step = min(steps) if steps else report.step
     report.last_progress_time = rfc3339(last) if last else report.last_progress_time
-    report.first_progress_time = rfc3339(progress.first_progress) if progress.first_progress else None
-    report.source = progress.source if progress.first_progress else None
+    source = progress.source if progress.first_progress else None
+    # The status keeps the first progress across operator restarts (a restarted prober reads only the
+    # logs' tails); it moves only when heartbeats take over from plain lines.
+    if report.first_progress_time is None or source != report.source:
+        report.first_progress_time = rfc3339(progress.first_progress) if progress.first_progress else None
+    report.source = source
     status.progress = report
     if report.last_progress_time is None:
         condition, reason, message = "Unknown", Reason.WAITING_FOR_PROGRESS, "no rank has made progress yet"

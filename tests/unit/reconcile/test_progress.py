@@ -74,3 +74,19 @@ def test_status_progress_reports_the_lowest_step_and_the_newest_progress() -> No
     waiting = run(job, pods, progress=job_progress(AttemptLog(0), {0, 1}, NOW))
     assert condition(waiting.status, "Progressing").status == "Unknown"
     assert run(stored_job(2), pods).status.progress is None
+
+
+def test_the_first_progress_survives_an_operator_restart_and_moves_when_heartbeats_take_over() -> None:
+    job = stored_job(2, hangDetection={"timeoutSeconds": 60})
+    pods = [pod(0, started_at="2026-11-20T11:59:00Z"), pod(1, started_at="2026-11-20T11:59:00Z")]
+    plain = absorb_sweep(AttemptLog(0), {0: read(0, f"{stamp(1)} loading")}, PROGRESS_MARKER)
+    first = run(job, pods, progress=job_progress(plain, {0, 1}, NOW))
+    assert first.status.progress.first_progress_time == "2026-11-20T12:00:01Z"
+    # A restarted operator's prober only sees the logs' tails: a later first line.
+    restarted = absorb_sweep(AttemptLog(0), {0: read(0, f"{stamp(30)} training")}, PROGRESS_MARKER)
+    again = run(job, pods, previous=first.status, progress=job_progress(restarted, {0, 1}, NOW))
+    assert again.status.progress.first_progress_time == "2026-11-20T12:00:01Z"
+    beats = absorb_sweep(restarted, {0: read(0, beat(40, 1))}, PROGRESS_MARKER)
+    later = run(job, pods, previous=again.status, progress=job_progress(beats, {0, 1}, NOW))
+    assert (later.status.progress.first_progress_time, later.status.progress.source) == ("2026-11-20T12:00:40Z",
+                                                                                         "Heartbeat")
