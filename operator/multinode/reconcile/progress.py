@@ -44,10 +44,13 @@ class JobProgress:
     first_progress: datetime | None
     # When the logs behind this were read: silence is measured up to here, not up to the planner's clock.
     checked: datetime | None = None
+    # A heartbeat was seen in this attempt (by any rank, readable now or not: finished ranks are not read).
+    heartbeats: bool = False
 
     @property
     def source(self) -> ProgressSource:
-        return ProgressSource.HEARTBEAT if any(r.step is not None for r in self.ranks) else ProgressSource.LOGS
+        beats = self.heartbeats or any(r.step is not None for r in self.ranks)
+        return ProgressSource.HEARTBEAT if beats else ProgressSource.LOGS
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ def absorb_sweep(log: AttemptLog, reads: Mapping[int, PodRead], marker: str) -> 
 
 def job_progress(log: AttemptLog, readable: set[int], checked: datetime) -> JobProgress:
     ranks = tuple(r for i, r in sorted(log.ranks.items()) if i in readable)
-    return JobProgress(log.attempt, ranks, log.first_progress, checked)
+    return JobProgress(log.attempt, ranks, log.first_progress, checked, heartbeats=log.heartbeats)
 
 
 def report_progress(job: TrainingJob, status: TrainingJobStatus, progress: JobProgress | None,

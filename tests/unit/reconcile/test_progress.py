@@ -90,3 +90,15 @@ def test_the_first_progress_survives_an_operator_restart_and_moves_when_heartbea
     later = run(job, pods, previous=again.status, progress=job_progress(beats, {0, 1}, NOW))
     assert (later.status.progress.first_progress_time, later.status.progress.source) == ("2026-11-20T12:00:40Z",
                                                                                          "Heartbeat")
+
+
+def test_the_source_stays_heartbeat_when_no_rank_is_read_any_more() -> None:
+    # Finished ranks are not read: an empty sweep at the end must not turn the source back to Logs.
+    log = absorb_sweep(AttemptLog(0), {0: read(0, beat(1, 1))}, PROGRESS_MARKER)
+    assert job_progress(log, set(), NOW).source == "Heartbeat"
+    job = stored_job(2, hangDetection={"timeoutSeconds": 60})
+    done = [pod(0, "Succeeded"), pod(1, "Succeeded")]
+    running = run(job, [pod(0, started_at="2026-11-20T11:59:00Z"), pod(1, started_at="2026-11-20T11:59:00Z")],
+                  progress=job_progress(log, {0, 1}, NOW))
+    finished = run(job, done, previous=running.status, progress=job_progress(log, set(), NOW))
+    assert (finished.status.progress.source, finished.status.progress.step) == ("Heartbeat", 1)
