@@ -36,8 +36,12 @@ class StragglerAction(StrEnum):
 class StragglerDetection(ApiModel):
     """A rank whose step time stays above `factor` × the median of the other ranks' for `forSeconds`."""
 
-    factor: float = Field(2.0, ge=1.1, le=100.0, description="How many times the other ranks' median step "
-                                                              "time a rank must take to be a straggler.")
+    # gt, not ge=1.1: the apiserver compares an integer value with an integer-truncated minimum (1 >= int(1.1)),
+    # so `factor: 1` would pass admission and fail in the operator; an exclusive bound of 1 holds for both.
+    # (Kubernetes' schema spells an exclusive bound as minimum plus exclusiveMinimum: true.)
+    factor: float = Field(2.0, gt=1.0, le=100.0, description="How many times the other ranks' median step "
+                                                              "time a rank must take to be a straggler (over 1).",
+                          json_schema_extra={"minimum": 1.0, "exclusiveMinimum": True})
     for_seconds: int = Field(300, ge=0, le=86400, description="How long a rank must stay that slow before "
                                                                "it is reported.")
     action: StragglerAction = Field(StragglerAction.REPORT, description="Report (condition Stragglers, an "

@@ -46,7 +46,7 @@ INVALID = [
          "greater than or equal to 10"),
     case("hang-timeout-missing", job(hangDetection={}), "spec.hangDetection.timeoutSeconds", "Required value"),
     case("straggler-factor-1", job(hangDetection={"timeoutSeconds": 60, "stragglers": {"factor": 1}}),
-         "spec.hangDetection.stragglers.factor", "greater than or equal to 1.1"),
+         "spec.hangDetection.stragglers.factor", "should be greater than 1"),
     case("straggler-action-Restart", job(hangDetection={"timeoutSeconds": 60, "stragglers": {"action": "Restart"}}),
          "spec.hangDetection.stragglers.action", 'Unsupported value: "Restart"'),
     # counts and ranges
