@@ -7,7 +7,8 @@ PET_MASTER_ADDR, PET_MASTER_PORT; see docs/env.md), so on a node this is just:
 
 Settings (env): TRAIN_STEPS (20), STEP_SECONDS (0, a sleep per step to make runs long),
 CHECKPOINT_EVERY (5), MULTINODE_CHECKPOINT_DIR (./checkpoints), MULTINODE_RESUME_FROM (empty: fresh start).
-Every rank prints `step=<n> rank=<r> loss=<x>` each step and `done step=<n> rank=<r>` at the end.
+Every rank prints `step=<n> rank=<r> loss=<x>` each step and `done step=<n> rank=<r>` at the end, and a
+progress heartbeat (multinode.progress, for spec.hangDetection) with its own compute time for the step.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel
+
+from multinode.progress import heartbeat
 
 FEATURES = 16
 BATCH = 32
@@ -108,12 +111,18 @@ def main() -> int:
 
     step = start - 1
     for step in range(start, steps + 1):
+        started = time.monotonic()
         x, target = batch(step, rank)
         optimizer.zero_grad()
         loss = loss_fn(model(x), target)
+        # This rank's own work (data and forward): backward includes DDP's all-reduce, where a fast rank
+        # waits for a slow one, so it would make every rank look as slow as the slowest.
+        own_seconds = time.monotonic() - started
         loss.backward()  # DDP all-reduces the gradients here, over gloo
         optimizer.step()
         log(f"step={step} rank={rank} loss={loss.item():.6f}")
+        # One line for the operator: this step is done (a hang is no new step for hangDetection.timeoutSeconds).
+        heartbeat(step, step_seconds=own_seconds)
         if every > 0 and step % every == 0:
             save(checkpoint_state(model, optimizer, step), os.path.join(save_root, f"step-{step}"), rank)
         if step_seconds > 0:

@@ -52,10 +52,13 @@ def condition(job: dict, type_: str) -> dict | None:
 
 
 class PhaseRecorder:
-    """Records every status.phase a job passes through, from a watch stream (no change is missed)."""
+    """Records every status.phase a job passes through, from a watch stream (no change is missed), and every
+    condition it showed (a transient one, like Progressing=False/Hung before a restart, included)."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, name: str):
+    def __init__(self, api: client.ApiClient, namespace: str, name: str, timeout_seconds: int = 120):
         self.phases: list[str] = []
+        self.conditions: list[dict] = []
+        self._timeout = timeout_seconds
         self._watch = watch.Watch()
         self._custom = client.CustomObjectsApi(api)
         self._args = (GROUP, VERSION, namespace, PLURAL)
@@ -68,9 +71,12 @@ class PhaseRecorder:
 
     def _run(self) -> None:
         stream = self._watch.stream(self._custom.list_namespaced_custom_object, *self._args,
-                                    field_selector=f"metadata.name={self._name}", timeout_seconds=120)
+                                    field_selector=f"metadata.name={self._name}", timeout_seconds=self._timeout)
         try:
             for event in stream:
+                for c in (event["object"].get("status") or {}).get("conditions") or []:
+                    if c not in self.conditions:
+                        self.conditions.append(c)
                 phase = (event["object"].get("status") or {}).get("phase")
                 if phase and (not self.phases or self.phases[-1] != phase):
                     self.phases.append(phase)

@@ -79,6 +79,10 @@ tests/integration/chart runs a job end to end under exactly these rules.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch", "create", "delete"]
+{{- /* Hang detection reads the trainers' logs (only of jobs with spec.hangDetection). */}}
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["list", "watch", "create"]

@@ -19,6 +19,9 @@ class ConditionType(StrEnum):
     IMAGE_CONSISTENT = "ImageConsistent"
     # False while training has ended and the mirror's final sync runs; True once it is done.
     CHECKPOINTS_SYNCED = "CheckpointsSynced"
+    # With spec.hangDetection: whether the ranks make progress, and whether some are much slower.
+    PROGRESSING = "Progressing"
+    STRAGGLERS = "Stragglers"
 
 
 class Reason(StrEnum):
@@ -71,3 +74,8 @@ class Reason(StrEnum):
     FINAL_SYNC_REQUESTED = "FinalSyncRequested"
     FINAL_SYNC_DONE = "FinalSyncDone"
     FINAL_SYNC_TIMED_OUT = "FinalSyncTimedOut"
+    # Progressing (Hung above is its False reason), Stragglers
+    PROGRESS_SEEN = "ProgressSeen"
+    WAITING_FOR_PROGRESS = "WaitingForProgress"
+    STRAGGLERS_DETECTED = "StragglersDetected"
+    NO_STRAGGLERS = "NoStragglers"

@@ -7,6 +7,7 @@ cannot drift apart on a label key or an environment variable name.
 from __future__ import annotations
 
 from multinode.api.conditions import ConditionType
+from multinode.progress import MARKER, MARKER_ENV
 
 GROUP = "multinode.dev"
 VERSION = "v1alpha1"
@@ -79,6 +80,8 @@ DEFAULT_PREFLIGHT_TIMEOUT_SECONDS = 300
 # Prometheus /metrics of the operator (the chart's metrics.port) and of each job's mirror pod.
 OPERATOR_METRICS_PORT = 8080
 MIRROR_METRICS_PORT = 9400
+# The value of MULTINODE_PROGRESS_MARKER (defined with the stdlib-only helper that prints it).
+PROGRESS_MARKER = MARKER
 
 # Every variable the operator sets in the trainer container, by the name it has there; the renderer, the
 # planner (which reads MULTINODE_RESUME_FROM back) and the in-pod CLIs read the names from here.
@@ -111,6 +114,8 @@ class EnvName:
     BT_LEADER_ADDR = "BT_LEADER_ADDR"
     BT_NUM_GPUS = "BT_NUM_GPUS"
     PYTHONUNBUFFERED = "PYTHONUNBUFFERED"
+    # The heartbeat marker multinode.progress prints and the operator looks for in the trainer's log.
+    MULTINODE_PROGRESS_MARKER = MARKER_ENV
     # restarts, the shared cache and checkpoints (set when spec.cache / spec.checkpointing are)
     MULTINODE_RESTART_COUNT = "MULTINODE_RESTART_COUNT"
     BT_RETRY_COUNT = "BT_RETRY_COUNT"

@@ -28,6 +28,7 @@ from multinode.api.cel import add_rules, cel_rule, immutable_fields_rules
 from multinode.api.checkpointing import CacheSpec, CheckpointingSpec
 from multinode.api.health import HealthCheckSpec
 from multinode.api.lifecycle import CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, Topology
+from multinode.api.progress import HangDetection
 from multinode.api.constants import (
     DEFAULT_GPU_RESOURCE_NAME,
     DEFAULT_RDMA_RESOURCE_NAME,
@@ -229,7 +230,7 @@ class TrainingJobSpec(ApiModel):
     # that shapes the pods is frozen: a running gang cannot take a new image or node count without
     # a restart, and silently ignoring an edit is worse than rejecting it.
     MUTABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"suspend", "active_deadline_seconds", "ttl_seconds_after_finished", "failure_policy"}
+        {"suspend", "active_deadline_seconds", "ttl_seconds_after_finished", "failure_policy", "hang_detection"}
     )
 
     model_config = ConfigDict(json_schema_extra=_add_spec_rules)
@@ -348,3 +349,6 @@ class TrainingJobSpec(ApiModel):
     pod_group: PodGroup | None = Field(
         None, description="Set gang-scheduling labels/annotations (scheduler-plugins coscheduling, Volcano)."
     )
+    hang_detection: HangDetection | None = Field(
+        None, description="Restart the gang when no rank progresses (log lines or heartbeats) for a while; report "
+                          "stragglers. May be changed while the job runs.")

@@ -58,8 +58,8 @@ class Condition(ApiModel):
             r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
             r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
         ),
-        description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent or "
-                    "CheckpointsSynced.",
+        description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent, "
+                    "CheckpointsSynced, Progressing or Stragglers.",
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
@@ -108,8 +108,8 @@ class TrainingJobStatus(ApiModel):
     phase: Phase | None = Field(None, description="Coarse phase, shown by kubectl get.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced), "
-                    "one per type.",
+        description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced, "
+                    "Progressing, Stragglers), one per type.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],

@@ -86,8 +86,9 @@ class KubeApi:
         configuration.connection_pool_maxsize = concurrency
         return cls(client.ApiClient(configuration), concurrency, timeout=timeout, on_error=on_error)
 
-    def _request(self, operation: str, method: str, path: str, body: Any, content_type: str) -> bytes:
-        headers = dict(self._headers, **{"Content-Type": content_type})
+    def _request(self, operation: str, method: str, path: str, body: Any, content_type: str,
+                 accept: str = JSON) -> bytes:
+        headers = dict(self._headers, **{"Content-Type": content_type, "Accept": accept})
         # Asked per request: for in-cluster credentials this re-reads the rotated service account token.
         for auth in self._configuration.auth_settings().values():
             if auth["in"] == "header" and auth["value"]:
@@ -104,12 +105,13 @@ class KubeApi:
                            _message(response.status, response.reason, response.data))
         return response.data
 
-    async def _call(self, operation: str, method: str, path: str, body: Any, content_type: str = JSON) -> bytes:
+    async def _call(self, operation: str, method: str, path: str, body: Any, content_type: str = JSON,
+                    accept: str = JSON) -> bytes:
         async with self._limit:
             loop = asyncio.get_running_loop()
             try:
                 return await loop.run_in_executor(self._executor, self._request, operation, method, path, body,
-                                                  content_type)
+                                                  content_type, accept)
             except ApiError as e:
                 self._on_error(operation, e.code)
                 raise
@@ -161,6 +163,17 @@ class KubeApi:
         except ApiError as e:
             if e.status != 404:  # the job is gone; nothing to report on
                 raise
+
+    async def read_log(self, namespace: str, pod: str, container: str, *, tail_lines: int, limit_bytes: int,
+                       since_time: str | None = None) -> str:
+        """The container's log lines, each prefixed by its RFC3339Nano timestamp: at most the last
+        `tail_lines` since `since_time` (whole seconds; the caller drops lines it has read already)."""
+        query = f"container={container}&timestamps=true&tailLines={tail_lines}&limitBytes={limit_bytes}"
+        if since_time:
+            query += f"&sinceTime={since_time}"
+        data = await self._call("read_namespaced_pod_log", "GET",
+                                f"/api/v1/namespaces/{namespace}/pods/{pod}/log?{query}", None, accept="*/*")
+        return data.decode("utf-8", errors="replace")
 
     async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
         now = rfc3339(datetime.now(timezone.utc))

@@ -22,6 +22,7 @@ from multinode.api.conditions import ConditionType, Reason
 from multinode.api.goodput import LostCause
 from multinode.api.timestamps import parse_time
 from multinode.controller.kube import ApiError, KubeApi
+from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
 from multinode.metrics.operator import JobFigures, OperatorMetrics
@@ -136,15 +137,26 @@ class Reconciler:
         self.expected: dict[JobKey, dict[str, float]] = {}
         self._failures: dict[JobKey, int] = {}
         self._tasks: list[asyncio.Task] = []
+        # Reads the trainers' logs of jobs with spec.hangDetection; each sweep marks its job dirty.
+        self.probe = ProgressProbe(kube, indices.jobs, indices.pods, self._attempt_of, self.queue.add)
+        # (step, straggler ranks) of each job with progress, for the metrics: (namespace, name) → values.
+        self.progress: dict[JobKey, tuple[int | None, int]] = {}
+
+    def _attempt_of(self, raw: Mapping[str, Any]) -> int:
+        """The job's current attempt: the status this operator wrote last, else the object's."""
+        written = self.written.get((raw.get("metadata") or {}).get("uid") or "")
+        return written.attempt if written is not None else int((raw.get("status") or {}).get("attempt") or 0)
 
     def start(self) -> None:
         for i in range(self.settings.workers):
             self._tasks.append(asyncio.create_task(self._work(), name=f"multinode-worker-{i}"))
+        self._tasks.append(asyncio.create_task(self.probe.run(), name="multinode-progress-probe"))
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.probe.stop()
         self.queue.shutdown()
         await self.kube.close()
 
@@ -152,6 +164,8 @@ class Reconciler:
         self.queue.forget(key)
         self._failures.pop(key, None)
         self.expected.pop(key, None)
+        self.probe.forget(key)
+        self.progress.pop(key, None)
         if uid:
             self.written.pop(uid, None)
             self.phases.pop(uid, None)
@@ -220,7 +234,8 @@ class Reconciler:
                             mirror=_single(self.indices.pods.get(mirror_key(*key))),
                             resume_source_latest=self._resume_source_latest(job),
                             nodes=tuple(self.indices.nodes.get(None) or ()) if job.spec.topology else (),
-                            unreachable_nodes=self._unreachable_nodes(pods))
+                            unreachable_nodes=self._unreachable_nodes(pods),
+                            progress=self.probe.progress(key))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
@@ -312,6 +327,11 @@ class Reconciler:
                 namespace, name, g.productive_seconds,
                 {cause.value: g.lost.get(cause) for cause in LostCause},
                 status.progress.step if status.progress else None)
+        key = _key(job)
+        if status.progress is not None:
+            self.progress[key] = (status.progress.step, status.progress.straggler_count)
+        else:
+            self.progress.pop(key, None)
         if any(e.reason == Reason.RESTARTING for e in result.events) and status.restart_history:
             record = status.restart_history[-1]
             self.metrics.restarts.labels(reason=record.reason, counted=str(record.counted).lower()).inc()

@@ -54,7 +54,7 @@ def _job_families(jobs: list[JobFigures]) -> Iterator[Metric]:
     goodput = GaugeMetricFamily("multinode_trainingjob_goodput_seconds",
                                 "Seconds of a job's wall time: kind productive, or lost by cause (status.goodput).",
                                 labels=["namespace", "job", "kind", "cause"])
-    step = GaugeMetricFamily("multinode_trainingjob_progress_step", "Latest training step of a job "
+    step = GaugeMetricFamily("multinode_trainingjob_step", "Latest training step of a job "
                              "(status.progress.step).", labels=["namespace", "job"])
     for j in jobs:
         goodput.add_metric([j.namespace, j.job, "productive", ""], j.productive_seconds)
@@ -64,6 +64,22 @@ def _job_families(jobs: list[JobFigures]) -> Iterator[Metric]:
             step.add_metric([j.namespace, j.job], j.step)
     yield goodput
     yield step
+
+
+class _ProgressCollector(Collector):
+    """Per job with spec.hangDetection: its step and its straggler ranks (status.progress)."""
+
+    def __init__(self, progress: Callable[[], Mapping[tuple[str, str], tuple[int | None, int]]]):
+        self._progress = progress
+
+    def collect(self):
+        # The step itself is multinode_trainingjob_step, from the status (_job_families).
+        stragglers = GaugeMetricFamily("multinode_trainingjob_straggler_ranks", "Ranks reported as stragglers "
+                                       "(slower than hangDetection.stragglers.factor for forSeconds).",
+                                       labels=["namespace", "job"])
+        for (namespace, job), (_current, slow) in sorted(self._progress().items()):
+            stragglers.add_metric([namespace, job], slow)
+        yield stragglers
 
 
 class OperatorMetrics:
@@ -88,3 +104,6 @@ class OperatorMetrics:
     def watch_state(self, phases: Callable[[], Mapping[str, str]], queue_depth: Callable[[], int],
                     jobs: Callable[[], Iterable[JobFigures]] = lambda: ()) -> None:
         self.registry.register(_StateCollector(phases, queue_depth, jobs))
+
+    def watch_progress(self, progress: Callable[[], Mapping[tuple[str, str], tuple[int | None, int]]]) -> None:
+        self.registry.register(_ProgressCollector(progress))

@@ -101,8 +101,10 @@ def _credit(goodput: GoodputStatus, was: Clock, since: datetime, until: datetime
         setattr(goodput.lost, cause.value, goodput.lost.get(cause) + seconds)
         return
     reported, first = progress
-    if reported is not None and reported.source and first is None:
-        goodput.lost.startup += seconds  # running, but no rank has made progress yet: rendezvous, loading
+    # status.progress exists only when the job has a progress source (spec.hangDetection), from the
+    # attempt's start: until its first progress the job is still starting (rendezvous, loading).
+    if reported is not None and first is None:
+        goodput.lost.startup += seconds
         return
     warmup = 0
     if first is not None:

@@ -59,6 +59,9 @@ class ObservedPod:
     # The node health check's verdict, from the preflight's termination message (spec.healthCheck).
     health: NodeHealth | None = None
 
+    # When the trainer container started (RFC3339): hang detection's clock starts when every rank's has.
+    started_at: str | None = None
+
     @property
     def unhealthy(self) -> bool:
         return self.health is not None and self.health.status == HealthStatus.FAILED
@@ -126,6 +129,8 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
                        for cs in status.get("initContainerStatuses") or [])
     image_id = next((cs.get("imageID") for cs in status.get("containerStatuses") or []
                      if cs.get("name") == TRAINER_CONTAINER and cs.get("imageID")), None)
+    started_at = next((((cs.get("state") or {}).get("running") or {}).get("startedAt")
+                       for cs in status.get("containerStatuses") or [] if cs.get("name") == TRAINER_CONTAINER), None)
     return ObservedPod(
         resume_from=_env_value(spec, TRAINER_CONTAINER, EnvName.MULTINODE_RESUME_FROM),
         disruption=disruption.get("reason") if disruption.get("status") == "True" else None,
@@ -134,6 +139,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         in_preflight=in_preflight,
         image_id=image_id,
         health=health,
+        started_at=started_at,
         name=meta.get("name", ""),
         job_name=job_name,
         index=index,

@@ -26,15 +26,17 @@ from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.goodput import account
+from multinode.reconcile.hang import hang_failure
 from multinode.reconcile.image_consistency import check_digests, pinned_image
 from multinode.reconcile.node_loss import evicted_failure, force_delete_stranded
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
 from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, Verdict
 from multinode.reconcile.placement import ObservedNode, attempt_node_selector
-from multinode.reconcile.progress import JobProgress
+from multinode.reconcile.progress import JobProgress, report_progress
 from multinode.reconcile.restarts import apply_failure_policy, ready_for_next_attempt
 from multinode.reconcile.startup import startup_timeout
 from multinode.reconcile.status_report import change_phase, fill_node_statuses, set_conditions
+from multinode.reconcile.stragglers import judge_stragglers
 from multinode.reconcile.success import judge, leader_succeeded
 from multinode.render import RenderSettings, render_headless_service, render_node_pod
 from multinode.render.mirror import render_mirror_objects
@@ -53,7 +55,7 @@ class Observed:
     nodes: tuple[ObservedNode, ...] = ()
     # Nodes that host a terminating pod of the job and are not Ready or are gone (node_loss.py).
     unreachable_nodes: frozenset[str] = frozenset()
-    # Training progress of the current attempt, when the job reports any (progress.py).
+    # What the controller's log prober last read of the current attempt's ranks (spec.hangDetection only).
     progress: JobProgress | None = None
 
 
@@ -114,7 +116,10 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
         return result
 
     blocked = _create_missing(job, status, before, current, observed, result, now, settings)
-    failure = _attempt_failure(job, status, before, current, now, result)
+    running = {i for i, p in current.items() if p.phase == PodPhase.RUNNING}
+    report_progress(job, status, observed.progress, running, now)
+    failure = _attempt_failure(job, status, before, current, now, result) or hang_failure(
+        job, status, current, observed.progress, now)
     if failure is not None:
         if failure.unhealthy_node:
             # Kept out of the next attempt; the node table shows the verdict while the gang restarts.
@@ -126,6 +131,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             return result
         return _finish(job, status, before, current, failed, result, now, mirror)
 
+    judge_stragglers(job, status, observed.progress, running, result, now)
     verdict = judge(job, current)
     if blocked is not None and verdict.phase == Phase.PENDING:
         verdict = blocked

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from multinode.api import TrainingJob, effective_num_proc_per_node, world_size
-from multinode.api.constants import EnvName
+from multinode.api.constants import PROGRESS_MARKER, EnvName
 from multinode.render.names import check_node, job_identity, node_dns_name, service_name
 from multinode.render.storage import storage_env
 
@@ -66,6 +66,9 @@ def operator_env(
         _value(EnvName.BT_NUM_GPUS, spec.resources_per_node.gpus),
         # Without it Python buffers stdout and a hung rank's last words never reach the logs.
         _value(EnvName.PYTHONUNBUFFERED, 1),
+        # Set on every job, so a trainer's heartbeats (multinode.progress) show whether or not hang
+        # detection is on; the operator reads them only with spec.hangDetection.
+        _value(EnvName.MULTINODE_PROGRESS_MARKER, PROGRESS_MARKER),
     ]
     env.extend(_value(name, value) for name, value in storage_env(job, restarts=restarts, resume_from=resume_from))
     env.extend(_nccl_env(job))

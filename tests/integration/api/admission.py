@@ -135,5 +135,7 @@ def maximal_job(name: str) -> dict:
             "imageConsistency": {"pinDigest": False, "onMismatch": "Report"},
             "topology": {"sameDomainLabel": "network.topology.nvidia.com/block"},
             "podGroup": {"minMember": 4},
+            "hangDetection": {"timeoutSeconds": 1800,
+                              "stragglers": {"factor": 1.5, "forSeconds": 600, "action": "Ignore"}},
         },
     }

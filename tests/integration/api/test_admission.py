@@ -41,6 +41,14 @@ def case(id_: str, body: dict, field: str, why: str, *, status: int = 422, stric
 
 
 INVALID = [
+    # hang detection: a timeout a poll of the logs could not tell from latency, and each straggler knob
+    case("hang-timeout-5", job(hangDetection={"timeoutSeconds": 5}), "spec.hangDetection.timeoutSeconds",
+         "greater than or equal to 10"),
+    case("hang-timeout-missing", job(hangDetection={}), "spec.hangDetection.timeoutSeconds", "Required value"),
+    case("straggler-factor-1", job(hangDetection={"timeoutSeconds": 60, "stragglers": {"factor": 1}}),
+         "spec.hangDetection.stragglers.factor", "should be greater than 1"),
+    case("straggler-action-Restart", job(hangDetection={"timeoutSeconds": 60, "stragglers": {"action": "Restart"}}),
+         "spec.hangDetection.stragglers.action", 'Unsupported value: "Restart"'),
     # counts and ranges
     case("numNodes-zero", training_job("job", 0), "spec.numNodes", "greater than or equal to 1"),
     case("numNodes-negative", training_job("job", -3), "spec.numNodes", "greater than or equal to 1"),

@@ -80,6 +80,9 @@ UPDATES: dict[str, list] = {
     "activeDeadlineSeconds": [pytest.param(set_("activeDeadlineSeconds", 3600), id="activeDeadlineSeconds-change")],
     "ttlSecondsAfterFinished": [pytest.param(set_("ttlSecondsAfterFinished", 60), id="ttl-change")],
     "failurePolicy": [pytest.param(nested("failurePolicy", "maxRestarts", 9), id="failurePolicy-change")],
+    "hangDetection": [pytest.param(set_("hangDetection", {
+        "timeoutSeconds": 300, "stragglers": {"factor": 3.0, "forSeconds": 60, "action": "Report"}}),
+                 id="hangDetection-set")],
 }
 
 

@@ -153,7 +153,7 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
     for verb, resource in [("list", "trainingjobs.multinode.dev"), ("delete", "trainingjobs.multinode.dev"),
                            ("patch", "trainingjobs.multinode.dev/status"), ("create", "pods"), ("delete", "pods"),
                            ("create", "services"), ("create", "serviceaccounts"),
-                           ("create", "roles.rbac.authorization.k8s.io"), ("create", "events")]:
+                           ("create", "roles.rbac.authorization.k8s.io"), ("create", "events"), ("get", "pods/log")]:
         assert release.can(verb, resource, ns), (verb, resource)
     assert release.can("watch", "nodes")
     for verb, resource in [("get", "secrets"), ("list", "secrets"), ("patch", "trainingjobs.multinode.dev"),

@@ -132,6 +132,8 @@ def full_trainingjob() -> dict[str, Any]:
             "healthCheck": {"enabled": True, "gpus": True, "rdma": True, "shm": False,
                             "rdmaDeviceEnv": "PCIDEVICE_NVIDIA_COM_MLNXNICS", "memlockFloorBytes": 1073741824,
                             "exclusionSeconds": 7200},
+            "hangDetection": {"timeoutSeconds": 600,
+                              "stragglers": {"factor": 2.0, "forSeconds": 300, "action": "Report"}},
         },
         "status": {
             "observedGeneration": 1,
@@ -213,8 +215,6 @@ def full_trainingjob() -> dict[str, Any]:
             "attemptStartTime": "2025-01-02T03:40:06Z",
             "imageDigest": "registry.example.com/train@sha256:" + "ab" * 32,
             "topologyDomain": "block-7",
-            "progress": {"step": 4200, "lastProgressTime": "2025-01-02T04:10:00Z",
-                         "firstProgressTime": "2025-01-02T03:42:00Z", "source": "Heartbeat"},
             "goodput": {
                 "productiveSeconds": 2400, "lostSeconds": 600, "percent": 80, "attemptProductiveSeconds": 1680,
                 "lost": {"scheduling": 60, "startup": 180, "restart": 130, "redone": 230, "hang": 0},
@@ -223,6 +223,18 @@ def full_trainingjob() -> dict[str, Any]:
             "excludedNodes": [{"node": "gpu-09", "reason": "GPUsNotVisible",
                                "message": "8 GPUs requested, fewer visible: 7 in nvidia-smi -L",
                                "until": "2025-01-02T05:00:00Z"}],
+            "progress": {
+                "attempt": 1, "step": 1200, "lastProgressTime": "2026-01-01T00:10:00Z",
+                "firstProgressTime": "2026-01-01T00:01:00Z", "source": "Heartbeat", "medianStepSeconds": 0.5,
+                "stalledRanks": [{"index": 3, "node": "gpu-node-3", "step": 1190, "stepSeconds": 0.5,
+                                  "lastProgressTime": "2026-01-01T00:09:55Z", "since": "2026-01-01T00:09:55Z",
+                                  "reported": False}],
+                "stalledCount": 1,
+                "stragglers": [{"index": 2, "node": "gpu-node-2", "step": 1200, "stepSeconds": 1.5,
+                                "lastProgressTime": "2026-01-01T00:10:00Z", "since": "2026-01-01T00:04:00Z",
+                                 "reported": True}],
+                "stragglerCount": 1,
+            },
         },
     }
 

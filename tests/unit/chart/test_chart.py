@@ -21,6 +21,7 @@ NAMESPACED_RIGHTS = {
     *(("multinode.dev", "trainingjobs", v) for v in ("list", "watch", "delete")),
     *(("multinode.dev", "trainingjobs/status", v) for v in ("get", "patch")),
     *(("", "pods", v) for v in ("list", "watch", "create", "delete")),
+    ("", "pods/log", "get"),
     *(("", "services", v) for v in ("list", "watch", "create")),
     ("", "serviceaccounts", "create"),
     ("rbac.authorization.k8s.io", "roles", "create"),

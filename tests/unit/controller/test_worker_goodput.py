@@ -25,7 +25,9 @@ def running_pods() -> list[ObservedPod]:
 def test_a_new_operator_continues_the_stored_goodput_and_exposes_it() -> None:
     now = datetime.now(timezone.utc)
     accounted = parse_time(rfc3339(now - timedelta(seconds=120)), now)  # whole seconds, as the status keeps them
-    body = stored_job(2).model_dump(by_alias=True, exclude_none=True, mode="json")
+    # With hang detection: only then does the job report (and keep) status.progress.
+    body = stored_job(2, hangDetection={"timeoutSeconds": 600}).model_dump(by_alias=True, exclude_none=True,
+                                                                            mode="json")
     body["status"] = {
         "phase": "Running", "startTime": rfc3339(accounted - timedelta(seconds=1000)), "attempt": 0,
         "attemptStartTime": rfc3339(accounted - timedelta(seconds=1000)), "numNodes": 2,
@@ -59,7 +61,7 @@ def test_a_new_operator_continues_the_stored_goodput_and_exposes_it() -> None:
     assert scraped[("productive", "")] == 960 + since
     assert scraped[("lost", "scheduling")] == 10 and scraped[("lost", "startup")] == 30
     assert scraped[("lost", "restart")] == 0 and scraped[("lost", "hang")] == 0
-    step = [s.value for f in reconciler.metrics.registry.collect() if f.name == "multinode_trainingjob_progress_step"
+    step = [s.value for f in reconciler.metrics.registry.collect() if f.name == "multinode_trainingjob_step"
             for s in f.samples]
     assert step == [777]
 

@@ -23,7 +23,7 @@ def test_goodput_is_a_gauge_per_job_kind_and_cause() -> None:
                        ("ml", "llama", "lost", "restart"): 12, ("ml", "llama", "lost", "scheduling"): 60,
                        ("ml", "tiny", "productive", ""): 5}
     # A job without a step has no step series (0 would read as "at step 0").
-    assert samples(metrics, "multinode_trainingjob_progress_step") == {("ml", "llama"): 4200}
+    assert samples(metrics, "multinode_trainingjob_step") == {("ml", "llama"): 4200}
     text = generate_latest(metrics.registry).decode()
     assert "# TYPE multinode_trainingjob_goodput_seconds gauge" in text
     assert 'multinode_trainingjob_goodput_seconds{cause="redone",job="llama",kind="lost",namespace="ml"} 300.0' in text

@@ -17,6 +17,8 @@ from localcluster.harness.trainingjobs import stored_job
 from tests.unit.reconcile.planning import NOW, checkpointed_job, pod, run
 
 JOB = stored_job(2)
+# Progress is read (and status.progress kept) only for jobs with hang detection.
+WATCHED = stored_job(2, hangDetection={"timeoutSeconds": 600})
 
 
 def at(seconds: float) -> datetime:
@@ -211,14 +213,14 @@ def with_progress(status: TrainingJobStatus, **fields: str | int) -> TrainingJob
 
 
 def test_with_a_progress_source_running_before_the_first_step_is_startup() -> None:
-    _created, bound, *_ = started()
-    running = run(JOB, [pod(0), pod(1)], previous=with_progress(bound.status), now=at(25))
-    no_step_yet = run(JOB, [pod(0), pod(1)], previous=running.status, now=at(100))
+    _created, bound, *_ = started(WATCHED)
+    running = run(WATCHED, [pod(0), pod(1)], previous=with_progress(bound.status), now=at(25))
+    no_step_yet = run(WATCHED, [pod(0), pod(1)], previous=running.status, now=at(100))
     assert productive(no_step_yet.status) == 0 and lost(no_step_yet.status)["startup"] == 90
 
     stepping = with_progress(no_step_yet.status, step=10, first_progress_time=rfc3339(at(130)),
                              last_progress_time=rfc3339(at(170)))
-    later = run(JOB, [pod(0), pod(1)], previous=stepping, now=at(200))
+    later = run(WATCHED, [pod(0), pod(1)], previous=stepping, now=at(200))
     # 100 → 130 still starting (the first step's time decides, not when it was seen), 130 → 200 training.
     assert lost(later.status)["startup"] == 120 and productive(later.status) == 70
 

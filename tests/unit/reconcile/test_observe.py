@@ -87,3 +87,10 @@ def test_a_plain_or_broken_termination_message_holds_no_verdict() -> None:
     for message in ("PeerDNSUnresolved: 1/2 peers", '{"health": "Maybe"}', "{not json", '{"other": 1}'):
         pod = observe_pod(_preflight_ended(1, message))
         assert pod.health is None and pod.reason == "PreflightFailed", message
+def test_the_trainers_start_time_is_read_for_hang_detection() -> None:
+    def observed(state: dict) -> str | None:
+        return observe_pod({"metadata": {"name": "llama-3-a1", "labels": LABELS}, "status": {
+            "phase": "Running", "containerStatuses": [{"name": "trainer", "state": state}]}}).started_at
+
+    assert observed({"running": {"startedAt": "2026-11-20T12:00:00Z"}}) == "2026-11-20T12:00:00Z"
+    assert observed({"waiting": {"reason": "ContainerCreating"}}) is None

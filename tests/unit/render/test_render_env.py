@@ -6,6 +6,7 @@ import pytest
 from localcluster.harness.trainingjobs import stored_job
 
 from multinode.api import RESERVED_ENV_NAMES
+from multinode.progress import MARKER, MARKER_ENV
 from multinode.render import operator_env, render_node_pod
 from tests.support.pods import trainer_container_env
 
@@ -88,3 +89,9 @@ def test_reserved_names_are_exactly_the_names_we_set() -> None:
 def test_rejects_index_outside_the_gang(index: int) -> None:
     with pytest.raises(ValueError):
         trainer_container_env(render_node_pod(stored_job(num_nodes=2), index, 0))
+
+
+def test_every_trainer_gets_the_progress_marker_the_heartbeat_helper_prints() -> None:
+    env = as_map(trainer_container_env(render_node_pod(stored_job(num_nodes=2), 1, 0)))
+    assert env[MARKER_ENV] == MARKER == "[multinode-progress]"
+    assert MARKER_ENV in RESERVED_ENV_NAMES  # spec.env cannot override it

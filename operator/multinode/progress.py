@@ -1,0 +1,98 @@
+"""Progress heartbeats: the one line a trainer prints so the operator can tell a hang from a slow step.
+
+Stdlib only, and importing nothing else of multinode, so a trainer can `import multinode.progress` or copy
+this file into its own code. The operator reads the line back from the trainer container's log (with the
+same `parse_heartbeat`), so the writer and the reader cannot disagree on the format:
+
+    <marker> step=<int> [step_seconds=<float>] [samples_per_second=<float>]
+
+The marker comes from the MULTINODE_PROGRESS_MARKER environment variable, which the operator sets in every
+trainer container (docs/env.md). Outside a multinode pod (the variable unset) `heartbeat` prints nothing,
+so a script runs unchanged on a laptop.
+
+    from multinode.progress import heartbeat
+    for step in range(start, steps):
+        t0 = time.monotonic()
+        loss = train_step(batch)          # this rank's own compute, before it waits for the others
+        heartbeat(step, step_seconds=time.monotonic() - t0)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+MARKER_ENV = "MULTINODE_PROGRESS_MARKER"
+# What the operator puts in MARKER_ENV: unlikely to appear in a trainer's own output by accident.
+MARKER = "[multinode-progress]"
+# At most one line per this many seconds from one process: a 20-steps-a-second trainer must not flood its
+# log (the operator polls every few seconds; the newest step is what counts).
+MIN_INTERVAL_SECONDS = 1.0
+
+_last_printed: float | None = None
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    step: int
+    step_seconds: float | None = None
+    samples_per_second: float | None = None
+
+
+def format_heartbeat(marker: str, beat: Heartbeat) -> str:
+    parts = [marker, f"step={beat.step}"]
+    if beat.step_seconds is not None:
+        parts.append(f"step_seconds={beat.step_seconds:.6g}")
+    if beat.samples_per_second is not None:
+        parts.append(f"samples_per_second={beat.samples_per_second:.6g}")
+    return " ".join(parts)
+
+
+def heartbeat(step: int, *, step_seconds: float | None = None, samples_per_second: float | None = None,
+              stream: TextIO | None = None, min_interval: float = MIN_INTERVAL_SECONDS) -> bool:
+    """Report that this rank finished `step`. `step_seconds` is this rank's own time in the step (its
+    compute, before it waits in a collective): the operator compares it across ranks to find stragglers.
+    Returns whether a line was printed (rate-limited to one per `min_interval` seconds; 0 prints every call)."""
+    global _last_printed  # noqa: PLW0603 - one rate limit per process, as the trainer calls it from anywhere
+    marker = os.environ.get(MARKER_ENV, "")
+    if not marker:
+        return False
+    now = time.monotonic()
+    if _last_printed is not None and now - _last_printed < min_interval:
+        return False
+    _last_printed = now
+    out = stream if stream is not None else sys.stdout
+    out.write(format_heartbeat(marker, Heartbeat(int(step), step_seconds, samples_per_second)) + "\n")
+    out.flush()  # a rank that hangs next must still have shown this step
+    return True
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def parse_heartbeat(line: str, marker: str = MARKER) -> Heartbeat | None:
+    """The heartbeat in `line`, or None. The marker may come after a prefix (torchrun's `[default0]:`, a
+    logging format); unknown keys are ignored, so later versions may add some; a line without a valid
+    `step` is not a heartbeat."""
+    at = line.find(marker)
+    if at < 0:
+        return None
+    fields: dict[str, str] = {}
+    for token in line[at + len(marker):].split():
+        key, sep, value = token.partition("=")
+        if sep:
+            fields.setdefault(key, value)
+    step = fields.get("step", "")
+    if not step.isdigit():
+        return None
+    return Heartbeat(int(step), _number(fields.get("step_seconds", "x")),
+                     _number(fields.get("samples_per_second", "x")))

@@ -1,0 +1,97 @@
+"""The log prober: which pods it reads, from where on, and what it hands the planner (the HTTP call itself,
+KubeApi.read_log, runs against real kubelets in tests/integration/realnodes/test_hang.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from multinode.api.constants import PROGRESS_MARKER
+from multinode.controller.kube import ApiError
+from multinode.controller.progress_probe import ProgressProbe, poll_period
+from multinode.metrics.operator import OperatorMetrics
+from tests.unit.reconcile.planning import pod
+
+KEY = ("ml", "llama")
+STARTED = "2026-11-20T11:00:00Z"
+
+
+class LogServer:
+    """Serves each pod's log as the apiserver does with timestamps=true and sinceTime (whole seconds)."""
+
+    def __init__(self) -> None:
+        self.logs: dict[str, list[str]] = {}
+        self.calls: list[tuple[str, str | None]] = []
+        self.broken: set[str] = set()
+
+    async def read_log(self, namespace: str, pod: str, container: str, *, tail_lines: int, limit_bytes: int,
+                       since_time: str | None = None) -> str:
+        self.calls.append((pod, since_time))
+        if pod in self.broken:
+            raise ApiError("read_namespaced_pod_log", 403, "Forbidden", "pods/log is forbidden")
+        rows = [r for r in self.logs.get(pod, []) if since_time is None or r[:19] >= since_time[:19]]
+        return "".join(r + "\n" for r in rows[-tail_lines:])
+
+
+def job(timeout: int | None = 30, attempt: int = 0, phase: str = "Running") -> dict:
+    spec = {"hangDetection": {"timeoutSeconds": timeout}} if timeout else {}
+    return {"metadata": {"name": "llama", "namespace": "ml", "uid": "u"}, "spec": spec,
+            "status": {"attempt": attempt, "phase": phase}}
+
+
+def probe_of(server: LogServer, jobs: dict, pods: dict, swept: list) -> ProgressProbe:
+    return ProgressProbe(server, jobs, pods, lambda raw: raw["status"]["attempt"], swept.append)  # type: ignore[arg-type]
+
+
+def sweep(probe: ProgressProbe) -> None:
+    async def once() -> None:
+        probe._start_due_sweeps()
+        probe._due.clear()  # the next call sweeps again at once
+        await asyncio.gather(*probe._sweeping.values())
+    asyncio.run(once())
+
+
+def test_poll_period_is_a_fifth_of_the_timeout_within_bounds() -> None:
+    assert (poll_period(10), poll_period(60), poll_period(3600)) == (2.0, 12.0, 30.0)
+
+
+def test_reads_running_trainers_of_the_current_attempt_from_where_it_left_off() -> None:
+    server, swept = LogServer(), []
+    pods = {KEY: [pod(0, started_at=STARTED), pod(1, started_at=STARTED), pod(0, "Running", attempt=1),
+                  pod(2, "Pending", started_at=None)]}
+    jobs = {KEY: [job()]}
+    server.logs = {"llama-0-a0": ["2026-11-20T11:00:01.5Z loading"],
+                   "llama-1-a0": [f"2026-11-20T11:00:02.25Z {PROGRESS_MARKER} step=1"]}
+    probe = probe_of(server, jobs, pods, swept)
+    sweep(probe)
+    assert sorted(server.calls) == [("llama-0-a0", None), ("llama-1-a0", None)] and swept == [KEY]
+    first = probe.progress(KEY)
+    assert first is not None and first.source == "Heartbeat" and [r.step for r in first.ranks] == [None, 1]
+    server.logs["llama-1-a0"].append(f"2026-11-20T11:00:02.75Z {PROGRESS_MARKER} step=2")
+    server.calls.clear()
+    sweep(probe)
+    # From the second of the last line read; the line read already (same second) is not counted twice.
+    assert sorted(server.calls) == [("llama-0-a0", "2026-11-20T11:00:01Z"), ("llama-1-a0", "2026-11-20T11:00:02Z")]
+    ranks = probe.progress(KEY).ranks
+    assert ranks[1].step == 2 and ranks[1].step_seconds == 0.5
+
+
+def test_an_unreadable_log_leaves_its_rank_out_and_jobs_without_hang_detection_are_not_read() -> None:
+    server, swept = LogServer(), []
+    server.broken = {"llama-1-a0"}
+    probe = probe_of(server, {KEY: [job()]}, {KEY: [pod(0, started_at=STARTED), pod(1, started_at=STARTED)]}, swept)
+    sweep(probe)
+    assert [r.index for r in probe.progress(KEY).ranks] == [0]
+    quiet = probe_of(LogServer(), {KEY: [job(timeout=None)], ("ml", "done"): [job(phase="Succeeded")]},
+                     {KEY: [pod(0, started_at=STARTED)]}, swept := [])
+    sweep(quiet)
+    assert swept == [] and quiet.progress(KEY) is None
+
+
+def test_the_metrics_show_each_jobs_stragglers() -> None:
+    # The step is multinode_trainingjob_step, copied from the status (tests/unit/metrics/test_operator.py).
+    metrics = OperatorMetrics()
+    metrics.watch_progress(lambda: {("ml", "llama"): (1200, 1), ("ml", "plain"): (None, 0)})
+    samples = {(f.name, s.labels["job"]): s.value for f in metrics.registry.collect()
+               if f.name.startswith("multinode_trainingjob_") for s in f.samples}
+    assert samples == {("multinode_trainingjob_straggler_ranks", "llama"): 1.0,
+                       ("multinode_trainingjob_straggler_ranks", "plain"): 0.0}

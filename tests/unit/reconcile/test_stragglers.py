@@ -1,0 +1,70 @@
+"""Stragglers: a rank slower than factor × the other ranks' median step time, for forSeconds."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from multinode.reconcile.progress import JobProgress, RankProgress
+from multinode.reconcile.stragglers import median, slow_ranks
+from tests.unit.reconcile.planning import NOW, condition, pod, run
+from localcluster.harness.trainingjobs import stored_job
+
+STARTED = "2026-11-20T11:58:00Z"
+
+
+def timed(*seconds: float | None) -> tuple[RankProgress, ...]:
+    return tuple(RankProgress(i, f"n{i}", 100, NOW - timedelta(seconds=1), step_seconds=s)
+                 for i, s in enumerate(seconds))
+
+
+def job(n: int = 2, **stragglers):
+    return stored_job(n, hangDetection={"timeoutSeconds": 600, "stragglers": {"forSeconds": 60, **stragglers}})
+
+
+def pods(n: int = 2):
+    return [pod(i, started_at=STARTED, node=f"n{i}") for i in range(n)]
+
+
+@pytest.mark.parametrize("times, slow", [
+    ((1.0, 1.0, 1.0, 2.5), [3]),
+    ((1.0, 2.5), [1]),          # two ranks: each against the other
+    ((1.0, 1.9), []),           # under the factor
+    ((1.0, 1.0, 5.0, 3.0), [2, 3]),  # slowest first
+    ((1.0, None, 4.0), [2]),    # ranks without a step time are left out
+    ((0.0, 0.0, 1.0), []),      # nothing to compare against
+])
+def test_slow_ranks_against_the_median_of_the_others(times, slow) -> None:
+    assert [r.index for r, _ in slow_ranks(list(timed(*times)), 2.0)] == slow
+
+
+def test_median() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0 and median([4.0, 1.0, 2.0, 3.0]) == 2.5
+
+
+def test_a_straggler_is_reported_after_for_seconds_with_an_event_once() -> None:
+    j = job(4)
+    seen = JobProgress(0, timed(1.0, 1.0, 1.0, 3.0), NOW, NOW)
+    first = run(j, pods(4), progress=seen)
+    entry = first.status.progress.stragglers[0]
+    reported = (entry.index, entry.node, entry.since, first.status.progress.straggler_count)
+    assert reported == (3, "n3", "2026-11-20T12:00:00Z", 0)
+    assert first.requeue_after == 60  # comes back when it would count
+    assert not any(c.type == "Stragglers" for c in first.status.conditions)
+    later = run(j, pods(4), previous=first.status, progress=seen, now=NOW + timedelta(seconds=60))
+    c = condition(later.status, "Stragglers")
+    assert (c.status, c.reason) == ("True", "StragglersDetected")
+    assert c.message == "rank 3 on node n3: 3s a step, the others' median 1s (over 2×) for 60s"
+    assert [e.reason for e in later.events] == ["StragglersDetected"] and later.status.progress.straggler_count == 1
+    again = run(j, pods(4), previous=later.status, progress=seen, now=NOW + timedelta(seconds=70))
+    assert not [e for e in again.events if e.reason == "StragglersDetected"]  # one Event per new straggler
+    healed = run(j, pods(4), previous=again.status, progress=JobProgress(0, timed(1.0, 1.0, 1.0, 1.0), NOW, NOW),
+                 now=NOW + timedelta(seconds=80))
+    assert condition(healed.status, "Stragglers").reason == "NoStragglers"
+    assert healed.status.progress.stragglers == [] and healed.status.progress.median_step_seconds == 1.0
+
+
+def test_ignore_reports_nothing() -> None:
+    result = run(job(action="Ignore", forSeconds=0), pods(), progress=JobProgress(0, timed(1.0, 9.0), NOW, NOW))
+    assert result.status.progress.stragglers == [] and not any(c.type == "Stragglers" for c in result.status.conditions)
