@@ -13,7 +13,8 @@ its backoff; then the current attempt is created, judged, and restarted or finis
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
@@ -24,7 +25,7 @@ from multinode.reconcile.checkpointing import mirror_needs, resume_path
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.image_consistency import check_digests, pinned_image
-from multinode.reconcile.node_loss import evicted_failure, force_delete_stranded
+from multinode.reconcile.node_loss import NodeDown, evicted_failure, force_delete_stranded, not_ready_failure
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
 from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, Verdict
 from multinode.reconcile.placement import ObservedNode, attempt_node_selector
@@ -46,8 +47,8 @@ class Observed:
     resume_source_latest: str | None = None
     # Nodes, only when spec.topology asks for one domain.
     nodes: tuple[ObservedNode, ...] = ()
-    # Nodes that host a terminating pod of the job and are not Ready or are gone (node_loss.py).
-    unreachable_nodes: frozenset[str] = frozenset()
+    # Nodes that host the job's pods and are not Ready or are gone, by name (node_loss.py).
+    down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
 
 
 def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | None, now: datetime,
@@ -77,7 +78,8 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     # Pods of earlier attempts never keep running, nor linger on a node that stopped answering.
     older = [p for p in observed.pods if p.attempt < status.attempt]
     result.delete(p.name for p in older if p.active)
-    older = force_delete_stranded(older, observed.unreachable_nodes, result)
+    forced = force_delete_stranded(older, observed.down_nodes, result)
+    older = [p for p in older if p.name not in forced]
     current = {p.index: p for p in observed.pods if p.attempt == status.attempt and p.index < job.spec.num_nodes}
 
     if job.spec.suspend:
@@ -97,10 +99,11 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
         return result
 
     blocked = _create_missing(job, status, before, current, observed, result, now, settings)
-    failure = _attempt_failure(job, status, before, current, now, result)
+    failure = _attempt_failure(job, status, before, current, observed, now, result)
     if failure is not None:
         failed = apply_failure_policy(job, status, failure, current, result, now)
-        if failed is None:  # restarting
+        if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
+            force_delete_stranded(current.values(), observed.down_nodes, result)
             return result
         return _finish(job, status, before, current, failed, result, now, mirror)
 
@@ -139,9 +142,11 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
 
 
 def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,
-                     current: dict[int, ObservedPod], now: datetime, result: Plan) -> Failure | None:
-    """The attempt's failure, first found first: a failed, lost or evicted pod (none counts once the leader
-    succeeded under LeaderOnly), different image digests, the startup timeout."""
+                     current: dict[int, ObservedPod], observed: Observed, now: datetime,
+                     result: Plan) -> Failure | None:
+    """The attempt's failure, first found first: a failed, lost or evicted pod or one on a node that is
+    down (none counts once the leader succeeded under LeaderOnly), different image digests, the startup
+    timeout."""
     leader_done = leader_succeeded(job, current)
     # A pod we are deleting may report Failed on its way out (SIGTERM); that is not its failure.
     failed = [p for p in current.values() if p.phase == PodPhase.FAILED and not p.terminating]
@@ -154,6 +159,9 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
     evicted = evicted_failure(current.values())
     if evicted is not None and not leader_done:
         return evicted
+    on_down_node = None if leader_done else not_ready_failure(job, current.values(), observed.down_nodes, now, result)
+    if on_down_node is not None:
+        return on_down_node
     mismatch = check_digests(job, status, current, now)
     if mismatch is not None:
         return mismatch
