@@ -7,7 +7,8 @@ import sys
 import time
 
 from localcluster import binaries, images, prepare
-from localcluster.cluster import TIMINGS, ClusterConfig, LocalCluster
+from localcluster.cluster import ClusterConfig, LocalCluster
+from localcluster.timings import TIMINGS
 from localcluster.nodes import NodePoolConfig
 
 

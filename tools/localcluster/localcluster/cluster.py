@@ -25,6 +25,7 @@ from localcluster import binaries, netplan, processes, realcluster
 from localcluster.hostservices import make_kubelet_client_pki
 from localcluster.kubeconfig import write_kubeconfig
 from localcluster.nodes import NodePoolConfig, render_fake_gpu_node
+from localcluster.timings import TIMINGS, NodeTimings
 
 STAGES_DIR = Path(__file__).resolve().parent / "stages"
 # kwok's own stages we use: nodes become Ready and keep their lease; deleted pods go away; plus its
@@ -40,26 +41,6 @@ KWOK_STAGE_FILES = (
 )
 STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 REAL_NODE_POOL_PREFIX = "real-node"
-
-
-@dataclass(frozen=True)
-class NodeTimings:
-    """How fast the control plane gives up on a node that stops heartbeating, and evicts its pods."""
-
-    node_monitor_period: str
-    node_monitor_grace_period: str
-    # DefaultTolerationSeconds: what every pod without its own not-ready/unreachable toleration gets.
-    not_ready_toleration_seconds: int
-    # kwok renews its nodes' leases at a quarter of this, as a kubelet does with its 40 s default.
-    node_lease_duration_seconds: int
-
-
-# "short" keeps failure tests from waiting minutes; "stock" is what a user's cluster runs (the
-# kube-controller-manager and apiserver defaults), for tests and benchmarks of node loss as users see it.
-TIMINGS = {
-    "short": NodeTimings("1s", "20s", 5, 20),
-    "stock": NodeTimings("5s", "40s", 300, 40),
-}
 
 
 @dataclass
