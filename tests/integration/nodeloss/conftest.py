@@ -15,7 +15,7 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
 from localcluster.harness.waiting import wait_for
-from multinode.api import CRD_NAME
+from multinode.api import CRD_NAME, GROUP, PLURAL, VERSION
 
 NAMESPACE_PREFIX = "nl"
 
@@ -45,11 +45,25 @@ def stock_operator(stock_cluster: LocalCluster, tmp_path_factory: pytest.TempPat
     wait_for(lambda: any(c.type == "Established" and c.status == "True"
                          for c in extensions.read_custom_resource_definition(CRD_NAME).status.conditions or []),
              timeout=60, what=f"CRD {CRD_NAME} Established")
+    # Established is not yet served: right after, lists answer 429 "storage is (re)initializing", and an
+    # operator started then was seen never to watch TrainingJobs at all. Wait until a list succeeds.
+    custom = client.CustomObjectsApi(stock_cluster.api_client())
+    wait_for(lambda: _lists(custom), timeout=60, what="TrainingJobs listed")
     op = OperatorProcess(kubeconfig, [f"{NAMESPACE_PREFIX}-*"],
                          Path(tmp_path_factory.mktemp("stock-operator")) / "operator.log")
     op.start()
     yield op
     op.stop()
+
+
+def _lists(custom: client.CustomObjectsApi) -> bool:
+    try:
+        custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, limit=1)
+        return True
+    except client.ApiException as e:
+        if e.status in (404, 429, 503):
+            return False
+        raise
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
-"""A kwok node dies (stops heartbeating) on a cluster with stock node timings: the gang restarts without
-waiting for Kubernetes' 300 s eviction, uncounted, the dead node's pod is force-deleted, and when the node
-comes back nothing of the old attempt returns or counts. Outcomes only: how fast is the benchmark's
+"""A kwok node fails (Ready False, kwok's node-not-ready stage; see localcluster/harness/kwoknodes.py for
+why not a stopped heartbeat) on a cluster with stock node timings: the gang restarts without waiting for
+Kubernetes' 300 s eviction, uncounted, the failed node's pod is force-deleted, and when the node's failure
+is cleared nothing of the old attempt returns or counts. Outcomes only: how fast is the benchmark's
 business (tools/bench/nodeloss.py, docs/benchmarks.md)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client
 
-from localcluster.harness.kwoknodes import ready_status, resume_heartbeats, stop_heartbeats
+from localcluster.harness.kwoknodes import clear_failure, fail_nodes, ready_status
 from localcluster.harness.trainingjobs import training_job
 from localcluster.harness.waiting import wait_for
 from multinode.api import LABEL_ATTEMPT
@@ -51,26 +52,37 @@ def _pod_gone(core: client.CoreV1Api, ns: str, name: str) -> bool:
         raise
 
 
+def _running_or_explain(custom: client.CustomObjectsApi, core: client.CoreV1Api, ns: str, attempt: int,
+                        operator, timeout: float) -> dict:
+    try:
+        return wait_for(lambda: _attempt_running(custom, ns, attempt), timeout=timeout,
+                        what=f"{NAME} attempt {attempt} Running")
+    except AssertionError as e:
+        pods = [(p.metadata.name, p.status.phase, p.spec.node_name) for p in jobs.job_pods(core, ns, NAME)]
+        raise AssertionError(f"{e}\nstatus: {jobs.get_job(custom, ns, NAME).get('status')}\npods: {pods}\n"
+                             f"operator log:\n{operator.log_tail(40)}") from None
+
+
 @pytest.fixture(scope="module")
-def lost(stock_cluster, stock_core: client.CoreV1Api, stock_namespace: str) -> Iterator[Lost]:
+def lost(stock_cluster, stock_core: client.CoreV1Api, stock_namespace: str, stock_operator) -> Iterator[Lost]:
     """One job, one node killed under it, recovery awaited: the tests below judge what happened."""
     core, ns = stock_core, stock_namespace
     custom = client.CustomObjectsApi(stock_cluster.api_client())
     kubeconfig = str(stock_cluster.kubeconfig)
     jobs.apply(kubeconfig, ns, training_job(NAME, 2, failurePolicy={"backoff": {"initialSeconds": 0}}))
-    wait_for(lambda: _attempt_running(custom, ns, 0), timeout=90, what=f"{NAME} attempt 0 Running")
+    _running_or_explain(custom, core, ns, 0, stock_operator, timeout=90)
     old = core.read_namespaced_pod(f"{NAME}-1-a0", ns)
     node = old.spec.node_name
 
-    stop_heartbeats(core, [node])
+    fail_nodes(core, [node])
     try:
-        job = wait_for(lambda: _attempt_running(custom, ns, 1), timeout=180, what=f"{NAME} attempt 1 Running")
+        job = _running_or_explain(custom, core, ns, 1, stock_operator, timeout=180)
         gone = _pod_gone(core, ns, old.metadata.name) and ready_status(core, node) != "True"
         new_pods = [p for p in jobs.job_pods(core, ns, NAME) if p.metadata.labels[LABEL_ATTEMPT] == "1"]
         events = core.list_namespaced_event(ns).items
         yield Lost(ns, node, job, gone, _env(old), new_pods, events)
     finally:
-        resume_heartbeats(core, [node])
+        clear_failure(core, [node])
 
 
 def test_the_gang_restarts_on_other_nodes_without_counting(lost: Lost) -> None:
@@ -98,8 +110,8 @@ def test_the_pods_tolerate_node_loss_for_seconds_not_five_minutes(lost: Lost) ->
 def test_the_node_coming_back_brings_nothing_of_the_old_attempt(
     lost: Lost, stock_cluster, stock_core: client.CoreV1Api
 ) -> None:
-    # The fixture's teardown restores the node; here it is brought back first and judged.
-    resume_heartbeats(stock_core, [lost.node])
+    # The fixture's teardown clears the node's failure too; here it is cleared first and judged.
+    clear_failure(stock_core, [lost.node])
     custom = client.CustomObjectsApi(stock_cluster.api_client())
     job = wait_for(lambda: _attempt_running(custom, lost.namespace, 1), timeout=30, what="attempt 1 still Running")
     pods = jobs.job_pods(stock_core, lost.namespace, NAME)

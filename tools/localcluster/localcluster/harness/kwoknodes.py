@@ -1,9 +1,10 @@
-"""A kwok node that dies as a machine would: it stops heartbeating, and the control plane finds out.
+"""A kwok node that fails: kwok's node-not-ready chaos stage turns its Ready condition False, as a kubelet
+reports a node that cannot run pods, and the control plane reacts as it would (the not-ready taint).
 
-kwok keeps only the nodes whose annotation kwok.x-k8s.io/node is "fake" alive (cluster.py starts it with
-that selector). Changing the annotation makes kwok let go of the node: its lease is no longer renewed and
-nothing reports its status, exactly what a dead kubelet looks like from the control plane. Its pods stay
-bound and, in the API, Running. Setting the annotation back brings it back.
+Tried first and not used: changing the node's kwok.x-k8s.io/node annotation so that kwok lets go of it
+and stops renewing its lease (a dead kubelet). With kwok v0.8.0 the node stayed Ready for minutes on a
+stock-timings cluster: kwok keeps heartbeating a node it once managed. A real dead kubelet is the
+real-node lane's business (LocalCluster.kill_real_node).
 """
 
 from __future__ import annotations
@@ -12,11 +13,7 @@ from collections.abc import Iterable
 
 from kubernetes import client
 
-from localcluster.harness.waiting import wait_for
-from localcluster.nodes import KWOK_ANNOTATION
-
-MANAGED = "fake"
-STOPPED = "stopped-by-test"
+NOT_READY_STAGE = "node-not-ready.stage.kwok.x-k8s.io"
 
 
 def ready_status(core: client.CoreV1Api, name: str) -> str | None:
@@ -24,16 +21,13 @@ def ready_status(core: client.CoreV1Api, name: str) -> str | None:
     return next((c.status for c in conditions if c.type == "Ready"), None)
 
 
-def stop_heartbeats(core: client.CoreV1Api, names: Iterable[str]) -> None:
-    """Every node in `names` stops heartbeating at once (as far as one PATCH each allows)."""
+def fail_nodes(core: client.CoreV1Api, names: Iterable[str]) -> None:
+    """Every node in `names` turns NotReady (kwok applies the stage within about a second)."""
     for name in names:
-        core.patch_node(name, {"metadata": {"annotations": {KWOK_ANNOTATION: STOPPED}}})
+        core.patch_node(name, {"metadata": {"labels": {NOT_READY_STAGE: "true"}}})
 
 
-def resume_heartbeats(core: client.CoreV1Api, names: Iterable[str], *, timeout: float = 90) -> None:
-    """kwok manages the nodes again; returns once each is Ready."""
-    names = list(names)
+def clear_failure(core: client.CoreV1Api, names: Iterable[str]) -> None:
+    """Take the stage's label off again (the node's status is kwok's to restore, or not)."""
     for name in names:
-        core.patch_node(name, {"metadata": {"annotations": {KWOK_ANNOTATION: MANAGED}}})
-    for name in names:
-        wait_for(lambda: ready_status(core, name) == "True", timeout=timeout, what=f"node {name} Ready again")
+        core.patch_node(name, {"metadata": {"labels": {NOT_READY_STAGE: None}}})
