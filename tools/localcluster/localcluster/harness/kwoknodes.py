@@ -1,10 +1,11 @@
 """A kwok node that fails: kwok's node-not-ready chaos stage turns its Ready condition False, as a kubelet
 reports a node that cannot run pods, and the control plane reacts as it would (the not-ready taint).
 
-Tried first and not used: changing the node's kwok.x-k8s.io/node annotation so that kwok lets go of it
-and stops renewing its lease (a dead kubelet). With kwok v0.8.0 the node stayed Ready for minutes on a
-stock-timings cluster: kwok keeps heartbeating a node it once managed. A real dead kubelet is the
-real-node lane's business (LocalCluster.kill_real_node).
+Tried first and not used: changing the node's kwok.x-k8s.io/node annotation so that kwok would let go of
+it and stop renewing its lease (a dead kubelet). With kwok v0.8.0 on a stock-timings cluster the gang on
+it was not restarted within 180 s, so the node evidently kept its heartbeat (not investigated further).
+A really dead kubelet is the real-node lane's (LocalCluster.kill_real_node, tests/integration/realnodes/
+test_node_loss.py).
 """
 
 from __future__ import annotations
