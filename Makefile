@@ -15,7 +15,7 @@ help:
 	@echo "make test         lint, unit and integration tests on the local cluster (what CI runs)"
 	@echo "make test-unit    only the tests that need no cluster"
 	@echo "make lint         ruff, mypy and the import contracts (make test runs it first)"
-	@echo "make cluster-up   start the local control plane (prints export KUBECONFIG=...); REAL_NODES=2 adds real nodes"
+	@echo "make cluster-up   start the local control plane (prints export KUBECONFIG=...); REAL_NODES=2 adds real nodes, TIMINGS=stock stock node timings"
 	@echo "make cluster-down stop it"
 	@echo "make crds         regenerate crds/ from the pydantic models"
 	@echo "make docs         regenerate docs/reference.md from the pydantic models"
@@ -48,9 +48,11 @@ peers: venv
 
 # REAL_NODES=N adds N real kubelet + containerd nodes beside the kwok nodes (root only).
 REAL_NODES ?= 0
+# TIMINGS=stock runs the control plane with stock node timings (40 s grace, 300 s tolerations), as users' clusters do.
+TIMINGS ?= short
 cluster-up: venv
 	@$(PY) -m localcluster prepare $(if $(filter-out 0,$(REAL_NODES)),--images)
-	@$(PY) -m localcluster up --real-nodes $(REAL_NODES)
+	@$(PY) -m localcluster up --real-nodes $(REAL_NODES) --timings $(TIMINGS)
 
 cluster-down: venv
 	@$(PY) -m localcluster down

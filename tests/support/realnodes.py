@@ -35,8 +35,11 @@ class RealClusterSlot:
         if self._cluster is None:
             if os.geteuid() != 0:
                 raise AssertionError("real nodes need root (kubelet, containerd, addresses on lo)")
+            # Stock node timings (40 s grace, 300 s default tolerations): the real-node lane is where a node
+            # really dies (test_node_loss.py), so it runs what users' clusters run.
             cluster = LocalCluster(ClusterConfig(name=f"pytest-real-{os.getpid()}", die_with_parent=True,
-                                                 nodes=NodePoolConfig(count=2), real_nodes=REAL_NODES))
+                                                 nodes=NodePoolConfig(count=2), real_nodes=REAL_NODES,
+                                                 timings="stock"))
             cluster.start()
             self._cluster = cluster
         return self._cluster

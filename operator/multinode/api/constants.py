@@ -85,6 +85,16 @@ PROGRESS_MARKER = MARKER
 
 # Every variable the operator sets in the trainer container, by the name it has there; the renderer, the
 # planner (which reads MULTINODE_RESUME_FROM back) and the in-pod CLIs read the names from here.
+# The taints the node lifecycle controller puts on a node whose Ready condition is False (not-ready) or
+# Unknown (unreachable: no heartbeat); NoExecute evicts pods that do not tolerate them.
+TAINT_NODE_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_NODE_UNREACHABLE = "node.kubernetes.io/unreachable"
+
+# Consecutive attempts get different rendezvous ports (MASTER_PORT = rendezvousPort + attempt mod this), so a
+# pod of an earlier attempt that outlived a partition cannot join the new attempt's rendezvous.
+RENDEZVOUS_PORT_SPAN = 4
+
+
 class EnvName:
     # torchrun / Kubeflow v1 style
     MASTER_ADDR = "MASTER_ADDR"
@@ -99,11 +109,13 @@ class EnvName:
     PET_NPROC_PER_NODE = "PET_NPROC_PER_NODE"
     PET_MASTER_ADDR = "PET_MASTER_ADDR"
     PET_MASTER_PORT = "PET_MASTER_PORT"
+    PET_RDZV_ID = "PET_RDZV_ID"
     # multinode's own
     MULTINODE_JOB_NAME = "MULTINODE_JOB_NAME"
     MULTINODE_NAMESPACE = "MULTINODE_NAMESPACE"
     MULTINODE_NODE_INDEX = "MULTINODE_NODE_INDEX"
     MULTINODE_ATTEMPT = "MULTINODE_ATTEMPT"
+    MULTINODE_RDZV_ID = "MULTINODE_RDZV_ID"
     MULTINODE_SERVICE = "MULTINODE_SERVICE"
     MULTINODE_POD_NAME = "MULTINODE_POD_NAME"
     MULTINODE_HOST_NODE = "MULTINODE_HOST_NODE"

@@ -16,6 +16,11 @@ from pydantic import ConfigDict, Field
 from multinode.api.base import MAX_NAME_LENGTH, QUALIFIED_NAME_PATTERN, ApiModel
 from multinode.api.cel import cel_rule
 
+# Node loss: a short wait past the controller-manager's own 40 s grace period rides out a brief Ready flap
+# (docs/operations.md#node-loss). Up to an hour, for users who would rather wait for a node's reboot.
+DEFAULT_NODE_LOSS_TOLERATION_SECONDS = 5
+MAX_NODE_LOSS_TOLERATION_SECONDS = 3600
+
 # Exit codes are 0..255; ranges beyond that could never match.
 ExitCode = Annotated[int, Field(ge=0, le=255)]
 
@@ -87,6 +92,14 @@ class FailurePolicy(ApiModel):
                                               description="BlockingRecreate (default) or Recreate.")
     backoff: Backoff = Field(default_factory=Backoff, description="Exponential backoff between attempts.",
                              json_schema_extra={"default": {}})
+    node_loss_toleration_seconds: int = Field(
+        DEFAULT_NODE_LOSS_TOLERATION_SECONDS, ge=0, le=MAX_NODE_LOSS_TOLERATION_SECONDS,
+        description="How long a node pod stays on a node that is NotReady or unreachable before the gang "
+                    "restarts elsewhere (not counted). Set as the tolerationSeconds of the "
+                    "node.kubernetes.io/not-ready and unreachable NoExecute tolerations of every node pod "
+                    "(Kubernetes' default is 300), and the operator restarts the gang when a node's Ready "
+                    "condition has been False or Unknown this long. A podTemplate toleration for either key "
+                    "wins for that key.")
     rules: list[FailureRule] | None = Field(
         None, max_length=32,
         description="Tried in order before the defaults. Defaults: node loss and disruptions restart without "

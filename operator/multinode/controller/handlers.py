@@ -19,7 +19,7 @@ import kopf
 from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSION
 from multinode.controller.kube import KubeApi
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Indices, Reconciler, mirror_key
+from multinode.controller.worker import Indices, Reconciler, mirror_key, node_jobs_key
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import observe_mirror_pod, observe_pod
 from multinode.reconcile.placement import observe_node
@@ -125,16 +125,21 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     async def pod_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
         if LABEL_JOB_NAME in labels:
             observed = observe_pod(body)
-            return {} if observed is None else {(namespace, observed.job_name): observed}
+            if observed is None:
+                return {}
+            key = (namespace, observed.job_name)
+            return {key: observed, node_jobs_key(observed.node): key} if observed.node else {key: observed}
         if LABEL_MIRROR_OF in labels:
             mirror = observe_mirror_pod(body)
             return {} if mirror is None else {mirror_key(namespace, mirror.job_name): mirror}
         return {}
 
-    # All nodes under one key: only jobs with spec.topology read it, when an attempt starts.
+    # All nodes under one key (only jobs with spec.topology read it, when an attempt starts), and each
+    # under its name (node_loss looks up the nodes of a job's pods).
     @kopf.index("", "v1", "nodes", id="node_index", registry=registry)
-    async def node_index(body: kopf.Body, **_: Any) -> dict:
-        return {None: observe_node(body)}
+    async def node_index(name: str, body: kopf.Body, **_: Any) -> dict:
+        node = observe_node(body)
+        return {None: node, name: node}
 
     @kopf.index("", "v1", "services", labels=OWNED, id="service_index", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def service_index(namespace: str, labels: kopf.Labels, name: str, **_: Any) -> dict:
@@ -156,6 +161,23 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
             r = reconciler()
             r.pod_seen((namespace, job), name)
             r.queue.add((namespace, job))
+
+    # A node's Ready condition changed (or the node went): reconcile the jobs with pods on it, so a lost
+    # node restarts its gangs now rather than at their pods' eviction (reconcile/node_loss.py). Heartbeats
+    # that change nothing enqueue nothing.
+    ready_seen: dict[str, str] = {}
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    async def node_event(name: str, type: str | None, body: kopf.Body, **_: Any) -> None:
+        state = "Gone" if type == "DELETED" else observe_node(body).ready_status
+        if ready_seen.get(name, "True") != state:
+            r = reconciler()
+            for key in set(r.indices.pods.get(node_jobs_key(name)) or ()):
+                r.queue.add(key)
+        if type == "DELETED":
+            ready_seen.pop(name, None)
+        else:
+            ready_seen[name] = state
 
     @kopf.on.event("", "v1", "services", labels=OWNED, registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def service_event(namespace: str, labels: kopf.Labels, **_: Any) -> None:

@@ -27,6 +27,7 @@ from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
+from multinode.reconcile.node_loss import NodeDown, node_down
 from multinode.reconcile.refusals import counts_as_created, creation_refused
 from multinode.reconcile.status_report import mark_failed
 
@@ -51,6 +52,12 @@ def mirror_key(namespace: str, job: str) -> tuple[str, str, str]:
     return (namespace, job, "mirror")
 
 
+def node_jobs_key(node: str) -> tuple[str, str, str]:
+    """...and under this key the (namespace, job) of every node pod bound to `node` (no namespace is
+    named ""): a node's Ready change finds the jobs it concerns without walking every pod."""
+    return ("", "node", node)
+
+
 @dataclass(frozen=True)
 class Indices:
     """kopf's indices, live mappings the watch streams keep current (handlers.py builds them): every
@@ -60,7 +67,7 @@ class Indices:
     jobs: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, name) → the job's body
     pods: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPod; mirror_key → mirror
     services: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → Service name
-    nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode
+    nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode; name → its own
 
 
 def _dump(status: TrainingJobStatus) -> dict:
@@ -234,7 +241,7 @@ class Reconciler:
                             mirror=_single(self.indices.pods.get(mirror_key(*key))),
                             resume_source_latest=self._resume_source_latest(job),
                             nodes=tuple(self.indices.nodes.get(None) or ()) if job.spec.topology else (),
-                            unreachable_nodes=self._unreachable_nodes(pods),
+                            down_nodes=self._down_nodes(pods),
                             progress=self.probe.progress(key))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
@@ -260,14 +267,15 @@ class Reconciler:
         if result.requeue_after is not None:
             self.queue.add(key, delay=result.requeue_after)
 
-    def _unreachable_nodes(self, pods: list[ObservedPod]) -> frozenset[str]:
-        """Of the nodes hosting this job's terminating pods, those not Ready or gone. Looked up only when a
-        pod is terminating: walking every node on every reconcile would cost a large cluster dearly."""
-        hosts = {p.node for p in pods if p.terminating and p.node}
-        if not hosts:
-            return frozenset()
-        ready = {n.name for n in self.indices.nodes.get(None) or () if n.name in hosts and n.ready}
-        return frozenset(hosts - ready)
+    def _down_nodes(self, pods: list[ObservedPod]) -> dict[str, NodeDown]:
+        """Of the nodes hosting this job's pods, those not Ready or gone: one lookup by name per node, so a
+        reconcile costs O(pods), never O(nodes in the cluster)."""
+        down = {}
+        for host in {p.node for p in pods if p.node}:
+            state = node_down(_single(self.indices.nodes.get(host)))
+            if state is not None:
+                down[host] = state
+        return down
 
     def _resume_source_latest(self, job: TrainingJob) -> str | None:
         """The latest mirrored checkpoint of the job named in resumeFrom.trainingJob (same namespace)."""

@@ -1,23 +1,90 @@
-"""A node that stops answering: its pods are evicted but never go, and the gang must not wait for them.
+"""A node that stops answering: the gang restarts elsewhere within seconds of the node turning NotReady,
+instead of five minutes later, and the old attempt's pods never hold it up.
 
-When a kubelet dies, the node turns NotReady after the controller-manager's grace period and the taint
-manager deletes its pods. Only the kubelet confirms a deletion, so those pods stay Terminating (phase
-Running) until the machine comes back, possibly never. Two rules follow:
-- a pod of the current attempt that someone else is deleting has lost its node: the attempt fails now
-  (not counted against maxRestarts), instead of when the pod finally vanishes;
-- a terminating pod whose node is not Ready (or gone) is force-deleted, so it neither blocks the next
-  attempt (BlockingRecreate waits for the old pods) nor lingers. Its containers, if the node is only
-  cut off, are not this attempt's: the next attempt has its own pod names and rendezvous.
+On a stock cluster a dead kubelet's node turns NotReady (Ready Unknown) about 40 s after its last heartbeat
+(kube-controller-manager's --node-monitor-grace-period), and its pods are evicted only when their
+not-ready/unreachable toleration runs out: 300 s by default. Three rules:
+- a current pod on a node whose Ready condition has been False or Unknown longer than the pod tolerates
+  (spec.failurePolicy.nodeLossTolerationSeconds, rendered as those tolerations; render/tolerations.py) is
+  lost: the attempt fails now with NodeLost, not counted against maxRestarts. The wait is the debounce: a
+  node that flaps back to Ready within it costs nothing. A node missing from the operator's index is left
+  to the pod garbage collector (the index may simply lag behind a node that just registered);
+- a current pod that someone else is deleting (the taint manager's eviction, a drain) has lost its node
+  too: the attempt fails at once instead of when the pod finally vanishes;
+- an earlier attempt's pod on a node that is not Ready (or gone) is force-deleted: only its kubelet would
+  confirm a graceful deletion, and BlockingRecreate would wait for it forever. If the node was only cut off
+  and its containers still run, they are fenced off: the next attempt has its own pod names, rendezvous
+  port and id (render/env.py), and observe.py counts only pods labelled with the current attempt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 
+from multinode.api import TrainingJob
 from multinode.api.conditions import Reason
+from multinode.api.constants import TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE
+from multinode.api.timestamps import parse_time
 from multinode.reconcile.failures import Failure, lost_failure
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Event, Plan
+from multinode.reconcile.placement import ObservedNode
+from multinode.render.tolerations import pod_tolerations, tolerated_seconds
+
+GONE = "Gone"
+# Ready=False is tainted not-ready, Ready=Unknown (no heartbeat) unreachable: each has its own toleration.
+_TAINT_OF_STATUS = {"False": TAINT_NODE_NOT_READY, "Unknown": TAINT_NODE_UNREACHABLE}
+
+
+@dataclass(frozen=True)
+class NodeDown:
+    """A node hosting the job's pods whose Ready condition is not True, or that no longer exists."""
+
+    status: str  # "False", "Unknown" or GONE
+    since: str | None = None  # the Ready condition's lastTransitionTime
+
+    @property
+    def words(self) -> str:
+        if self.status == GONE:
+            return "is gone"
+        state = "NotReady" if self.status == "False" else "unreachable (Ready Unknown: no heartbeat)"
+        return f"is {state} since {self.since or 'an unknown time'}"
+
+
+def node_down(node: ObservedNode | None) -> NodeDown | None:
+    """What node_loss needs of a node (None: the node index has no such node); None when it is Ready."""
+    if node is None:
+        return NodeDown(GONE)
+    if node.ready_status == "True":
+        return None
+    return NodeDown(node.ready_status, node.ready_since)
+
+
+def not_ready_failure(job: TrainingJob, current: Iterable[ObservedPod], down: Mapping[str, NodeDown],
+                      now: datetime, result: Plan) -> Failure | None:
+    """The first current pod (lowest index) whose node has been down longer than the pod tolerates; for a
+    node still within the toleration, the plan comes back when it runs out."""
+    if not down:
+        return None
+    tolerations = pod_tolerations(job)
+    for p in sorted(current, key=lambda pod: pod.index):
+        node = down.get(p.node or "")
+        if node is None or node.status == GONE or p.terminating or p.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+            continue
+        grace = tolerated_seconds(tolerations, _TAINT_OF_STATUS.get(node.status, TAINT_NODE_UNREACHABLE))
+        if grace is None:  # the user's podTemplate tolerates it forever
+            continue
+        since = parse_time(node.since, now) if node.since else now
+        left = grace - (now - since).total_seconds()
+        if left > 0:
+            result.come_back_in(left)
+            continue
+        return Failure(Reason.NODE_LOST, f"pod {p.name} (node {p.index}): its node {p.node} {node.words}; "
+                                         "the gang cannot continue without it",
+                       reasons=frozenset({Reason.NODE_LOST}), node_loss=True)
+    return None
 
 
 def evicted_failure(current: Iterable[ObservedPod]) -> Failure | None:
@@ -30,17 +97,22 @@ def evicted_failure(current: Iterable[ObservedPod]) -> Failure | None:
     return lost_failure(first.index, first.name, first.disruption or first.reason)
 
 
-def stranded(pods: Iterable[ObservedPod], unreachable_nodes: frozenset[str]) -> list[ObservedPod]:
-    """Terminating pods on nodes that are not Ready or no longer exist: no kubelet will finish them."""
-    return [p for p in pods if p.terminating and p.node is not None and p.node in unreachable_nodes]
-
-
-def force_delete_stranded(older: list[ObservedPod], unreachable_nodes: frozenset[str],
-                          result: Plan) -> list[ObservedPod]:
-    """Force-delete the earlier attempts' pods no kubelet will finish; the rest of `older`, still to wait for."""
-    for p in stranded(older, unreachable_nodes):
+def force_delete_stranded(pods: Iterable[ObservedPod], down: Mapping[str, NodeDown], result: Plan) -> list[str]:
+    """Delete without waiting for a kubelet (grace period 0) the pods among `pods` that are on their way out
+    (terminating, or in the plan's deletions) on nodes that are down: no kubelet will finish them. Returns
+    their names."""
+    forced = []
+    for p in pods:
+        node = down.get(p.node or "")
+        if node is None or p.name in result.pods_to_force_delete:
+            continue
+        if not (p.terminating or p.name in result.pods_to_delete):
+            continue
+        if p.name in result.pods_to_delete:
+            result.pods_to_delete.remove(p.name)
         result.pods_to_force_delete.append(p.name)
+        forced.append(p.name)
         result.events.append(Event("Warning", Reason.POD_FORCE_DELETED,
-                                   f"{p.name} of attempt {p.attempt} is stuck terminating on node {p.node}, "
-                                   "which is not Ready: deleted without waiting for its kubelet"))
-    return [p for p in older if p.name not in result.pods_to_force_delete]
+                                   f"{p.name} of attempt {p.attempt} is on node {p.node}, which {node.words}: "
+                                   "deleted without waiting for its kubelet"))
+    return forced

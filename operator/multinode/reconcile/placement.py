@@ -20,6 +20,10 @@ class ObservedNode:
     ready: bool = True
     schedulable: bool = True
     allocatable: Mapping[str, str] = field(default_factory=dict)
+    # The Ready condition as written: "True", "False" (kubelet says so) or "Unknown" (no heartbeat), and
+    # its lastTransitionTime; node_loss.py reads them.
+    ready_status: str = "True"
+    ready_since: str | None = None
 
 
 def _fits(job: TrainingJob, node: ObservedNode) -> bool:
@@ -75,7 +79,11 @@ def attempt_node_selector(job: TrainingJob, status: TrainingJobStatus,
 
 def observe_node(node: Mapping[str, Any]) -> ObservedNode:
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    return ObservedNode(name=meta.get("name", ""), labels=dict(meta.get("labels") or {}), ready=ready,
-                        schedulable=not spec.get("unschedulable", False),
-                        allocatable=dict(status.get("allocatable") or {}))
+    condition: Mapping[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    # No Ready condition yet: a node being registered, which no pod can be running on.
+    ready_status = condition.get("status") or "Unknown"
+    return ObservedNode(name=meta.get("name", ""), labels=dict(meta.get("labels") or {}),
+                        ready=ready_status == "True", schedulable=not spec.get("unschedulable", False),
+                        allocatable=dict(status.get("allocatable") or {}),
+                        ready_status=ready_status, ready_since=condition.get("lastTransitionTime"))

@@ -14,7 +14,8 @@ goodput.py then counts the seconds since the last pass into status.goodput.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
@@ -28,7 +29,7 @@ from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.goodput import account
 from multinode.reconcile.hang import hang_failure
 from multinode.reconcile.image_consistency import check_digests, pinned_image
-from multinode.reconcile.node_loss import evicted_failure, force_delete_stranded
+from multinode.reconcile.node_loss import NodeDown, evicted_failure, force_delete_stranded, not_ready_failure
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
 from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, Verdict
 from multinode.reconcile.placement import ObservedNode, attempt_node_selector
@@ -53,8 +54,8 @@ class Observed:
     resume_source_latest: str | None = None
     # Nodes, only when spec.topology asks for one domain.
     nodes: tuple[ObservedNode, ...] = ()
-    # Nodes that host a terminating pod of the job and are not Ready or are gone (node_loss.py).
-    unreachable_nodes: frozenset[str] = frozenset()
+    # Nodes that host the job's pods and are not Ready or are gone, by name (node_loss.py).
+    down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
     # What the controller's log prober last read of the current attempt's ranks (spec.hangDetection only).
     progress: JobProgress | None = None
 
@@ -96,7 +97,8 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     # Pods of earlier attempts never keep running, nor linger on a node that stopped answering.
     older = [p for p in observed.pods if p.attempt < status.attempt]
     result.delete(p.name for p in older if p.active)
-    older = force_delete_stranded(older, observed.unreachable_nodes, result)
+    forced = force_delete_stranded(older, observed.down_nodes, result)
+    older = [p for p in older if p.name not in forced]
     current = {p.index: p for p in observed.pods if p.attempt == status.attempt and p.index < job.spec.num_nodes}
 
     if job.spec.suspend:
@@ -118,7 +120,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     blocked = _create_missing(job, status, before, current, observed, result, now, settings)
     running = {i for i, p in current.items() if p.phase == PodPhase.RUNNING}
     report_progress(job, status, observed.progress, running, now)
-    failure = _attempt_failure(job, status, before, current, now, result) or hang_failure(
+    failure = _attempt_failure(job, status, before, current, observed, now, result) or hang_failure(
         job, status, current, observed.progress, now)
     if failure is not None:
         if failure.unhealthy_node:
@@ -127,7 +129,8 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
                                     result, now)
             fill_node_statuses(status, current, job.spec.num_nodes)
         failed = apply_failure_policy(job, status, failure, current, result, now)
-        if failed is None:  # restarting
+        if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
+            force_delete_stranded(current.values(), observed.down_nodes, result)
             return result
         return _finish(job, status, before, current, failed, result, now, mirror)
 
@@ -168,9 +171,11 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
 
 
 def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,
-                     current: dict[int, ObservedPod], now: datetime, result: Plan) -> Failure | None:
-    """The attempt's failure, first found first: a failed, lost or evicted pod (none counts once the leader
-    succeeded under LeaderOnly), different image digests, the startup timeout."""
+                     current: dict[int, ObservedPod], observed: Observed, now: datetime,
+                     result: Plan) -> Failure | None:
+    """The attempt's failure, first found first: a failed, lost or evicted pod or one on a node that is
+    down (none counts once the leader succeeded under LeaderOnly), different image digests, the startup
+    timeout."""
     leader_done = leader_succeeded(job, current)
     # A pod we are deleting may report Failed on its way out (SIGTERM); that is not its failure.
     failed = [p for p in current.values() if p.phase == PodPhase.FAILED and not p.terminating]
@@ -183,6 +188,9 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
     evicted = evicted_failure(current.values())
     if evicted is not None and not leader_done:
         return evicted
+    on_down_node = None if leader_done else not_ready_failure(job, current.values(), observed.down_nodes, now, result)
+    if on_down_node is not None:
+        return on_down_node
     mismatch = check_digests(job, status, current, now)
     if mismatch is not None:
         return mismatch

@@ -11,9 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from multinode.api import TrainingJob, effective_num_proc_per_node, world_size
-from multinode.api.constants import PROGRESS_MARKER, EnvName
+from multinode.api.constants import PROGRESS_MARKER, RENDEZVOUS_PORT_SPAN, EnvName
 from multinode.render.names import check_node, job_identity, node_dns_name, service_name
 from multinode.render.storage import storage_env
+
+
+MAX_PORT = 65535
 
 
 def _value(name: str, value: object) -> dict[str, Any]:
@@ -24,6 +27,19 @@ def _field_ref(name: str, field_path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
 
 
+def rendezvous_port(base: int, attempt: int) -> int:
+    """MASTER_PORT of `attempt`: base + attempt mod RENDEZVOUS_PORT_SPAN, counted down from base near the
+    top of the port range. The leader's DNS name is the same in every attempt, so the port is what fences
+    off a pod of an earlier attempt that comes back from a partition: it knocks on a port nobody listens on."""
+    offset = attempt % RENDEZVOUS_PORT_SPAN
+    return base + offset if base + offset <= MAX_PORT else base - offset
+
+
+def rendezvous_id(job_uid: str, attempt: int) -> str:
+    """One id per attempt of one job object: a job deleted and created again under its name gets new ones."""
+    return f"{job_uid}-a{attempt}"
+
+
 def operator_env(
     job: TrainingJob, index: int, attempt: int, *, restarts: int = 0, resume_from: str = ""
 ) -> list[dict[str, Any]]:
@@ -32,7 +48,8 @@ def operator_env(
     spec = job.spec
     identity = job_identity(job)
     leader = node_dns_name(job, 0)
-    port = spec.network.rendezvous_port
+    port = rendezvous_port(spec.network.rendezvous_port, attempt)
+    rdzv_id = rendezvous_id(identity.uid, attempt)
     nodes = spec.num_nodes
     procs = effective_num_proc_per_node(spec)
 
@@ -51,10 +68,13 @@ def operator_env(
         _value(EnvName.PET_NPROC_PER_NODE, procs),
         _value(EnvName.PET_MASTER_ADDR, leader),
         _value(EnvName.PET_MASTER_PORT, port),
+        # torchrun's --rdzv-id: a c10d rendezvous of one attempt never admits another attempt's node.
+        _value(EnvName.PET_RDZV_ID, rdzv_id),
         _value(EnvName.MULTINODE_JOB_NAME, identity.name),
         _value(EnvName.MULTINODE_NAMESPACE, identity.namespace),
         _value(EnvName.MULTINODE_NODE_INDEX, index),
         _value(EnvName.MULTINODE_ATTEMPT, attempt),
+        _value(EnvName.MULTINODE_RDZV_ID, rdzv_id),
         _value(EnvName.MULTINODE_SERVICE, service_name(identity.name)),
         _field_ref(EnvName.MULTINODE_POD_NAME, "metadata.name"),
         _field_ref(EnvName.MULTINODE_HOST_NODE, "spec.nodeName"),

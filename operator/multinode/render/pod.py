@@ -29,6 +29,7 @@ from multinode.render.names import (
     service_name,
 )
 from multinode.render.settings import RenderSettings
+from multinode.render.tolerations import pod_tolerations
 
 # The preflight checks the node's health, resolves DNS names and creates the job's cache dir; keep it from
 # competing with the trainer for the node's CPU and memory.
@@ -214,7 +215,7 @@ def render_node_pod(
             "containers": [_trainer_container(job, [*ours, *user_env(job)], image or spec.image)],
             "volumes": [_shm_volume(job), *storage_volumes(job), *_dump_all(template.volumes)],
             "nodeSelector": {**_node_selector(job), **(node_selector or {})},
-            "tolerations": _dump_all(template.tolerations),
+            "tolerations": pod_tolerations(job),
             "affinity": exclude_nodes(template.affinity, excluded_nodes),
             "priorityClassName": template.priority_class_name,
             "schedulerName": template.scheduler_name,

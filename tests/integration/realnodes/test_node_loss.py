@@ -76,6 +76,7 @@ def test_a_real_node_lost_mid_job_restarts_the_gang_on_the_remaining_node(
         cluster.kill_real_node(doomed_index)
         killed, lost_at = True, time.monotonic()
 
+        # Stock timings: NotReady after the 40 s grace period, then the pods' 5 s node-loss toleration.
         hosts = wait_for(lambda: _running_on(core, namespace, 1), timeout=180,
                          what="attempt 1 Running after the node loss")
         recovered_after = time.monotonic() - lost_at

@@ -116,6 +116,7 @@ def full_trainingjob() -> dict[str, Any]:
                 "maxRestarts": 5,
                 "restartStrategy": "BlockingRecreate",
                 "backoff": {"initialSeconds": 10, "maxSeconds": 600},
+                "nodeLossTolerationSeconds": 30,
                 "rules": [
                     {"action": "FailJob", "onExitCodes": [{"min": 1, "max": 127}]},
                     {"action": "RestartWithoutCounting", "onReasons": ["OOMKilled"], "onNodeLoss": True},

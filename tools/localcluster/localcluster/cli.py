@@ -8,6 +8,7 @@ import time
 
 from localcluster import binaries, images, prepare
 from localcluster.cluster import ClusterConfig, LocalCluster
+from localcluster.timings import TIMINGS
 from localcluster.nodes import NodePoolConfig
 
 
@@ -24,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes-per-block", type=int, default=4, help="nodes per topology block label")
     up.add_argument("--real-nodes", type=int, default=0,
                     help="real kubelet + containerd nodes beside the kwok nodes (needs root)")
+    up.add_argument("--timings", choices=sorted(TIMINGS), default="short",
+                    help="node-lifecycle timings: short (20 s grace, 5 s tolerations) or stock (40 s, 300 s)")
     up.add_argument("--reuse", action="store_true", help="keep a running cluster of this name instead of restarting")
     for name in ("down", "status"):
         sub.add_parser(name).add_argument("--name", default="default")
@@ -56,13 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         pool = NodePoolConfig(count=args.nodes, gpus_per_node=args.gpus_per_node, gpu_product=args.gpu_product,
                               rdma_resource_name=args.rdma_resource, rdma_per_node=args.rdma_per_node,
                               nodes_per_block=args.nodes_per_block)
-        cluster = LocalCluster(ClusterConfig(name=args.name, nodes=pool, real_nodes=args.real_nodes))
+        cluster = LocalCluster(ClusterConfig(name=args.name, nodes=pool, real_nodes=args.real_nodes,
+                                              timings=args.timings))
         if args.reuse and cluster.is_running():
             print(f"cluster {args.name!r} already running", file=sys.stderr)
         else:
             started = time.monotonic()
             cluster.start()
             real = f" and {args.real_nodes} real nodes" if args.real_nodes else ""
+            real += f", {args.timings} node timings"
             print(f"cluster {args.name!r} up with {args.nodes} fake GPU nodes{real} Ready in "
                   f"{time.monotonic() - started:.1f}s (logs: {cluster.dir / 'logs'})", file=sys.stderr)
         print(f"export KUBECONFIG={cluster.kubeconfig}")

@@ -25,6 +25,7 @@ from localcluster import binaries, netplan, processes, realcluster
 from localcluster.hostservices import make_kubelet_client_pki
 from localcluster.kubeconfig import write_kubeconfig
 from localcluster.nodes import NodePoolConfig, render_fake_gpu_node
+from localcluster.timings import TIMINGS, NodeTimings
 
 STAGES_DIR = Path(__file__).resolve().parent / "stages"
 # kwok's own stages we use: nodes become Ready and keep their lease; deleted pods go away; plus its
@@ -48,9 +49,20 @@ class ClusterConfig:
     nodes: NodePoolConfig = field(default_factory=NodePoolConfig)
     # Real kubelet + containerd nodes beside the kwok ones (root only; one real-node cluster per host).
     real_nodes: int = 0
-    # Short node-lifecycle timings so failure tests do not wait minutes (real clusters: 40 s / 300 s).
-    node_monitor_grace_period: str = "20s"
-    not_ready_toleration_seconds: int = 5
+    # Node-lifecycle timings, a key of TIMINGS; the two fields after it override one value of the preset.
+    timings: str = "short"
+    node_monitor_grace_period: str | None = None
+    not_ready_toleration_seconds: int | None = None
+    def node_timings(self) -> NodeTimings:
+        if self.timings not in TIMINGS:
+            raise ValueError(f"timings {self.timings!r}: expected one of {', '.join(TIMINGS)}")
+        preset = TIMINGS[self.timings]
+        grace = self.node_monitor_grace_period or preset.node_monitor_grace_period
+        return replace(preset, node_monitor_grace_period=grace,
+                       not_ready_toleration_seconds=(preset.not_ready_toleration_seconds
+                                                     if self.not_ready_toleration_seconds is None
+                                                     else self.not_ready_toleration_seconds))
+
     # A cluster owned by a test session dies with it, even when the session is SIGKILLed.
     die_with_parent: bool = False
     client_qps: int = 500
@@ -183,8 +195,8 @@ class LocalCluster:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={d / 'sa.pub'}",
             f"--service-account-signing-key-file={d / 'sa.key'}",
-            f"--default-not-ready-toleration-seconds={self.config.not_ready_toleration_seconds}",
-            f"--default-unreachable-toleration-seconds={self.config.not_ready_toleration_seconds}",
+            f"--default-not-ready-toleration-seconds={self.config.node_timings().not_ready_toleration_seconds}",
+            f"--default-unreachable-toleration-seconds={self.config.node_timings().not_ready_toleration_seconds}",
             "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
             "--profiling=false", "--v=0",
             *self._audit_args(),
@@ -194,6 +206,7 @@ class LocalCluster:
         self._write_kubeconfig(state)
         cert = d / "certs" / "apiserver.crt"
         kc = str(self.kubeconfig)
+        timings = self.config.node_timings()
         qps = self.config.client_qps
         self._launch(state, "kube-controller-manager", [
             str(bins.kube_controller_manager), f"--kubeconfig={kc}",
@@ -201,7 +214,8 @@ class LocalCluster:
             "--bind-address=127.0.0.1", f"--secure-port={_free_port()}", "--leader-elect=false",
             f"--root-ca-file={cert}", f"--service-account-private-key-file={d / 'sa.key'}",
             "--use-service-account-credentials=true",
-            "--node-monitor-period=1s", f"--node-monitor-grace-period={self.config.node_monitor_grace_period}",
+            f"--node-monitor-period={timings.node_monitor_period}",
+            f"--node-monitor-grace-period={timings.node_monitor_grace_period}",
             f"--kube-api-qps={qps}", f"--kube-api-burst={qps * 2}",
             "--concurrent-gc-syncs=50", "--concurrent-job-syncs=50",
             "--profiling=false",
@@ -225,7 +239,7 @@ class LocalCluster:
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             f"--cidr={netplan.KWOK_POD_RANGE}", "--node-ip=127.0.0.1",
-            "--node-lease-duration-seconds=20",
+            f"--node-lease-duration-seconds={timings.node_lease_duration_seconds}",
             f"--server-address=127.0.0.1:{_free_port()}",
             f"--config={','.join(stage_files)}",
         ])
