@@ -7,13 +7,13 @@ and leaves it running afterwards.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
 from localcluster import ClusterConfig, LocalCluster
 
+from localcluster.harness.clusters import own_cluster
 from localcluster.harness.kube import new_namespace
 
 
@@ -32,13 +32,8 @@ def local_cluster() -> Iterator[LocalCluster]:
         if shared.is_running():
             yield shared
             return
-    cluster = LocalCluster(ClusterConfig(name=f"pytest-{os.getpid()}", die_with_parent=True))
-    cluster.start()
-    try:
+    with own_cluster(ClusterConfig(name=f"pytest-{os.getpid()}", die_with_parent=True)) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ tolerations), as users run, which the session cluster's short timings would hide
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from kubernetes import client
 from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 
+from localcluster.harness.clusters import own_cluster
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
 from localcluster.harness.waiting import wait_for
@@ -22,14 +22,10 @@ NAMESPACE_PREFIX = "nl"
 
 @pytest.fixture(scope="module")
 def stock_cluster() -> Iterator[LocalCluster]:
-    cluster = LocalCluster(ClusterConfig(name=f"pytest-stock-{os.getpid()}", die_with_parent=True, timings="stock",
-                                         nodes=NodePoolConfig(count=4)))
-    cluster.start()
-    try:
+    config = ClusterConfig(name=f"pytest-stock-{os.getpid()}", die_with_parent=True, timings="stock",
+                           nodes=NodePoolConfig(count=4))
+    with own_cluster(config) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

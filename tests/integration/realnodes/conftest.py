@@ -40,3 +40,16 @@ def real_namespace(real_core: client.CoreV1Api) -> Iterator[str]:
 def real_operator(real_slot: RealClusterSlot) -> tuple[LocalCluster, str]:
     """The real-node cluster with the operator installed by helm (values-local.yaml) on a real node."""
     return real_slot.operator()
+
+
+@pytest.fixture
+def operator_namespace(request: pytest.FixtureRequest,
+                       real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str]]:
+    """A namespace on the real-node cluster whose operator (installed by helm) runs its jobs; the namespace
+    is named after the test module and deleted afterwards."""
+    cluster, _ = real_operator
+    core = client.CoreV1Api(cluster.api_client())
+    module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").replace("_", "")
+    namespace = new_namespace(core, prefix=f"real{module[:12]}")
+    yield cluster, namespace
+    core.delete_namespace(namespace)

@@ -14,10 +14,8 @@ from __future__ import annotations
 import re
 import textwrap
 import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 
-import pytest
 from kubernetes import client
 from localcluster import LocalCluster
 from localcluster.images import TRAINER_IMAGE
@@ -27,7 +25,6 @@ from localcluster.trainerenv import TRAINER_ENV_MOUNT
 
 from multinode.api import GROUP, PLURAL, VERSION
 from tests.support import jobs
-from localcluster.harness.kube import new_namespace
 from localcluster.harness.trainingjobs import training_job
 from localcluster.harness.waiting import wait_for
 from tests.support.realnodes import clients, real_job
@@ -36,14 +33,6 @@ TIMEOUT = 10  # hangDetection.timeoutSeconds: the smallest the API allows
 FAIL_ON_HANG = {"maxRestarts": 3, "backoff": {"initialSeconds": 0},
                 "rules": [{"action": "FailJob", "onReasons": ["Hung"]}]}
 
-
-@pytest.fixture
-def jobs_namespace(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str]]:
-    cluster, _ = real_operator
-    core = client.CoreV1Api(cluster.api_client())
-    namespace = new_namespace(core, prefix="realhang")
-    yield cluster, namespace
-    core.delete_namespace(namespace)
 
 
 def _create(custom: client.CustomObjectsApi, namespace: str, body: dict) -> None:
@@ -92,8 +81,8 @@ TORCH_HANG = textwrap.dedent("""
 
 
 def test_a_real_gang_that_hangs_in_an_all_reduce_is_restarted_and_succeeds(
-        jobs_namespace: tuple[LocalCluster, str]) -> None:
-    cluster, namespace = jobs_namespace
+        operator_namespace: tuple[LocalCluster, str]) -> None:
+    cluster, namespace = operator_namespace
     _core, custom = clients(cluster)
     name = "torch-hang"
     body = training_job(
@@ -134,8 +123,8 @@ ZERO_CHANGE = textwrap.dedent("""
 """)
 
 
-def test_a_trainer_without_heartbeats_that_goes_silent_is_hung(jobs_namespace: tuple[LocalCluster, str]) -> None:
-    cluster, namespace = jobs_namespace
+def test_a_trainer_without_heartbeats_that_goes_silent_is_hung(operator_namespace: tuple[LocalCluster, str]) -> None:
+    cluster, namespace = operator_namespace
     _, custom = clients(cluster)
     _create(custom, namespace, real_job("plain-hang", 2, ZERO_CHANGE, hangDetection={"timeoutSeconds": TIMEOUT},
                                         failurePolicy=FAIL_ON_HANG))
@@ -149,8 +138,8 @@ def test_a_trainer_without_heartbeats_that_goes_silent_is_hung(jobs_namespace: t
     _report_latency("plain logs", failed["message"], failed["lastTransitionTime"])
 
 
-def test_a_gang_that_never_prints_is_hung(jobs_namespace: tuple[LocalCluster, str]) -> None:
-    cluster, namespace = jobs_namespace
+def test_a_gang_that_never_prints_is_hung(operator_namespace: tuple[LocalCluster, str]) -> None:
+    cluster, namespace = operator_namespace
     _, custom = clients(cluster)
     started = time.monotonic()
     _create(custom, namespace, real_job("mute", 2, "import time; time.sleep(3600)",
@@ -177,8 +166,8 @@ STRAGGLER = textwrap.dedent("""
 """)
 
 
-def test_a_rank_reporting_much_longer_steps_is_a_straggler(jobs_namespace: tuple[LocalCluster, str]) -> None:
-    cluster, namespace = jobs_namespace
+def test_a_rank_reporting_much_longer_steps_is_a_straggler(operator_namespace: tuple[LocalCluster, str]) -> None:
+    cluster, namespace = operator_namespace
     core, custom = clients(cluster)
     _create(custom, namespace, real_job("slow-rank", 2, STRAGGLER, hangDetection={
         "timeoutSeconds": 30, "stragglers": {"factor": 2.0, "forSeconds": 2}}))

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kubernetes import client
 from localcluster import LocalCluster
 
 from localcluster.harness.kube import new_namespace
@@ -60,17 +59,9 @@ def cli(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["multinode", *args], check=False, capture_output=True, text=True, timeout=180, env=env)
 
 
-@pytest.fixture
-def logs_namespace(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str]]:
-    cluster, _ = real_operator
-    core = client.CoreV1Api(cluster.api_client())
-    namespace = new_namespace(core, prefix="reallogs")
-    yield cluster, namespace
-    core.delete_namespace(namespace)
 
-
-def test_every_rank_in_one_stream_and_only_the_ranks_asked_for(logs_namespace: tuple[LocalCluster, str]) -> None:
-    cluster, namespace = logs_namespace
+def test_every_rank_in_one_stream_and_only_the_ranks_asked_for(operator_namespace: tuple[LocalCluster, str]) -> None:
+    cluster, namespace = operator_namespace
     _, custom = clients(cluster)
     custom.create_namespaced_custom_object("multinode.dev", "v1alpha1", namespace, "trainingjobs",
                                            real_job("hello", 2, STEPS))

@@ -6,28 +6,17 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 
-import pytest
 from kubernetes import client
 from localcluster import LocalCluster
 from localcluster.images import TRAINER_IMAGE, build_images
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from localcluster.harness.kube import new_namespace
 from tests.support.realnodes import clients, pod_log, real_job
 from localcluster.harness.waiting import wait_for
 from tests.unit.chart.chart import CHART_DIR, helm
 
-
-@pytest.fixture
-def jobs_namespace(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str]]:
-    cluster, _ = real_operator
-    core = client.CoreV1Api(cluster.api_client())
-    namespace = new_namespace(core, prefix="realjobs")
-    yield cluster, namespace
-    core.delete_namespace(namespace)
 
 
 def _create(custom: client.CustomObjectsApi, namespace: str, body: dict) -> None:
@@ -55,8 +44,8 @@ BASETEN_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_digest_pinned_image_and_the_baseten_env_on_real_nodes(jobs_namespace: tuple[LocalCluster, str]) -> None:
-    cluster, namespace = jobs_namespace
+def test_a_digest_pinned_image_and_the_baseten_env_on_real_nodes(operator_namespace: tuple[LocalCluster, str]) -> None:
+    cluster, namespace = operator_namespace
     core, custom = clients(cluster)
     trainer = next(image for image in build_images() if image.ref == TRAINER_IMAGE)
     _create(custom, namespace, real_job("baseten", 2, BASETEN_SCRIPT, image=trainer.digest_ref))
@@ -75,8 +64,8 @@ def test_a_digest_pinned_image_and_the_baseten_env_on_real_nodes(jobs_namespace:
 
 
 def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: tuple[LocalCluster, str],
-                                                                jobs_namespace: tuple[LocalCluster, str]) -> None:
-    cluster, namespace = jobs_namespace
+                                                                operator_namespace: tuple[LocalCluster, str]) -> None:
+    cluster, namespace = operator_namespace
     _, release_namespace = real_operator
     core, custom = clients(cluster)
     kc = str(cluster.kubeconfig)
@@ -117,8 +106,8 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
 
 
 def test_the_operator_pod_deleted_mid_job_leaves_no_duplicate_or_orphan(
-        real_operator: tuple[LocalCluster, str], jobs_namespace: tuple[LocalCluster, str]) -> None:
-    cluster, namespace = jobs_namespace
+        real_operator: tuple[LocalCluster, str], operator_namespace: tuple[LocalCluster, str]) -> None:
+    cluster, namespace = operator_namespace
     _, release_namespace = real_operator
     core, custom = clients(cluster)
     _create(custom, namespace, real_job("survivor", 2, "import time; print('training', flush=True); time.sleep(25)"))

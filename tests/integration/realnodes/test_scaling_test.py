@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ import yaml
 from kubernetes import client
 from localcluster import LocalCluster
 
-from localcluster.harness.kube import new_namespace
 from tests.support.realnodes import real_job
 
 BIN = Path(sys.executable).parent
@@ -37,18 +35,10 @@ TRAINER = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def scaling_namespace(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str]]:
-    cluster, _ = real_operator
-    core = client.CoreV1Api(cluster.api_client())
-    namespace = new_namespace(core, prefix="realscale")
-    yield cluster, namespace
-    core.delete_namespace(namespace)
 
-
-def test_scaling_test_reports_what_the_heartbeats_measured(scaling_namespace: tuple[LocalCluster, str],
+def test_scaling_test_reports_what_the_heartbeats_measured(operator_namespace: tuple[LocalCluster, str],
                                                            tmp_path: Path) -> None:
-    cluster, namespace = scaling_namespace
+    cluster, namespace = operator_namespace
     job_file = tmp_path / "bench.yaml"
     job_file.write_text(yaml.safe_dump(real_job("bench", 1, TRAINER)))
     svg = tmp_path / "bench.svg"
