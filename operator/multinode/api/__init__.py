@@ -29,11 +29,9 @@ from multinode.api.kube import (
     Volume,
     VolumeMount,
 )
+from multinode.api.network import NcclSpec, NetworkSpec, RdmaSpec
 from multinode.api.spec import (
-    NcclSpec,
-    NetworkSpec,
     PodTemplate,
-    RdmaSpec,
     ResourcesPerNode,
     SuccessPolicy,
     TrainingJobSpec,

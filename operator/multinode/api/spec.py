@@ -8,7 +8,7 @@ torchrun and Baseten Training (docs/api.md maps each field to its peers).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
@@ -27,12 +27,11 @@ from multinode.api.base import (
 from multinode.api.cel import add_rules, cel_rule, immutable_fields_rules
 from multinode.api.checkpointing import CacheSpec, CheckpointingSpec
 from multinode.api.health import HealthCheckSpec
+from multinode.api.network import NetworkSpec
 from multinode.api.lifecycle import CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, Topology
 from multinode.api.progress import HangDetection
 from multinode.api.constants import (
     DEFAULT_GPU_RESOURCE_NAME,
-    DEFAULT_RDMA_RESOURCE_NAME,
-    DEFAULT_RENDEZVOUS_PORT,
 )
 from multinode.api.kube import (
     PRESERVE_UNKNOWN,
@@ -48,12 +47,6 @@ from multinode.api.kube import (
 _DEFAULT_EMPTY_OBJECT: JsonDict = {"default": {}}
 
 MAX_NUM_NODES = 5000
-
-# The operator joins these with commas into the Multus annotation, so no commas here.
-MultusNetworkName = Annotated[
-    str, Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=r"^[^,\s]+$")
-]
-
 
 def _list_map(*keys: str) -> dict[str, Any]:
     """Schema markers for a list merged by key (server-side apply; duplicates rejected)."""
@@ -83,68 +76,6 @@ class ResourcesPerNode(ApiModel):
     memory: Quantity | None = Field(
         None, description="Memory quantity, set as both request and limit (for example 256Gi)."
     )
-
-
-class RdmaSpec(ApiModel):
-    """RDMA devices per node; setting this also grants the IPC_LOCK capability."""
-
-    resource_name: str = Field(
-        DEFAULT_RDMA_RESOURCE_NAME,
-        max_length=MAX_NAME_LENGTH,
-        pattern=QUALIFIED_NAME_PATTERN,
-        description=(
-            "Device plugin resource, for example rdma/hca_shared_devices_a, rdma/shared_ib "
-            "or nvidia.com/mlnxnics; it differs per cluster."
-        ),
-    )
-    count: int = Field(1, ge=1, description="Number of RDMA devices per node.")
-
-
-class NcclSpec(ApiModel):
-    """NCCL settings, passed to the trainer as NCCL_* environment variables."""
-
-    socket_ifname: str | None = Field(
-        None, max_length=256, description="NCCL_SOCKET_IFNAME, for example net1 with Multus."
-    )
-    ib_hca: str | None = Field(
-        None,
-        max_length=1024,
-        description="NCCL_IB_HCA, for example =mlx5_0,mlx5_1 (a leading = means exact names).",
-    )
-    debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = Field(
-        None, description="NCCL_DEBUG level; INFO or TRACE only while debugging."
-    )
-    debug_subsys: str | None = Field(
-        None, max_length=256, description="NCCL_DEBUG_SUBSYS, for example INIT,NET."
-    )
-
-
-class NetworkSpec(ApiModel):
-    """How nodes reach each other."""
-
-    rendezvous_port: int = Field(
-        DEFAULT_RENDEZVOUS_PORT,
-        ge=1,
-        le=65535,
-        description="Port of the rendezvous on node 0 (MASTER_PORT).",
-    )
-    host_network: bool = Field(
-        False,
-        description=(
-            "Run pods in the host network namespace (direct NIC access; pods see all host "
-            "ports and interfaces)."
-        ),
-    )
-    multus_networks: list[MultusNetworkName] | None = Field(
-        None,
-        max_length=16,
-        description=(
-            "Multus NetworkAttachmentDefinitions to attach to every pod, in order "
-            "([<namespace>/]<name>[@<interface>]); the first usually appears as net1."
-        ),
-    )
-    rdma: RdmaSpec | None = Field(None, description="Request RDMA devices; unset means none.")
-    nccl: NcclSpec | None = Field(None, description="NCCL environment variables to set.")
 
 
 class PodTemplate(ApiModel):

@@ -25,6 +25,7 @@ from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
+from multinode.controller.status_patch import describe_validation_error, dump_status, status_patch
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.node_loss import NodeDown, node_down
@@ -70,26 +71,11 @@ class Indices:
     nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode; name → its own
 
 
-def _dump(status: TrainingJobStatus) -> dict:
-    # status.checkpoints belongs to the mirror: the operator never writes it (nor compares it).
-    return status.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"checkpoints"})
-
-
 def _single(store: Any) -> Any:
     """kopf index values are collections (one entry per object); ours hold exactly one."""
     for value in store or ():
         return value
     return None
-
-
-def status_patch(desired: dict, before: TrainingJobStatus | None, on_server: dict | None) -> dict:
-    """A merge patch that makes the server's status `desired`: a field we cleared is sent as null,
-    which removes it (leaving it out would leave the old value, e.g. a stale nextAttemptTime)."""
-    patch = dict(desired)
-    known = set(on_server or {}) | set(_dump(before) if before is not None else {})
-    for key in known - set(desired) - {"checkpoints"}:  # the mirror's field is never ours to clear
-        patch[key] = None
-    return patch
 
 
 def _created(status: TrainingJobStatus) -> bool:
@@ -102,15 +88,6 @@ def _age_seconds(job: TrainingJob) -> float | None:
         return None
     now = datetime.now(timezone.utc)
     return (now - parse_time(str(created), now)).total_seconds()
-
-
-def describe_validation_error(e: ValidationError) -> str:
-    parts = []
-    for err in e.errors()[:5]:
-        loc = err["loc"][1:] if err["loc"] and isinstance(err["loc"][0], int) else err["loc"]  # argument index
-        path = ".".join(str(p) for p in loc)
-        parts.append(f"{path}: {err['msg']}")
-    return "; ".join(parts)
 
 
 def _key(job: TrainingJob) -> JobKey:
@@ -312,10 +289,10 @@ class Reconciler:
             raise errors[0]
 
     async def _write_status(self, job: TrainingJob, before: TrainingJobStatus | None, result: Plan) -> None:
-        desired = _dump(result.status)
+        desired = dump_status(result.status)
         # Compare with the server's copy too: a patch we gave up on (timeout) can still land after a newer one.
-        on_server = None if job.status is None else _dump(job.status)
-        if before is None or _dump(before) != desired or on_server != desired:
+        on_server = None if job.status is None else dump_status(job.status)
+        if before is None or dump_status(before) != desired or on_server != desired:
             await self.kube.patch_job_status(*_key(job), status_patch(desired, before, on_server))
         self.written[job.metadata.uid or ""] = result.status
         self._account(job, before, result)
@@ -359,4 +336,4 @@ class Reconciler:
             return
         status = TrainingJobStatus()
         mark_failed(status, Reason.INVALID_SPEC, message, now=datetime.now(timezone.utc))
-        await self.kube.patch_job_status(meta["namespace"], meta["name"], _dump(status))
+        await self.kube.patch_job_status(meta["namespace"], meta["name"], dump_status(status))

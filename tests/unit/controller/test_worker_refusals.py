@@ -77,7 +77,7 @@ def test_a_pod_the_cluster_forbids_keeps_the_job_pending_and_says_why() -> None:
 
 def test_a_status_field_the_planner_cleared_is_removed_with_an_explicit_null() -> None:
     from multinode.api import TrainingJobStatus
-    from multinode.controller.worker import status_patch
+    from multinode.controller.status_patch import status_patch
 
     before = TrainingJobStatus(phase="Restarting", next_attempt_time="2026-11-20T12:00:05Z", attempt=1)
     desired = {"phase": "Pending", "attempt": 1}

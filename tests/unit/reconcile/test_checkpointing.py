@@ -67,7 +67,7 @@ def test_the_next_attempt_resumes_from_the_latest_mirrored_checkpoint() -> None:
 
 
 def test_the_operator_never_writes_the_mirrors_status() -> None:
-    from multinode.controller.worker import _dump
+    from multinode.controller.status_patch import dump_status as _dump
 
     result = run(job(checkpoints={"latest": LATEST}), [])
     assert result.status.checkpoints.latest.name == "checkpoint-300"
