@@ -54,10 +54,12 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
         "successPolicy": "AllNodes",
         "podTemplate": {},
         "failurePolicy": {"maxRestarts": 3, "restartStrategy": "BlockingRecreate",
-                          "backoff": {"initialSeconds": 5, "maxSeconds": 300}},
+                          "backoff": {"initialSeconds": 5, "maxSeconds": 300}, "nodeLossTolerationSeconds": 5},
         "suspend": False,
         "cleanPodPolicy": "Running",
         "imageConsistency": {"pinDigest": True, "onMismatch": "FailAttempt"},
+        "healthCheck": {"enabled": True, "gpus": True, "rdma": True, "shm": True,
+                        "memlockFloorBytes": 68719476736, "exclusionSeconds": 3600},
     }
 
 
