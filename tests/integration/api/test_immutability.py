@@ -75,11 +75,14 @@ UPDATES: dict[str, list] = {
     "imageConsistency": [pytest.param(nested("imageConsistency", "pinDigest", True), id="imageConsistency-change")],
     "topology": [pytest.param(remove("topology"), id="topology-remove")],
     "podGroup": [pytest.param(nested("podGroup", "minMember", 2), id="podGroup-change")],
+    "healthCheck": [pytest.param(nested("healthCheck", "gpus", False), id="healthCheck-gpus-change")],
     # Mutable: lifecycle knobs may change while the job exists.
     "suspend": [pytest.param(set_("suspend", True), id="suspend-change")],
     "activeDeadlineSeconds": [pytest.param(set_("activeDeadlineSeconds", 3600), id="activeDeadlineSeconds-change")],
     "ttlSecondsAfterFinished": [pytest.param(set_("ttlSecondsAfterFinished", 60), id="ttl-change")],
-    "failurePolicy": [pytest.param(nested("failurePolicy", "maxRestarts", 9), id="failurePolicy-change")],
+    "failurePolicy": [pytest.param(nested("failurePolicy", "maxRestarts", 9), id="failurePolicy-change"),
+                      pytest.param(nested("failurePolicy", "nodeLossTolerationSeconds", 60),
+                                   id="failurePolicy-nodeLossToleration-change")],
     "hangDetection": [pytest.param(set_("hangDetection", {
         "timeoutSeconds": 300, "stragglers": {"factor": 3.0, "forSeconds": 60, "action": "Report"}}),
                  id="hangDetection-set")],
