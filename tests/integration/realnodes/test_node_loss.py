@@ -8,10 +8,12 @@ from __future__ import annotations
 import re
 import textwrap
 import time
+from datetime import datetime, timezone
 
 from kubernetes import client
 from localcluster import LocalCluster
 
+from multinode.api.timestamps import parse_time
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
 from localcluster.harness.kube import new_namespace
@@ -91,6 +93,14 @@ def test_a_real_node_lost_mid_job_restarts_the_gang_on_the_remaining_node(
         assert final["status"]["attempt"] == 1
         for pod in _attempt_pods(core, namespace, 1):
             assert "done attempt=1" in pod_log(core, namespace, pod.metadata.name)
+        # The time the dead node cost is counted: the restart and the first attempt's work (no checkpoint).
+        goodput = final["status"]["goodput"]
+        lost = goodput["lost"]
+        assert lost["restart"] > 0 and lost["redone"] > 0 and lost["hang"] == 0, goodput
+        started, completed = (parse_time(final["status"][k], datetime.now(timezone.utc))
+                              for k in ("startTime", "completionTime"))
+        assert goodput["productiveSeconds"] + goodput["lostSeconds"] == (completed - started).total_seconds(), goodput
+        print(f"goodput of the run with a killed node: {goodput}")
 
         # The machine comes back: its kubelet finds its pods deleted and finishes them off; none rejoins.
         cluster.restart_real_node(doomed_index)
