@@ -274,7 +274,9 @@ def main() -> int:
     args.out.write_text(json.dumps({"machine": machine(), "versions": read_versions(), "timings": asdict(timings),
                                     "timings_preset": args.timings, "command": command.strip(), **r}, indent=2))
     print(f"wrote {args.out}")
-    ok = ours is not None and js is not None and r["heartbeats_after_kill"] == {"node_status": 0, "lease": 0}
+    # A side that made no gang in time is reported (timed_out), not an error of the bench: JobSet made none
+    # within 420 s in the first stock run (docs/benchmarks.md; cause not yet investigated).
+    ok = ours is not None and r["heartbeats_after_kill"] == {"node_status": 0, "lease": 0}
     return 0 if ok else 1
 
 
