@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
 MILESTONES = {"created": "all pods created", "scheduled": "all scheduled", "running": "all Running",
               "status": "job status Running"}
-SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "mirror", "mirror_chaos")
+SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "mirror", "mirror_chaos")
 
 
 def _row(cells) -> str:
@@ -94,6 +94,27 @@ def recovery_table(data: dict) -> str:
     return _table(header, rows, "---: ---: ---: ---: ---: ---:")
 
 
+def node_loss_table(data: dict) -> str:
+    header = ["system", "trials", "kill → replacement gang median", "worst", "timed out"]
+    rows = []
+    for s, res in data["results"].items():
+        rows.append([LABELS.get(s, s), res["n"] if res else 0, f"{res['median']:.1f}" if res else "–",
+                     f"{res['worst']:.1f}" if res else "–", data["timed_out"][s]])
+    t, u = data["timings"], data["node_unknown_s"]
+    ratio = data.get("ratio_jobset_to_ours")
+    return (_table(header, rows, "--- ---: ---: ---: ---:")
+            + f"\n\nSeconds from the kill of the doomed nodes' kwok (all at once); "
+              f"{data['trials_per_side']} concurrent trials per side, {data['doomed_nodes']} doomed nodes. "
+              + (f"JobSet/ours (medians): **{ratio:.1f}×**. " if ratio else "")
+              + (f"Nodes seen Ready=Unknown after median {u['median']:.1f} s, worst {u['worst']:.1f} s; " if u else "")
+              + f"heartbeats after the kill: {data['heartbeats_after_kill']['node_status']} status, "
+                f"{data['heartbeats_after_kill']['lease']} lease. Timings ({data['timings_preset']}): "
+                f"node-monitor-grace-period {t['node_monitor_grace_period']}, node-monitor-period "
+                f"{t['node_monitor_period']}, default not-ready/unreachable tolerations "
+                f"{t['not_ready_toleration_seconds']} s, lease {t['node_lease_duration_seconds']} s; "
+                f"{data['machine']}. Command: `{data['command']}`.")
+
+
 def floor_table(data: dict) -> str:
     header = ["pod shape", "create body (bytes)", f"{data['nodes']} pods created (median, s)", "pods/s", "runs (s)"]
     rows = [[s, data["create_body_bytes"][s], f"{m:.2f}", f"{data['nodes'] / m:.0f}",
@@ -129,10 +150,11 @@ def mirror_chaos_table(data: dict) -> str:
 
 
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table,
-          "recovery_peers": recovery_peers_table, "recovery": recovery_table, "mirror": mirror_table,
+          "recovery_peers": recovery_peers_table, "recovery": recovery_table, "node_loss": node_loss_table,
+          "mirror": mirror_table,
           "mirror_chaos": mirror_chaos_table}
 FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
-        "recovery": "recovery", "mirror": "mirror", "mirror_chaos": "mirror_chaos"}
+        "recovery": "recovery", "node_loss": "node_loss", "mirror": "mirror", "mirror_chaos": "mirror_chaos"}
 
 
 def replace_section(text: str, name: str, body: str) -> str:

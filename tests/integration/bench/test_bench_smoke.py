@@ -68,6 +68,17 @@ def recovery_reports(bench_dir: Path) -> tuple[dict, dict]:
 
 
 @pytest.fixture(scope="module")
+def node_loss_report(bench_dir: Path) -> dict:
+    # Short timings (grace 20 s, tolerations 5 s) and 1 trial per side: this proves the bench works (a
+    # second kwok dies, the nodes go Unknown without a heartbeat, both sides make a new gang), not the
+    # figure, which is stock timings' (docs/benchmarks.md).
+    out = bench_dir / "node_loss.json"
+    run_bench("node_loss.py", "--trials", "1", "--timings", "short", "--timeout-jobset", "120", "--out", str(out),
+              timeout=300)
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
 def mirror_report(bench_dir: Path) -> dict:
     run_bench("mirror.py", "--scales", "0", "--small-files", "50", "--rounds", "1", "--dir", str(bench_dir))
     assert not (bench_dir / "cache").exists()   # the source trees are removed after the run
@@ -125,6 +136,22 @@ def test_recovery_benches_see_a_replacement_gang(recovery_reports: tuple[dict, d
     assert 0 < ours["failure_to_gang_s"]["median"] <= ours["failure_to_gang_s"]["p99"], ours
 
 
+def test_node_loss_bench_kills_kubelets_and_sees_both_gangs(node_loss_report: dict) -> None:
+    report = node_loss_report
+    assert report["heartbeats_after_kill"] == {"node_status": 0, "lease": 0}, report["heartbeats_after_kill"]
+    assert report["node_unknown_s"]["n"] == report["doomed_nodes"] == 2, report["node_unknown_s"]
+    # The nodes go Unknown no earlier than the grace period after the kill (20 s on short timings).
+    assert report["node_unknown_s"]["median"] >= 15, report["node_unknown_s"]
+    assert report["results"]["ours"]["n"] == 1 and report["results"]["ours"]["median"] > 0, report["results"]
+    assert report["results"]["jobset"] or report["timed_out"]["jobset"] == 1, report
+
+
+@pytest.mark.xfail(reason="JobSet made no replacement gang after a dead kwok node within 120 s (short) / 420 s "
+                          "(stock) in the first runs; cause not yet investigated", strict=False)
+def test_node_loss_bench_sees_jobsets_gang(node_loss_report: dict) -> None:
+    assert node_loss_report["results"]["jobset"]["n"] == 1, node_loss_report
+
+
 def test_mirror_bench_compares_with_cp_and_rsync(mirror_report: dict) -> None:
     report = mirror_report
     [tree] = report["trees"]
@@ -140,8 +167,8 @@ def test_mirror_chaos_bench_counts_runs_and_violations(mirror_chaos_report: dict
     assert report["runs"] == 2 and report["passes"] >= 2 and report["violations"] == 0, report
 
 
-@pytest.mark.usefixtures("startup_report", "floor_report", "load_report", "recovery_reports", "mirror_report",
-                         "mirror_chaos_report")
+@pytest.mark.usefixtures("startup_report", "floor_report", "load_report", "recovery_reports", "node_loss_report",
+                         "mirror_report", "mirror_chaos_report")
 def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -> None:
     """tools/bench/report.py on the smoke runs' JSON: every generated section of a copy of the docs."""
     docs = tmp_path / "docs"
@@ -149,7 +176,8 @@ def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -
     shutil.copy(REPO / "docs" / "benchmarks.md", docs / "benchmarks.md")
     run_bench("report.py", "--from", str(bench_dir), "--docs", str(docs))
     combined = json.loads((docs / "benchmarks.json").read_text())
-    assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "mirror", "mirror_chaos"}
+    assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "mirror",
+                            "mirror_chaos"}
     text = (docs / "benchmarks.md").read_text()
     assert text != (REPO / "docs" / "benchmarks.md").read_text()
     assert "| 4 | all pods created |" in text and "Kubeflow v1" in text
