@@ -136,20 +136,16 @@ def test_recovery_benches_see_a_replacement_gang(recovery_reports: tuple[dict, d
     assert 0 < ours["failure_to_gang_s"]["median"] <= ours["failure_to_gang_s"]["p99"], ours
 
 
-def test_node_loss_bench_kills_kubelets_and_sees_both_gangs(node_loss_report: dict) -> None:
+def test_node_loss_bench_kills_kubelets_and_measures_both_sides(node_loss_report: dict) -> None:
     report = node_loss_report
     assert report["heartbeats_after_kill"] == {"node_status": 0, "lease": 0}, report["heartbeats_after_kill"]
     assert report["node_unknown_s"]["n"] == report["doomed_nodes"] == 2, report["node_unknown_s"]
     # The nodes go Unknown no earlier than the grace period after the kill (20 s on short timings).
     assert report["node_unknown_s"]["median"] >= 15, report["node_unknown_s"]
     assert report["results"]["ours"]["n"] == 1 and report["results"]["ours"]["median"] > 0, report["results"]
+    # JobSet's side ran to a verdict: a gang, or none within the timeout (what every run so far saw: its
+    # pod stays Terminating on the dead node, docs/benchmarks.md).
     assert report["results"]["jobset"] or report["timed_out"]["jobset"] == 1, report
-
-
-@pytest.mark.xfail(reason="JobSet made no replacement gang after a dead kwok node within 120 s (short) / 420 s "
-                          "(stock) in the first runs; cause not yet investigated", strict=False)
-def test_node_loss_bench_sees_jobsets_gang(node_loss_report: dict) -> None:
-    assert node_loss_report["results"]["jobset"]["n"] == 1, node_loss_report
 
 
 def test_mirror_bench_compares_with_cp_and_rsync(mirror_report: dict) -> None:
