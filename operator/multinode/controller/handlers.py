@@ -102,7 +102,6 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         indices = Indices(jobs=job_index, pods=pod_index, services=service_index, nodes=node_index)
         r = holder["reconciler"] = Reconciler(kube, config, indices, own_metrics)
         own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue), lambda: list(r.figures.values()))
-        own_metrics.watch_progress(lambda: dict(r.progress))
         r.start()
 
     @kopf.on.login(registry=registry)

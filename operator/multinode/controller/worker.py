@@ -123,8 +123,6 @@ class Reconciler:
         self._tasks: list[asyncio.Task] = []
         # Reads the trainers' logs of jobs with spec.hangDetection; each sweep marks its job dirty.
         self.probe = ProgressProbe(kube, indices.jobs, indices.pods, self._attempt_of, self.queue.add)
-        # (step, straggler ranks) of each job with progress, for the metrics: (namespace, name) → values.
-        self.progress: dict[JobKey, tuple[int | None, int]] = {}
 
     def _attempt_of(self, raw: Mapping[str, Any]) -> int:
         """The job's current attempt: the status this operator wrote last, else the object's."""
@@ -149,7 +147,6 @@ class Reconciler:
         self._failures.pop(key, None)
         self.expected.pop(key, None)
         self.probe.forget(key)
-        self.progress.pop(key, None)
         if uid:
             self.written.pop(uid, None)
             self.phases.pop(uid, None)
@@ -311,12 +308,8 @@ class Reconciler:
             self.figures[job.metadata.uid or ""] = JobFigures(
                 namespace, name, g.productive_seconds,
                 {cause.value: g.lost.get(cause) for cause in LostCause},
-                status.progress.step if status.progress else None)
-        key = _key(job)
-        if status.progress is not None:
-            self.progress[key] = (status.progress.step, status.progress.straggler_count)
-        else:
-            self.progress.pop(key, None)
+                status.progress.step if status.progress else None,
+                status.progress.straggler_count if status.progress else None)
         if any(e.reason == Reason.RESTARTING for e in result.events) and status.restart_history:
             record = status.restart_history[-1]
             self.metrics.restarts.labels(reason=record.reason, counted=str(record.counted).lower()).inc()

@@ -20,13 +20,15 @@ LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 
 @dataclass(frozen=True)
 class JobFigures:
-    """One job's goodput and step, as its status last said (the operator's controller fills these)."""
+    """One job's goodput, step and stragglers, as its status last said (the operator's controller fills these)."""
 
     namespace: str
     job: str
     productive_seconds: int
     lost_seconds: Mapping[str, int] = field(default_factory=dict)  # by cause
     step: int | None = None
+    # Ranks reported as stragglers; None for a job without progress (no spec.hangDetection): no series.
+    stragglers: int | None = None
 
 
 class _StateCollector(Collector):
@@ -56,7 +58,12 @@ def _job_families(jobs: list[JobFigures]) -> Iterator[Metric]:
                                 labels=["namespace", "job", "kind", "cause"])
     step = GaugeMetricFamily("multinode_trainingjob_step", "Latest training step of a job "
                              "(status.progress.step).", labels=["namespace", "job"])
+    stragglers = GaugeMetricFamily("multinode_trainingjob_straggler_ranks", "Ranks reported as stragglers "
+                                   "(slower than hangDetection.stragglers.factor for forSeconds).",
+                                   labels=["namespace", "job"])
     for j in jobs:
+        if j.stragglers is not None:
+            stragglers.add_metric([j.namespace, j.job], j.stragglers)
         goodput.add_metric([j.namespace, j.job, "productive", ""], j.productive_seconds)
         for cause, seconds in sorted(j.lost_seconds.items()):
             goodput.add_metric([j.namespace, j.job, "lost", cause], seconds)
@@ -64,22 +71,7 @@ def _job_families(jobs: list[JobFigures]) -> Iterator[Metric]:
             step.add_metric([j.namespace, j.job], j.step)
     yield goodput
     yield step
-
-
-class _ProgressCollector(Collector):
-    """Per job with spec.hangDetection: its step and its straggler ranks (status.progress)."""
-
-    def __init__(self, progress: Callable[[], Mapping[tuple[str, str], tuple[int | None, int]]]):
-        self._progress = progress
-
-    def collect(self):
-        # The step itself is multinode_trainingjob_step, from the status (_job_families).
-        stragglers = GaugeMetricFamily("multinode_trainingjob_straggler_ranks", "Ranks reported as stragglers "
-                                       "(slower than hangDetection.stragglers.factor for forSeconds).",
-                                       labels=["namespace", "job"])
-        for (namespace, job), (_current, slow) in sorted(self._progress().items()):
-            stragglers.add_metric([namespace, job], slow)
-        yield stragglers
+    yield stragglers
 
 
 class OperatorMetrics:
@@ -105,5 +97,3 @@ class OperatorMetrics:
                     jobs: Callable[[], Iterable[JobFigures]] = lambda: ()) -> None:
         self.registry.register(_StateCollector(phases, queue_depth, jobs))
 
-    def watch_progress(self, progress: Callable[[], Mapping[tuple[str, str], tuple[int | None, int]]]) -> None:
-        self.registry.register(_ProgressCollector(progress))

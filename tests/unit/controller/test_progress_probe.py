@@ -8,7 +8,7 @@ import asyncio
 from multinode.api.constants import PROGRESS_MARKER
 from multinode.controller.kube import ApiError
 from multinode.controller.progress_probe import ProgressProbe, poll_period
-from multinode.metrics.operator import OperatorMetrics
+from multinode.metrics.operator import JobFigures, OperatorMetrics
 from tests.unit.reconcile.planning import pod
 
 KEY = ("ml", "llama")
@@ -90,8 +90,10 @@ def test_an_unreadable_log_leaves_its_rank_out_and_jobs_without_hang_detection_a
 def test_the_metrics_show_each_jobs_stragglers() -> None:
     # The step is multinode_trainingjob_step, copied from the status (tests/unit/metrics/test_operator.py).
     metrics = OperatorMetrics()
-    metrics.watch_progress(lambda: {("ml", "llama"): (1200, 1), ("ml", "plain"): (None, 0)})
+    figures = [JobFigures("ml", "llama", 0, step=1200, stragglers=1), JobFigures("ml", "plain", 0, stragglers=0),
+               JobFigures("ml", "unwatched", 0)]
+    metrics.watch_state(dict, lambda: 0, lambda: figures)
     samples = {(f.name, s.labels["job"]): s.value for f in metrics.registry.collect()
-               if f.name.startswith("multinode_trainingjob_") for s in f.samples}
+               if f.name == "multinode_trainingjob_straggler_ranks" for s in f.samples}
     assert samples == {("multinode_trainingjob_straggler_ranks", "llama"): 1.0,
                        ("multinode_trainingjob_straggler_ranks", "plain"): 0.0}
