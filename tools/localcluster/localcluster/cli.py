@@ -24,6 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes-per-block", type=int, default=4, help="nodes per topology block label")
     up.add_argument("--real-nodes", type=int, default=0,
                     help="real kubelet + containerd nodes beside the kwok nodes (needs root)")
+    up.add_argument("--no-gang-scheduling", action="store_true",
+                    help="do not serve scheduling.k8s.io/v1alpha2 (Workload, PodGroup) nor enable its feature gates")
     up.add_argument("--reuse", action="store_true", help="keep a running cluster of this name instead of restarting")
     for name in ("down", "status"):
         sub.add_parser(name).add_argument("--name", default="default")
@@ -56,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         pool = NodePoolConfig(count=args.nodes, gpus_per_node=args.gpus_per_node, gpu_product=args.gpu_product,
                               rdma_resource_name=args.rdma_resource, rdma_per_node=args.rdma_per_node,
                               nodes_per_block=args.nodes_per_block)
-        cluster = LocalCluster(ClusterConfig(name=args.name, nodes=pool, real_nodes=args.real_nodes))
+        cluster = LocalCluster(ClusterConfig(name=args.name, nodes=pool, real_nodes=args.real_nodes,
+                                               gang_scheduling=not args.no_gang_scheduling))
         if args.reuse and cluster.is_running():
             print(f"cluster {args.name!r} already running", file=sys.stderr)
         else:
