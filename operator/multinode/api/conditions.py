@@ -19,6 +19,8 @@ class ConditionType(StrEnum):
     IMAGE_CONSISTENT = "ImageConsistent"
     # False while training has ended and the mirror's final sync runs; True once it is done.
     CHECKPOINTS_SYNCED = "CheckpointsSynced"
+    # Whether the attempt's pods were placed together (status.scheduling says by which mechanism).
+    GANG_SCHEDULED = "GangScheduled"
 
 
 class Reason(StrEnum):
@@ -29,6 +31,12 @@ class Reason(StrEnum):
     NO_TOPOLOGY_DOMAIN = "NoTopologyDomain"
     UNSCHEDULABLE = "Unschedulable"
     WAITING_FOR_SCHEDULING = "WaitingForScheduling"
+    # Gang scheduling: the native PodGroup does not fit; all pods bound together; without the API, pods
+    # unschedulable (no partial gang kept for long); a partial gang released to free what it held.
+    GANG_UNSCHEDULABLE = "GangUnschedulable"
+    GANG_PLACED = "GangPlaced"
+    WAITING_FOR_CAPACITY = "WaitingForCapacity"
+    PARTIAL_GANG_RELEASED = "PartialGangReleased"
     # Starting: why the pods are not all running
     IMAGE_PULL_FAILING = "ImagePullFailing"
     CRASH_LOOPING = "CrashLooping"

@@ -32,6 +32,32 @@ class Phase(StrEnum):
     FAILED = "Failed"
 
 
+class GangMode(StrEnum):
+    """How the current attempt's pods are gang-scheduled."""
+
+    # The native scheduling.k8s.io PodGroup (Kubernetes 1.36 alpha): the scheduler binds all or none.
+    POD_GROUP = "PodGroup"
+    # spec.podGroup: labels for an out-of-tree gang scheduler (coscheduling, Volcano), which gangs them.
+    EXTERNAL = "External"
+    # The apiserver does not serve PodGroups: pods are bound one by one; the operator releases a partial
+    # gang after spec.scheduling.partialGangTimeoutSeconds.
+    NONE = "None"
+
+
+class SchedulingStatus(ApiModel):
+    """How the current attempt is scheduled as a gang."""
+
+    gang: GangMode = Field(description="PodGroup (native gang scheduling), External (spec.podGroup: an "
+                                       "out-of-tree gang scheduler) or None (the apiserver serves no PodGroup; "
+                                       "partial gangs are released after a timeout).")
+    pod_group: str | None = Field(None, max_length=253, description="The attempt's PodGroup (gang PodGroup).")
+    partial_since: str | None = Field(None, description="Gang None: since when some pods are bound and others "
+                                                        "unschedulable.", json_schema_extra=_DATE_TIME)
+    releases: int = Field(0, ge=0, description="Partial gangs released so far (not restarts).")
+    next_try_time: str | None = Field(None, description="After a release: when the next attempt's pods are "
+                                                        "created.", json_schema_extra=_DATE_TIME)
+
+
 class ConditionType(StrEnum):
     """Condition types the operator sets."""
 
@@ -52,7 +78,8 @@ class Condition(ApiModel):
             r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
             r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
         ),
-        description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent or CheckpointsSynced.",
+        description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced "
+                    "or GangScheduled.",
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(
@@ -100,7 +127,8 @@ class TrainingJobStatus(ApiModel):
     phase: Phase | None = Field(None, description="Coarse phase, shown by kubectl get.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced), one per type.",
+        description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced, "
+                    "GangScheduled), one per type.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
@@ -145,3 +173,4 @@ class TrainingJobStatus(ApiModel):
                                                                         "later pods use it.")
     topology_domain: str | None = Field(None, max_length=63, description="Value of topology.sameDomainLabel "
                                                                          "the current attempt runs in.")
+    scheduling: SchedulingStatus | None = Field(None, description="How the current attempt is gang-scheduled.")

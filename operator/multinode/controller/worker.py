@@ -59,6 +59,7 @@ class Indices:
     pods: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPod; mirror_key → mirror
     services: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → Service name
     nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode
+    pod_groups: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPodGroup
 
 
 def _dump(status: TrainingJobStatus) -> dict:
@@ -111,8 +112,10 @@ def _exists(error: BaseException) -> bool:
 
 class Reconciler:
     def __init__(self, kube: KubeApi, settings: OperatorSettings, indices: Indices,
-                 metrics: OperatorMetrics | None = None):
+                 metrics: OperatorMetrics | None = None, *, gang_api: bool = False):
         self.kube = kube
+        # Whether the apiserver serves native PodGroups (handlers.py asks discovery once, at start).
+        self.gang_api = gang_api
         self.settings = settings
         self.metrics = metrics or OperatorMetrics()
         self.queue = WorkQueue()
@@ -209,7 +212,8 @@ class Reconciler:
                             mirror=_single(self.indices.pods.get(mirror_key(*key))),
                             resume_source_latest=self._resume_source_latest(job),
                             nodes=tuple(self.indices.nodes.get(None) or ()) if job.spec.topology else (),
-                            unreachable_nodes=self._unreachable_nodes(pods))
+                            unreachable_nodes=self._unreachable_nodes(pods),
+                            gang_api=self.gang_api, pod_groups=tuple(self.indices.pod_groups.get(key) or ()))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
@@ -225,7 +229,9 @@ class Reconciler:
         await asyncio.gather(*(self.kube.delete_pod(job.metadata.namespace, name)
                                for name in result.pods_to_delete),
                              *(self.kube.delete_pod(job.metadata.namespace, name, force=True)
-                               for name in result.pods_to_force_delete))
+                               for name in result.pods_to_force_delete),
+                             *(self.kube.delete_pod_group(job.metadata.namespace, name)
+                               for name in result.pod_groups_to_delete))
         await self._write_status(job, previous or job.status, result)
         if result.delete_job:
             await self.kube.delete_job(job.metadata.namespace, job.metadata.name)
@@ -254,7 +260,7 @@ class Reconciler:
     async def _apply_creates(self, job: TrainingJob, result: Plan, indexed: set[str]) -> None:
         namespace = job.metadata.namespace
         for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
-            # In order: the Service, the mirror's identity, then the mirror.
+            # In order: the Service, the mirror's identity, the mirror, then the attempt's PodGroup (before its pods).
             try:
                 await self.kube.create(namespace, obj)
             except ApiError as e:

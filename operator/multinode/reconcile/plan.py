@@ -17,12 +17,16 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
+from multinode.api.conditions import Reason
 from multinode.api.lifecycle import CleanPodPolicy
+from multinode.api.status import GangMode
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import lifecycle
 from multinode.reconcile.checkpointing import mirror_needs, resume_path
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
+from multinode.reconcile.gang import ObservedPodGroup, choose_gang, gang_verdict, plan_pod_groups
+from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.image_consistency import check_digests, pinned_image
 from multinode.reconcile.node_loss import evicted_failure, force_delete_stranded
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
@@ -48,6 +52,9 @@ class Observed:
     nodes: tuple[ObservedNode, ...] = ()
     # Nodes that host a terminating pod of the job and are not Ready or are gone (node_loss.py).
     unreachable_nodes: frozenset[str] = frozenset()
+    # Whether the apiserver serves native PodGroups (asked once at start), and this job's PodGroups.
+    gang_api: bool = False
+    pod_groups: tuple[ObservedPodGroup, ...] = ()
 
 
 def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | None, now: datetime,
@@ -63,6 +70,7 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     mirror = observed.mirror
 
     if status.phase in TERMINAL_PHASES:
+        plan_pod_groups(job, status, observed.pod_groups, result, creating=False)
         return lifecycle.clean_up_finished(job, status, list(observed.pods), mirror, result, now)
 
     if not observed.service_exists:
@@ -95,8 +103,12 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     if status.phase == Phase.RESTARTING and not ready_for_next_attempt(job, status, older, result, now):
         fill_node_statuses(status, current, job.spec.num_nodes)
         return result
+    waiting = wait_before_retry(job, status, older, result, now)
+    if waiting is not None:
+        return _report(job, status, before, current, waiting, result, now)
 
     blocked = _create_missing(job, status, before, current, observed, result, now, settings)
+    plan_pod_groups(job, status, observed.pod_groups, result, creating=bool(result.pods_to_create))
     failure = _attempt_failure(job, status, before, current, now, result)
     if failure is not None:
         failed = apply_failure_policy(job, status, failure, current, result, now)
@@ -109,6 +121,16 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
         verdict = blocked
     if verdict.phase in TERMINAL_PHASES:
         return _finish(job, status, before, current, verdict, result, now, mirror)
+    verdict = gang_verdict(job, status, current, observed.pod_groups, verdict, now)
+    if verdict.phase == Phase.PENDING:
+        verdict = release_partial_gang(job, status, current, result, now) or verdict
+        if verdict.reason == Reason.PARTIAL_GANG_RELEASED:  # a new attempt: the released pods are not its own
+            current = {}
+    return _report(job, status, before, current, verdict, result, now)
+
+
+def _report(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
+            verdict: Verdict, result: Plan, now: datetime) -> Plan:
     fill_node_statuses(status, current, job.spec.num_nodes)
     set_conditions(status, verdict, created=len(current), num_nodes=job.spec.num_nodes, now=now,
                    generation=job.metadata.generation)
@@ -126,13 +148,15 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     node_selector, blocked = attempt_node_selector(job, status, observed.nodes)
     if blocked is not None:
         return blocked
+    status.scheduling = choose_gang(job, status, current, observed.gang_api)
+    group = status.scheduling.pod_group if status.scheduling.gang == GangMode.POD_GROUP else None
     resume = resume_path(job, status, list(current.values()), observed.resume_source_latest)
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
     result.pods_to_create = [
         render_node_pod(job, i, status.attempt, settings, restarts=status.restarts, resume_from=resume,
-                        image=image, node_selector=node_selector)
+                        image=image, node_selector=node_selector, pod_group=group)
         for i in missing
     ]
     return None

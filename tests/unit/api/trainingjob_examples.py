@@ -129,6 +129,7 @@ def full_trainingjob() -> dict[str, Any]:
             "imageConsistency": {"pinDigest": True, "onMismatch": "FailAttempt"},
             "topology": {"sameDomainLabel": "network.topology.nvidia.com/block"},
             "podGroup": {"minMember": 4},
+            "scheduling": {"partialGangTimeoutSeconds": 300},
         },
         "status": {
             "observedGeneration": 1,
@@ -208,6 +209,8 @@ def full_trainingjob() -> dict[str, Any]:
             "attemptStartTime": "2025-01-02T03:40:06Z",
             "imageDigest": "registry.example.com/train@sha256:" + "ab" * 32,
             "topologyDomain": "block-7",
+            "scheduling": {"gang": "None", "podGroup": "llama-a2", "partialSince": "2025-01-01T00:10:00Z",
+                           "releases": 1, "nextTryTime": "2025-01-01T00:11:00Z"},
         },
     }
 
