@@ -122,10 +122,9 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     if verdict.phase in TERMINAL_PHASES:
         return _finish(job, status, before, current, verdict, result, now, mirror)
     verdict = gang_verdict(job, status, current, observed.pod_groups, verdict, now)
-    if verdict.phase == Phase.PENDING:
-        verdict = release_partial_gang(job, status, current, result, now) or verdict
-        if verdict.reason == Reason.PARTIAL_GANG_RELEASED:  # a new attempt: the released pods are not its own
-            current = {}
+    verdict = release_partial_gang(job, status, current, result, now) or verdict
+    if verdict.reason == Reason.PARTIAL_GANG_RELEASED:  # a new attempt: the released pods are not its own
+        current = {}
     return _report(job, status, before, current, verdict, result, now)
 
 
