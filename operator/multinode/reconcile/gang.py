@@ -42,6 +42,9 @@ class ObservedPodGroup:
     reason: str | None = None
     message: str | None = None
     terminating: bool = False
+    # spec.schedulingConstraints.topology keys as the apiserver stored them: it drops the constraint when
+    # TopologyAwareWorkloadScheduling is off, and discovery cannot tell, so the stored group is the answer.
+    topology_keys: tuple[str, ...] = ()
 
 
 def observe_pod_group(body: Mapping[str, Any]) -> ObservedPodGroup | None:
@@ -53,9 +56,11 @@ def observe_pod_group(body: Mapping[str, Any]) -> ObservedPodGroup | None:
         return None
     conditions = (body.get("status") or {}).get("conditions") or []
     scheduled = next((c for c in conditions if c.get("type") == "PodGroupScheduled"), {})
+    constraints = ((body.get("spec") or {}).get("schedulingConstraints") or {}).get("topology") or []
     return ObservedPodGroup(name=meta.get("name", ""), job_name=job, attempt=int(attempt),
                             scheduled=scheduled.get("status"), reason=scheduled.get("reason"),
-                            message=scheduled.get("message"), terminating=meta.get("deletionTimestamp") is not None)
+                            message=scheduled.get("message"), terminating=meta.get("deletionTimestamp") is not None,
+                            topology_keys=tuple(c.get("key", "") for c in constraints))
 
 
 def choose_gang(job: TrainingJob, status: TrainingJobStatus, current: Mapping[int, ObservedPod],
@@ -80,17 +85,41 @@ def choose_gang(job: TrainingJob, status: TrainingJobStatus, current: Mapping[in
     return SchedulingStatus(gang=mode, pod_group=group, releases=releases, next_try_time=next_try)
 
 
-def plan_pod_groups(job: TrainingJob, status: TrainingJobStatus, groups: Iterable[ObservedPodGroup],
-                    result: Plan, *, creating: bool) -> None:
-    """Create the attempt's PodGroup (before its pods) when it is not there; delete earlier attempts' groups
-    (the protection finalizer keeps each until its pods are gone)."""
-    groups = list(groups)
+def delete_old_pod_groups(status: TrainingJobStatus, groups: Iterable[ObservedPodGroup], result: Plan) -> None:
+    """Earlier attempts' groups go (the protection finalizer keeps each until its pods are gone)."""
     result.pod_groups_to_delete.extend(sorted(g.name for g in groups if g.attempt < status.attempt and not g.terminating))
+
+
+def ensure_pod_group(job: TrainingJob, status: TrainingJobStatus, groups: Iterable[ObservedPodGroup],
+                     result: Plan) -> ObservedPodGroup | None:
+    """The attempt's PodGroup as observed; created (before its pods) when it is not there."""
     scheduling = status.scheduling
-    if not creating or scheduling is None or scheduling.gang != GangMode.POD_GROUP:
-        return
-    if not any(g.name == scheduling.pod_group and not g.terminating for g in groups):
+    if scheduling is None or scheduling.gang != GangMode.POD_GROUP:
+        return None
+    found = next((g for g in groups if g.name == scheduling.pod_group and not g.terminating), None)
+    if found is None:
         result.objects_to_create.append(render_pod_group(job, status.attempt))
+    return found
+
+
+def scheduler_places_domain(job: TrainingJob, status: TrainingJobStatus, group: ObservedPodGroup | None) -> bool | None:
+    """With spec.topology and a native gang, the PodGroup's topology constraint lets the scheduler pick the
+    domain with room for the whole gang (the operator counts only node capacity). True: it does (no node
+    selector); False: the apiserver dropped the constraint, the operator's domain applies; None: the group
+    is not observed yet, so the pods wait for it (they would wait at the scheduler anyway)."""
+    if job.spec.topology is None or status.scheduling is None or status.scheduling.gang != GangMode.POD_GROUP:
+        return False
+    if group is None:
+        return None
+    return job.spec.topology.same_domain_label in group.topology_keys
+
+
+def placed_domain(job: TrainingJob, current: Mapping[int, ObservedPod], labels: Mapping[str, Mapping[str, str]]) -> str | None:
+    """The domain the scheduler put a fully bound gang in (status.topologyDomain), from its nodes' labels."""
+    if job.spec.topology is None or len(current) < job.spec.num_nodes or any(p.node is None for p in current.values()):
+        return None
+    domains = {labels.get(p.node or "", {}).get(job.spec.topology.same_domain_label) for p in current.values()}
+    return domains.pop() if len(domains) == 1 else None
 
 
 def _pods_message(pods: list[ObservedPod]) -> str:

@@ -25,7 +25,8 @@ from multinode.reconcile import lifecycle
 from multinode.reconcile.checkpointing import mirror_needs, resume_path
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
-from multinode.reconcile.gang import ObservedPodGroup, choose_gang, gang_verdict, plan_pod_groups
+from multinode.reconcile.gang import (ObservedPodGroup, choose_gang, delete_old_pod_groups, ensure_pod_group,
+                                      gang_verdict, placed_domain, scheduler_places_domain)
 from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.image_consistency import check_digests, pinned_image
 from multinode.reconcile.node_loss import evicted_failure, force_delete_stranded
@@ -70,7 +71,7 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     mirror = observed.mirror
 
     if status.phase in TERMINAL_PHASES:
-        plan_pod_groups(job, status, observed.pod_groups, result, creating=False)
+        delete_old_pod_groups(status, observed.pod_groups, result)
         return lifecycle.clean_up_finished(job, status, list(observed.pods), mirror, result, now)
 
     if not observed.service_exists:
@@ -108,7 +109,7 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
         return _report(job, status, before, current, waiting, result, now)
 
     blocked = _create_missing(job, status, before, current, observed, result, now, settings)
-    plan_pod_groups(job, status, observed.pod_groups, result, creating=bool(result.pods_to_create))
+    delete_old_pod_groups(status, observed.pod_groups, result)
     failure = _attempt_failure(job, status, before, current, now, result)
     if failure is not None:
         failed = apply_failure_policy(job, status, failure, current, result, now)
@@ -122,6 +123,8 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     if verdict.phase in TERMINAL_PHASES:
         return _finish(job, status, before, current, verdict, result, now, mirror)
     verdict = gang_verdict(job, status, current, observed.pod_groups, verdict, now)
+    status.topology_domain = status.topology_domain or placed_domain(
+        job, current, {n.name: n.labels for n in observed.nodes})
     verdict = release_partial_gang(job, status, current, result, now) or verdict
     if verdict.reason == Reason.PARTIAL_GANG_RELEASED:  # a new attempt: the released pods are not its own
         current = {}
@@ -144,11 +147,14 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
     if not missing or lost_indices(job.metadata.name, job.spec.num_nodes, before, current, status.attempt):
         return None
-    node_selector, blocked = attempt_node_selector(job, status, observed.nodes)
-    if blocked is not None:
-        return blocked
     status.scheduling = choose_gang(job, status, current, observed.gang_api)
     group = status.scheduling.pod_group if status.scheduling.gang == GangMode.POD_GROUP else None
+    handed = scheduler_places_domain(job, status, ensure_pod_group(job, status, observed.pod_groups, result))
+    if handed is None:  # the group's watch event brings the next pass, which creates the pods
+        return Verdict(Phase.PENDING, Reason.CREATING_PODS, f"creating PodGroup {group} before the pods")
+    node_selector, blocked = (None, None) if handed else attempt_node_selector(job, status, observed.nodes)
+    if blocked is not None:
+        return blocked
     resume = resume_path(job, status, list(current.values()), observed.resume_source_latest)
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)

@@ -27,8 +27,13 @@ def pod_group_name(job_name: str, attempt: int) -> str:
 
 def render_pod_group(job: TrainingJob, attempt: int) -> dict[str, Any]:
     """The attempt's PodGroup: gang policy with minCount numNodes, so the scheduler binds every node's pod or
-    none of them."""
+    none of them; with spec.topology, all in one domain of its label."""
     identity = job_identity(job)
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.spec.num_nodes}}}
+    if job.spec.topology is not None:
+        # All members in one domain of the label (TopologyAwareWorkloadScheduling; the apiserver drops it
+        # when that gate is off, which the operator reads back from the stored group: reconcile/gang.py).
+        spec["schedulingConstraints"] = {"topology": [{"key": job.spec.topology.same_domain_label}]}
     return {
         "apiVersion": f"{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}",
         "kind": POD_GROUP_KIND,
@@ -38,5 +43,5 @@ def render_pod_group(job: TrainingJob, attempt: int) -> dict[str, Any]:
             "labels": {**common_labels(identity.name), LABEL_ATTEMPT: str(attempt)},
             "ownerReferences": [owner_reference(job)],
         },
-        "spec": {"schedulingPolicy": {"gang": {"minCount": job.spec.num_nodes}}},
+        "spec": spec,
     }

@@ -125,3 +125,37 @@ def test_observe_pod_group_reads_labels_and_the_scheduled_condition() -> None:
     assert observe_pod_group(body) == ObservedPodGroup(name="llama-a3", job_name="llama", attempt=3, scheduled="False",
                                                        reason="Unschedulable", message="no")
     assert observe_pod_group({"metadata": {"name": "other", "labels": {}}}) is None
+
+
+def test_topology_becomes_the_group_s_constraint_and_the_scheduler_picks_the_domain() -> None:
+    from tests.unit.reconcile.test_placement import nodes
+
+    job = stored_job(2, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
+    cluster = nodes({"block-0": 3, "block-1": 2})
+    first = run(job, [], gang_api=True, nodes=cluster)
+    [pod_group] = first.objects_to_create
+    assert pod_group["spec"]["schedulingConstraints"] == {"topology": [{"key": "block"}]}
+    # The pods wait for the stored group, which says whether the apiserver kept the constraint.
+    assert first.pods_to_create == [] and condition(first.status, "Running").reason == "CreatingPods"
+
+    kept = run(job, [], previous=first.status, gang_api=True, nodes=cluster,
+               pod_groups=(group(topology_keys=("block",)),))
+    assert kept.objects_to_create == [] and len(kept.pods_to_create) == 2
+    assert not any("block" in p["spec"].get("nodeSelector", {}) for p in kept.pods_to_create)
+    assert kept.status.topology_domain is None
+
+    bound = [pod(0, node="block-1-0"), pod(1, node="block-1-1")]
+    placed = run(job, bound, previous=kept.status, gang_api=True, nodes=cluster,
+                 pod_groups=(group(scheduled="True", topology_keys=("block",)),))
+    assert placed.status.topology_domain == "block-1"
+
+
+def test_a_constraint_the_apiserver_dropped_leaves_the_domain_to_the_operator() -> None:
+    from tests.unit.reconcile.test_placement import nodes
+
+    job = stored_job(2, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
+    cluster = nodes({"block-0": 3, "block-1": 2})
+    first = run(job, [], gang_api=True, nodes=cluster)
+    dropped = run(job, [], previous=first.status, gang_api=True, nodes=cluster, pod_groups=(group(),))
+    assert {p["spec"]["nodeSelector"]["block"] for p in dropped.pods_to_create} == {"block-0"}
+    assert dropped.status.topology_domain == "block-0"
