@@ -15,8 +15,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client, watch
@@ -40,16 +41,16 @@ def custom(api: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api)
 
 
-def make_pool(cluster: LocalCluster, count: int) -> NodePoolConfig:
+def make_pool(cluster: LocalCluster, count: int, **config: Any) -> NodePoolConfig:
     """`count` fake GPU nodes of a pool of their own, Ready."""
-    pool = NodePoolConfig(count=count, name_prefix=f"gang-{uuid.uuid4().hex[:6]}")
+    pool = NodePoolConfig(count=count, name_prefix=f"gang-{uuid.uuid4().hex[:6]}", **config)
     grow_pool(cluster, pool, 0, count)
     return pool
 
 
 def grow_pool(cluster: LocalCluster, pool: NodePoolConfig, start: int, count: int) -> None:
     core = client.CoreV1Api(cluster.api_client())
-    names = cluster.create_nodes(NodePoolConfig(count=count, name_prefix=pool.name_prefix), start_index=start)
+    names = cluster.create_nodes(replace(pool, count=count), start_index=start)
     wait_for(lambda: all(_ready(core, n) for n in names), timeout=60, what=f"nodes {names} Ready")
 
 
@@ -212,6 +213,35 @@ def test_a_job_bigger_than_the_cluster_holds_no_gpu_and_runs_when_nodes_are_adde
         pods = jobs.job_pods(core, ns, "big")
         assert sorted(p.spec.node_name for p in pods) == [f"{pool.name_prefix}-{i}" for i in range(4)]
         assert jobs.condition(jobs.get_job(custom, ns, "big"), "GangScheduled")["reason"] == "GangPlaced"
+    finally:
+        drop_pool(local_cluster, pool)
+
+
+def test_topology_is_the_group_s_constraint_so_the_gang_goes_where_it_all_fits(
+    local_cluster: LocalCluster, core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str,
+    job_namespace: str,
+) -> None:
+    ns = job_namespace
+    # Two blocks of 4 nodes under a label only this pool has; one node of block-0 is taken.
+    label = "gang.localcluster.multinode.dev/block"
+    pool = make_pool(local_cluster, 8, nodes_per_block=4, block_label=label)
+    try:
+        blocker = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "blocker"}, "spec": {
+            "restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": f"{pool.name_prefix}-0"},
+            "containers": [{"name": "c", "image": "example.invalid/x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+        core.create_namespaced_pod(ns, blocker)
+        wait_for(lambda: core.read_namespaced_pod("blocker", ns).spec.node_name, timeout=30, what="blocker bound")
+
+        # Counting node capacity alone, both blocks look alike and block-0 would win the tie; the scheduler
+        # sees that only block-1 has room for all four.
+        jobs.apply(kubeconfig, ns, pool_job("topo", 4, pool, topology={"sameDomainLabel": label}))
+        job = jobs.wait_phase(custom, ns, "topo", "Running", timeout=60)
+        assert job["status"]["topologyDomain"] == "block-1"
+        assert sorted(p.spec.node_name for p in jobs.job_pods(core, ns, "topo")) == \
+            [f"{pool.name_prefix}-{i}" for i in range(4, 8)]
+        group = custom.get_namespaced_custom_object(*POD_GROUPS[:2], ns, POD_GROUPS[2], "topo-a0")
+        assert group["spec"]["schedulingConstraints"] == {"topology": [{"key": label}]}
+        assert not any(label in (p.spec.node_selector or {}) for p in jobs.job_pods(core, ns, "topo"))
     finally:
         drop_pool(local_cluster, pool)
 
