@@ -29,7 +29,13 @@ def render_pod_group(job: TrainingJob, attempt: int) -> dict[str, Any]:
     """The attempt's PodGroup: gang policy with minCount numNodes, so the scheduler binds every node's pod or
     none of them; with spec.topology, all in one domain of its label."""
     identity = job_identity(job)
-    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.spec.num_nodes}}}
+    # Preempted as a whole (disruptionMode PodGroup): one pod of a gang taken is the whole gang restarted, so
+    # the scheduler should weigh the whole gang as one victim. Both this and the priority need
+    # WorkloadAwarePreemption; without it the apiserver drops them and the pods' own priority applies.
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.spec.num_nodes}},
+                            "disruptionMode": "PodGroup"}
+    if job.spec.pod_template.priority_class_name:
+        spec["priorityClassName"] = job.spec.pod_template.priority_class_name
     if job.spec.topology is not None:
         # All members in one domain of the label (TopologyAwareWorkloadScheduling; the apiserver drops it
         # when that gate is off, which the operator reads back from the stored group: reconcile/gang.py).

@@ -184,6 +184,7 @@ def test_two_jobs_that_do_not_both_fit_run_one_after_the_other_never_half_placed
     for name in ("first", "second"):
         group = custom.get_namespaced_custom_object(*POD_GROUPS[:2], ns, POD_GROUPS[2], f"{name}-a0")
         assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 6}}
+        assert group["spec"]["disruptionMode"] == "PodGroup"
         [owner] = group["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"], owner["controller"]) == ("TrainingJob", name, True)
         assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in raw_pods(kubeconfig, ns, name)} == {f"{name}-a0"}

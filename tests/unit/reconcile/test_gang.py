@@ -25,7 +25,7 @@ def test_a_new_job_gets_a_pod_group_per_attempt_created_before_its_pods_which_jo
     [pod_group] = result.objects_to_create
     assert pod_group["kind"] == "PodGroup" and pod_group["apiVersion"] == "scheduling.k8s.io/v1alpha2"
     assert pod_group["metadata"]["name"] == "llama-a0"
-    assert pod_group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}}
+    assert pod_group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
     assert pod_group["metadata"]["ownerReferences"][0]["uid"] == "uid-123"
     assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in result.pods_to_create} == {"llama-a0"}
     assert result.status.scheduling is not None

@@ -17,7 +17,7 @@ def test_the_pod_group_is_a_gang_of_num_nodes_owned_by_the_job_and_labelled_with
     [owner] = group["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("TrainingJob", "llama", "uid-123", True)
     # Only what the API (k8s.io/api v0.36 PodGroupSpec) needs: no template reference, no constraints.
-    assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 5}}}
+    assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 5}}, "disruptionMode": "PodGroup"}
 
 
 def test_a_pod_joins_its_group_only_when_told() -> None:
@@ -29,3 +29,10 @@ def test_a_pod_joins_its_group_only_when_told() -> None:
 def test_a_negative_attempt_names_no_group() -> None:
     with pytest.raises(ValueError):
         pod_group_name("llama", -1)
+
+
+def test_the_pods_priority_class_is_the_group_s_and_topology_its_constraint() -> None:
+    job = stored_job(2, podTemplate={"priorityClassName": "training-high"}, topology={"sameDomainLabel": "block"})
+    spec = render_pod_group(job, attempt=0)["spec"]
+    assert spec["priorityClassName"] == "training-high"
+    assert spec["schedulingConstraints"] == {"topology": [{"key": "block"}]}
