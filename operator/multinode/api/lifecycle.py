@@ -111,7 +111,9 @@ class Topology(ApiModel):
         min_length=1, max_length=MAX_NAME_LENGTH, pattern=QUALIFIED_NAME_PATTERN,
         description="Node label whose value is the domain, e.g. network.topology.nvidia.com/block or "
                     "topology.kubernetes.io/zone. The domain is chosen when an attempt starts (the one with "
-                    "the most matching Ready nodes) and set as a node selector; no pod affinity is used.")
+                    "the most matching Ready nodes) and set as a node selector; no pod affinity is used. With the "
+                    "native gang (status.scheduling.gang PodGroup) it is the PodGroup's topology constraint "
+                    "instead, and the scheduler picks the domain.")
 
 
 class PodGroup(ApiModel):
