@@ -26,6 +26,7 @@ from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Plan, Verdict
 from multinode.render import pod_group_name, render_pod_group
+from multinode.render.names import job_identity
 
 # The scheduler's words on a pod that waits only for the rest of its gang: true of every member but one,
 # so the job's message quotes another pod's (the one that says which resource is short) when there is one.
@@ -55,7 +56,7 @@ def observe_pod_group(body: Mapping[str, Any]) -> ObservedPodGroup | None:
     if job is None or attempt is None or not attempt.isdigit():
         return None
     conditions = (body.get("status") or {}).get("conditions") or []
-    scheduled = next((c for c in conditions if c.get("type") == "PodGroupScheduled"), {})
+    scheduled: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "PodGroupScheduled"), {})
     constraints = ((body.get("spec") or {}).get("schedulingConstraints") or {}).get("topology") or []
     return ObservedPodGroup(name=meta.get("name", ""), job_name=job, attempt=int(attempt),
                             scheduled=scheduled.get("status"), reason=scheduled.get("reason"),
@@ -81,8 +82,8 @@ def choose_gang(job: TrainingJob, status: TrainingJobStatus, current: Mapping[in
         mode = GangMode.POD_GROUP
     else:
         mode = GangMode.NONE
-    group = pod_group_name(job.metadata.name, status.attempt) if mode == GangMode.POD_GROUP else None
-    return SchedulingStatus(gang=mode, pod_group=group, releases=releases, next_try_time=next_try)
+    group = pod_group_name(job_identity(job).name, status.attempt) if mode == GangMode.POD_GROUP else None
+    return SchedulingStatus(gang=mode, pod_group=group, partial_since=None, releases=releases, next_try_time=next_try)
 
 
 def delete_old_pod_groups(status: TrainingJobStatus, groups: Iterable[ObservedPodGroup], result: Plan) -> None:
