@@ -230,6 +230,8 @@ def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
     op = run_operator_as_chart(release, core, tmp_path, "operator-cluster")
     try:
         first = checkpointed_job(release, core, custom, tmp_path)
+        # Ganged by a native PodGroup the chart's identity created (and watched).
+        assert first["status"]["scheduling"]["gang"] == "PodGroup"
         assert_never_refused(op)
     finally:
         op.stop()
