@@ -159,3 +159,20 @@ def test_a_constraint_the_apiserver_dropped_leaves_the_domain_to_the_operator() 
     dropped = run(job, [], previous=first.status, gang_api=True, nodes=cluster, pod_groups=(group(),))
     assert {p["spec"]["nodeSelector"]["block"] for p in dropped.pods_to_create} == {"block-0"}
     assert dropped.status.topology_domain == "block-0"
+
+
+def test_a_preempted_gang_restarts_without_counting_in_a_group_of_its_own() -> None:
+    job = stored_job(2)
+    first = run(job, [], gang_api=True)
+    running = run(job, [pod(0), pod(1)], previous=first.status, gang_api=True, pod_groups=(group(scheduled="True"),))
+    # The scheduler marks the victims (DisruptionTarget, PreemptionByScheduler) and deletes them.
+    marked = [pod(i, disruption="PreemptionByScheduler") for i in range(2)]
+    seen = run(job, marked, previous=running.status, gang_api=True, pod_groups=(group(scheduled="True"),))
+    gone = run(job, [], previous=seen.status, gang_api=True, pod_groups=(group(scheduled="True"),))
+
+    status = gone.status
+    assert status.phase == Phase.RESTARTING and (status.restarts, status.uncounted_restarts) == (0, 1)
+    assert "PreemptionByScheduler" in status.restart_history[-1].message
+    later = run(job, [], previous=status, now=NOW + timedelta(minutes=10), gang_api=True,
+                pod_groups=(group(scheduled="True"),))
+    assert [o["metadata"]["name"] for o in later.objects_to_create] == ["llama-a1"]
