@@ -68,21 +68,25 @@ def choose_gang(job: TrainingJob, status: TrainingJobStatus, current: Mapping[in
                 gang_api: bool) -> SchedulingStatus:
     """The attempt's mechanism, chosen when its first pods are created and kept until the next attempt.
 
-    A job whose attempt started before the operator knew of gangs (no status.scheduling, pods already there)
-    stays without a group for that attempt: pods joining a group of N while the others never do would wait
-    for ever."""
+    Pods of the attempt that exist already decided it, whatever the status says: an operator killed after
+    creating some of them and before writing its status, or an attempt started by an operator that knew
+    nothing of gangs. The rest must join the same group, or none: pods waiting for a group of N that the
+    others never joined would wait for ever."""
     kept = status.scheduling
     if kept is not None and status.attempt_start_time is not None:
         return kept
     releases = kept.releases if kept is not None else 0
     next_try = kept.next_try_time if kept is not None else None
-    if job.spec.pod_group is not None:
+    joined = next((p.pod_group for p in current.values() if p.pod_group), None)
+    if joined is not None:
+        mode = GangMode.POD_GROUP
+    elif job.spec.pod_group is not None:
         mode = GangMode.EXTERNAL
-    elif gang_api and not (kept is None and current):
+    elif gang_api and not current:
         mode = GangMode.POD_GROUP
     else:
         mode = GangMode.NONE
-    group = pod_group_name(job_identity(job).name, status.attempt) if mode == GangMode.POD_GROUP else None
+    group = joined or (pod_group_name(job_identity(job).name, status.attempt) if mode == GangMode.POD_GROUP else None)
     return SchedulingStatus(gang=mode, pod_group=group, partial_since=None, releases=releases, next_try_time=next_try)
 
 

@@ -55,6 +55,8 @@ class ObservedPod:
     in_preflight: bool = False
     # imageID the runtime reported for the trainer (registry/image@sha256:...).
     image_id: str | None = None
+    # The native PodGroup the pod joined (spec.schedulingGroup.podGroupName), if any.
+    pod_group: str | None = None
 
     @property
     def active(self) -> bool:
@@ -123,6 +125,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         waiting_message=waiting_message,
         in_preflight=in_preflight,
         image_id=image_id,
+        pod_group=(spec.get("schedulingGroup") or {}).get("podGroupName"),
         name=meta.get("name", ""),
         job_name=job_name,
         index=index,

@@ -176,3 +176,11 @@ def test_a_preempted_gang_restarts_without_counting_in_a_group_of_its_own() -> N
     later = run(job, [], previous=status, now=NOW + timedelta(minutes=10), gang_api=True,
                 pod_groups=(group(scheduled="True"),))
     assert [o["metadata"]["name"] for o in later.objects_to_create] == ["llama-a1"]
+
+
+def test_pods_created_by_an_operator_killed_before_its_status_write_decide_the_group() -> None:
+    # No status at all (the killed operator never wrote one), some pods already joined llama-a0.
+    result = run(stored_job(3), [pod(0, "Pending", node=None, pod_group="llama-a0")], gang_api=True,
+                 pod_groups=(group(),))
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in result.pods_to_create} == {"llama-a0"}
+    assert result.status.scheduling.gang == GangMode.POD_GROUP
