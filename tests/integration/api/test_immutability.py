@@ -80,6 +80,7 @@ UPDATES: dict[str, list] = {
     "activeDeadlineSeconds": [pytest.param(set_("activeDeadlineSeconds", 3600), id="activeDeadlineSeconds-change")],
     "ttlSecondsAfterFinished": [pytest.param(set_("ttlSecondsAfterFinished", 60), id="ttl-change")],
     "failurePolicy": [pytest.param(nested("failurePolicy", "maxRestarts", 9), id="failurePolicy-change")],
+    "scheduling": [pytest.param(nested("scheduling", "partialGangTimeoutSeconds", 600), id="scheduling-change")],
 }
 
 
