@@ -135,5 +135,6 @@ def maximal_job(name: str) -> dict:
             "imageConsistency": {"pinDigest": False, "onMismatch": "Report"},
             "topology": {"sameDomainLabel": "network.topology.nvidia.com/block"},
             "podGroup": {"minMember": 4},
+            "scheduling": {"partialGangTimeoutSeconds": 300},
         },
     }

@@ -58,6 +58,7 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
         "suspend": False,
         "cleanPodPolicy": "Running",
         "imageConsistency": {"pinDigest": True, "onMismatch": "FailAttempt"},
+        "scheduling": {"partialGangTimeoutSeconds": 120},
     }
 
 
