@@ -69,6 +69,7 @@ class Indices:
     pods: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPod; mirror_key → mirror
     services: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → Service name
     nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode; name → its own
+    pod_groups: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPodGroup
 
 
 def _single(store: Any) -> Any:
@@ -104,8 +105,10 @@ def _exists(error: BaseException) -> bool:
 
 class Reconciler:
     def __init__(self, kube: KubeApi, settings: OperatorSettings, indices: Indices,
-                 metrics: OperatorMetrics | None = None):
+                 metrics: OperatorMetrics | None = None, *, gang_api: bool = False):
         self.kube = kube
+        # Whether the apiserver serves native PodGroups (handlers.py asks discovery once, at start).
+        self.gang_api = gang_api
         self.settings = settings
         self.metrics = metrics or OperatorMetrics()
         self.queue: WorkQueue[JobKey] = WorkQueue()
@@ -216,7 +219,8 @@ class Reconciler:
                             resume_source_latest=self._resume_source_latest(job),
                             nodes=tuple(self.indices.nodes.get(None) or ()) if job.spec.topology else (),
                             down_nodes=self._down_nodes(pods),
-                            progress=self.probe.progress(key))
+                            progress=self.probe.progress(key),
+                            gang_api=self.gang_api, pod_groups=tuple(self.indices.pod_groups.get(key) or ()))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
@@ -233,7 +237,9 @@ class Reconciler:
         await asyncio.gather(*(self.kube.delete_pod(namespace, name)
                                for name in result.pods_to_delete),
                              *(self.kube.delete_pod(namespace, name, force=True)
-                               for name in result.pods_to_force_delete))
+                               for name in result.pods_to_force_delete),
+                             *(self.kube.delete_pod_group(namespace, name)
+                               for name in result.pod_groups_to_delete))
         await self._write_status(job, previous or job.status, result)
         if result.delete_job:
             await self.kube.delete_job(namespace, job_name)
@@ -264,7 +270,7 @@ class Reconciler:
         key = _key(job)
         namespace = key[0]
         for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
-            # In order: the Service, the mirror's identity, then the mirror.
+            # In order: the Service, the mirror's identity, the mirror, then the attempt's PodGroup (before its pods).
             try:
                 await self.kube.create(namespace, obj)
             except ApiError as e:
