@@ -53,6 +53,8 @@ class Reason(StrEnum):
     # A node's health check failed (spec.healthCheck): the node is excluded, the gang restarts elsewhere.
     NODE_UNHEALTHY = "NodeUnhealthy"
     NODE_LOST = "NodeLost"
+    # The scheduler took the gang's nodes for a higher-priority gang (DisruptionTarget PreemptionByScheduler).
+    PREEMPTED = "Preempted"
     STARTUP_TIMEOUT = "StartupTimeout"
     IMAGE_DIGEST_MISMATCH = "ImageDigestMismatch"
     # No rank made progress for too long (progress and hang detection)

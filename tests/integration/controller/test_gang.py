@@ -248,6 +248,64 @@ def test_topology_is_the_group_s_constraint_so_the_gang_goes_where_it_all_fits(
         drop_pool(local_cluster, pool)
 
 
+@pytest.fixture
+def priority_classes(api: client.ApiClient) -> Iterator[tuple[str, str]]:
+    """A low and a high PriorityClass of this test's own (cluster-scoped, so deleted after it)."""
+    scheduling = client.SchedulingV1Api(api)
+    suffix = uuid.uuid4().hex[:6]
+    names = (f"gang-low-{suffix}", f"gang-high-{suffix}")
+    for name, value in zip(names, (100, 100000), strict=True):
+        scheduling.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                          "metadata": {"name": name}, "value": value})
+    try:
+        yield names
+    finally:
+        for name in names:
+            scheduling.delete_priority_class(name)
+
+
+def test_a_high_priority_job_on_a_full_cluster_preempts_one_lower_priority_gang_whole(
+    local_cluster: LocalCluster, core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str,
+    job_namespace: str, priority_classes: tuple[str, str],
+) -> None:
+    ns = job_namespace
+    low_class, high_class = priority_classes
+    pool = make_pool(local_cluster, 4)
+    try:
+        with BindingRecorder(core, ns) as recorder:
+            jobs.apply(kubeconfig, ns, pool_job("low", 4, pool, podTemplate={
+                "nodeSelector": {POOL_LABEL: pool.name_prefix}, "priorityClassName": low_class}))
+            jobs.wait_phase(custom, ns, "low", "Running", timeout=60)
+            jobs.apply(kubeconfig, ns, pool_job("high", 4, pool, podTemplate={
+                "nodeSelector": {POOL_LABEL: pool.name_prefix}, "priorityClassName": high_class}))
+            high = jobs.wait_phase(custom, ns, "high", "Running", timeout=120)
+
+            def preempted() -> dict | None:
+                status = jobs.get_job(custom, ns, "low").get("status") or {}
+                history = status.get("restartHistory") or []
+                return status if history and history[-1]["reason"] == "Preempted" else None
+
+            low = wait_for(preempted, timeout=60, what="low's restart recorded as Preempted")
+            # Its next attempt waits as a gang: nothing of it bound while the high job holds the nodes.
+            wait_for(lambda: gang_condition(custom, ns, "low", "GangUnschedulable"), timeout=60,
+                     what="low's next attempt GangUnschedulable")
+            assert not [p for p in jobs.job_pods(core, ns, "low") if p.spec.node_name and
+                        p.metadata.deletion_timestamp is None]
+        timeline = recorder.holding()
+    finally:
+        drop_pool(local_cluster, pool)
+
+    assert (low["restarts"], low["uncountedRestarts"]) == (0, 1)
+    assert "preempted by the scheduler" in low["restartHistory"][-1]["message"]
+    assert high["status"]["restarts"] == 0 and high["status"].get("uncountedRestarts", 0) == 0
+    # The whole low gang went, not part of it: the high job bound all 4 and never shared the pool with
+    # a part of the low one (4 nodes of 8 GPUs: at no moment more than 4 pods held between them).
+    assert max(held.get("high", 0) for held in timeline) == 4
+    assert all(held.get("high", 0) + held.get("low", 0) <= 4 for held in timeline)
+    group = custom.get_namespaced_custom_object(*POD_GROUPS[:2], ns, POD_GROUPS[2], "high-a0")
+    assert group["spec"]["priorityClassName"] == high_class
+
+
 # ---- a cluster that does not serve PodGroups -----------------------------------------------------------
 
 NO_GANG_PREFIX = "nogang"

@@ -175,7 +175,8 @@ def test_a_preempted_gang_restarts_without_counting_in_a_group_of_its_own() -> N
 
     status = gone.status
     assert status.phase == Phase.RESTARTING and (status.restarts, status.uncounted_restarts) == (0, 1)
-    assert "PreemptionByScheduler" in status.restart_history[-1].message
+    assert status.restart_history[-1].reason == "Preempted"
+    assert "preempted by the scheduler" in status.restart_history[-1].message
     later = run(job, [], previous=status, now=NOW + timedelta(minutes=10), gang_api=True,
                 pod_groups=(group(scheduled="True"),))
     assert [o["metadata"]["name"] for o in later.objects_to_create] == ["llama-a1"]
