@@ -176,10 +176,14 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
             r.queue.add((namespace, name))
 
     @kopf.on.event("", "v1", "pods", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
-    async def pod_event(namespace: str, name: str, labels: kopf.Labels, **_: Any) -> None:
+    async def pod_event(namespace: str, name: str, labels: kopf.Labels, type: str | None, body: kopf.Body,
+                        **_: Any) -> None:
         job = labels.get(LABEL_JOB_NAME) or labels.get(LABEL_MIRROR_OF)
         if job:
             r = reconciler()
+            gone = observe_pod(body) if type == "DELETED" and LABEL_JOB_NAME in labels else None
+            if gone is not None and gone.disruption:
+                r.pod_gone((namespace, job), name, gone.disruption)
             r.pod_seen((namespace, job), name)
             r.queue.add((namespace, job))
 

@@ -46,7 +46,7 @@ from multinode.reconcile.stragglers import judge_stragglers
 from multinode.reconcile.success import judge, leader_succeeded
 from multinode.render import RenderSettings, render_headless_service, render_node_pod
 from multinode.render.mirror import render_mirror_objects
-from multinode.render.names import job_name
+from multinode.render.names import job_name, pod_name
 
 # How long after creating a job's PodGroup the next pass looks again without its watch event.
 GROUP_WATCH_GRACE_SECONDS = 5.0
@@ -66,6 +66,8 @@ class Observed:
     down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
     # What the controller's log prober last read of the current attempt's ranks (spec.hangDetection only).
     progress: JobProgress | None = None
+    # DisruptionTarget reasons of deleted pods, by name, from their last watch event.
+    gone_disruptions: Mapping[str, str] = field(default_factory=dict)
     # Whether the apiserver serves native PodGroups (asked once at start), and this job's PodGroups.
     gang_api: bool = False
     pod_groups: tuple[ObservedPodGroup, ...] = ()
@@ -219,7 +221,10 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
     lost = lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt)
     if lost and not leader_done:
         last = next((ns for ns in before.node_statuses if ns.index == lost[0]), None)
-        return lost_failure(lost[0], last.pod if last else None, last.reason if last else None)
+        # A pod deleted between two passes says why only in its last watch event (preemption, eviction).
+        gone = (observed.gone_disruptions.get(pod_name(job_name(job), i, status.attempt)) for i in lost)
+        why = next((g for g in gone if g), None) or (last.reason if last else None)
+        return lost_failure(lost[0], last.pod if last else None, why)
     evicted = evicted_failure(current.values())
     if evicted is not None and not leader_done:
         return evicted

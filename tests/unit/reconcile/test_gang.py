@@ -182,6 +182,22 @@ def test_a_preempted_gang_restarts_without_counting_in_a_group_of_its_own() -> N
     assert [o["metadata"]["name"] for o in later.objects_to_create] == ["llama-a1"]
 
 
+def test_a_gang_preempted_and_deleted_between_two_passes_still_says_preempted() -> None:
+    # The scheduler patches DisruptionTarget and deletes at once; the pass after sees no pod at all, only
+    # what the controller kept from the pods' last watch events.
+    job = stored_job(2)
+    first = run(job, [], gang_api=True)
+    running = run(job, [pod(0), pod(1)], previous=first.status, gang_api=True, pod_groups=(group(scheduled="True"),))
+    gone = run(job, [], previous=running.status, gang_api=True, pod_groups=(group(scheduled="True"),),
+               gone_disruptions={"llama-0-a0": "PreemptionByScheduler", "llama-1-a0": "PreemptionByScheduler"})
+    assert gone.status.restart_history[-1].reason == "Preempted"
+    assert (gone.status.restarts, gone.status.uncounted_restarts) == (0, 1)
+    # Without that memory (an operator restarted in between) it is a lost node, uncounted all the same.
+    lost = run(job, [], previous=running.status, gang_api=True, pod_groups=(group(scheduled="True"),))
+    assert lost.status.restart_history[-1].reason == "NodeLost"
+    assert (lost.status.restarts, lost.status.uncounted_restarts) == (0, 1)
+
+
 def test_pods_created_by_an_operator_killed_before_its_status_write_decide_the_group() -> None:
     # No status at all (the killed operator never wrote one), some pods already joined llama-a0.
     result = run(stored_job(3), [pod(0, "Pending", node=None, pod_group="llama-a0")], gang_api=True,
