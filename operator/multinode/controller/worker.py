@@ -29,6 +29,7 @@ from multinode.controller.status_patch import describe_validation_error, dump_st
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.node_loss import NodeDown, node_down
+from multinode.reconcile.placement import needs_nodes
 from multinode.reconcile.refusals import counts_as_created, creation_refused
 from multinode.reconcile.status_report import mark_failed
 
@@ -214,7 +215,7 @@ class Reconciler:
         observed = Observed(pods=tuple(pods), service_exists=key in self.indices.services,
                             mirror=_single(self.indices.pods.get(mirror_key(*key))),
                             resume_source_latest=self._resume_source_latest(job),
-                            nodes=tuple(self.indices.nodes.get(None) or ()) if job.spec.topology else (),
+                            nodes=tuple(self.indices.nodes.get(None) or ()) if needs_nodes(job) else (),
                             down_nodes=self._down_nodes(pods),
                             progress=self.probe.progress(key))
         previous = self.written.get(job.metadata.uid or "")
