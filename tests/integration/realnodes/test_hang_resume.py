@@ -116,6 +116,8 @@ def test_a_hung_gang_resumes_from_the_latest_complete_checkpoint(
     assert goodput.get("hang", 0) == hang >= TIMEOUT, (goodput, hang)
     assert goodput.get("redone", 0) == redone, (goodput, redone)
     assert 0 < redone < (HANG_AFTER - resumed_step) * STEP_SECONDS + 1, (redone, latest, last)
+    print(f"\nhung restart: resumed from {latest['name']} (hung after step {HANG_AFTER}); goodput lost hang={hang}s "
+          f"redone={redone}s (timeout {TIMEOUT}s)")
 
     # The next attempt starts at the step after the checkpoint, on every rank, and finishes.
     def training(attempt: int) -> dict[int, str] | None:
