@@ -59,6 +59,9 @@ class Reason(StrEnum):
     IMAGE_DIGEST_MISMATCH = "ImageDigestMismatch"
     # No rank made progress for too long (progress and hang detection)
     HUNG = "Hung"
+    # A reported straggler's node is excluded and the gang restarts without it (stragglers.action Exclude);
+    # also the reason of its status.excludedNodes entry.
+    STRAGGLER = "Straggler"
     # Restarting
     RESTARTING = "Restarting"
     WAITING_FOR_OLD_PODS = "WaitingForOldPods"

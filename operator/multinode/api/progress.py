@@ -32,6 +32,9 @@ class ProgressSource(StrEnum):
 class StragglerAction(StrEnum):
     REPORT = "Report"  # a condition, an Event and multinode_trainingjob_straggler_ranks
     IGNORE = "Ignore"  # not looked for
+    # Report, then keep a reported straggler's node out (status.excludedNodes, reason Straggler) and restart
+    # the gang without it, uncounted; only while the job still fits on the nodes left (reconcile/stragglers.py).
+    EXCLUDE = "Exclude"
 
 
 class StragglerDetection(ApiModel):
@@ -45,8 +48,12 @@ class StragglerDetection(ApiModel):
                           json_schema_extra={"minimum": 1.0, "exclusiveMinimum": True})
     for_seconds: int = Field(300, ge=0, le=86400, description="How long a rank must stay that slow before "
                                                                "it is reported.")
-    action: StragglerAction = Field(StragglerAction.REPORT, description="Report (condition Stragglers, an "
-                                    "Event, a metric) or Ignore.")
+    action: StragglerAction = Field(
+        StragglerAction.REPORT,
+        description="Report (condition Stragglers, an Event, a metric), Ignore, or Exclude: report, then keep a "
+                    "reported straggler's node out of the job for healthCheck.exclusionSeconds (status.excludedNodes, "
+                    "reason Straggler) and restart the gang without it, not counted against maxRestarts; never when "
+                    "the job would no longer fit on the nodes left, nor twice in a row for the same rank.")
 
 
 class HangDetection(ApiModel):

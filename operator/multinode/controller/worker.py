@@ -29,6 +29,7 @@ from multinode.controller.status_patch import describe_validation_error, dump_st
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.node_loss import NodeDown, node_down
+from multinode.reconcile.placement import needs_nodes
 from multinode.reconcile.refusals import counts_as_created, creation_refused
 from multinode.reconcile.status_report import mark_failed
 
@@ -39,8 +40,7 @@ JobKey = tuple[str, str]  # (namespace, name)
 # How long a pod this operator created is trusted to exist before the pod index shows it (client-go's
 # "expectations"): until then a reconcile would see it missing and create it again, only to get 409.
 EXPECTATION_TTL_SECONDS = 30.0
-# Disrupted pods remembered per job after their deletion (Reconciler.gone); a gang's pods go together.
-MAX_GONE_PER_JOB = 256
+MAX_GONE_PER_JOB = 256  # disrupted pods remembered per job after their deletion (Reconciler.gone)
 
 
 # After a reconcile of a job whose pods changed meanwhile, wait REST_FACTOR × its duration (at most
@@ -124,8 +124,7 @@ class Reconciler:
         self.written: dict[str, TrainingJobStatus] = {}
         # Pods created (or found existing, 409) but not seen by the pod index yet: name → when.
         self.expected: dict[JobKey, dict[str, float]] = {}
-        # Why pods that are gone were disrupted (DisruptionTarget), from their last watch event: the pod
-        # can be deleted before a pass sees it terminating (the scheduler preempts and deletes at once).
+        # Why deleted pods were disrupted, from their last watch event (the scheduler preempts and deletes at once).
         self.gone: dict[JobKey, dict[str, str]] = {}
         self._failures: dict[JobKey, int] = {}
         self._tasks: list[asyncio.Task] = []
@@ -229,7 +228,7 @@ class Reconciler:
         observed = Observed(pods=tuple(pods), service_exists=key in self.indices.services,
                             mirror=_single(self.indices.pods.get(mirror_key(*key))),
                             resume_source_latest=self._resume_source_latest(job),
-                            nodes=tuple(self.indices.nodes.get(None) or ()) if job.spec.topology else (),
+                            nodes=tuple(self.indices.nodes.get(None) or ()) if needs_nodes(job) else (),
                             down_nodes=self._down_nodes(pods),
                             progress=self.probe.progress(key), gone_disruptions=dict(self.gone.get(key) or {}),
                             gang_api=self.gang_api, pod_groups=tuple(self.indices.pod_groups.get(key) or ()))

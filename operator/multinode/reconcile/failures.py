@@ -20,7 +20,7 @@ MAX_UNCOUNTED_RESTARTS = 100
 
 @dataclass(frozen=True)
 class Failure:
-    reason: str  # PodFailed, PreflightFailed, NodeLost, StartupTimeout, ImageDigestMismatch
+    reason: str  # PodFailed, PreflightFailed, NodeLost, StartupTimeout, ImageDigestMismatch, Hung, Straggler
     message: str
     exit_code: int | None = None
     # Every reason a rule's onReasons may match: the container's, the pod's, the disruption's.
@@ -28,6 +28,8 @@ class Failure:
     node_loss: bool = False
     # A node failed its health check: not the job's fault (the node is excluded, exclusion.py).
     unhealthy_node: bool = False
+    # A straggler's node was excluded (stragglers.action Exclude): not the job's fault either.
+    straggler: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,4 +106,7 @@ def decide(policy: FailurePolicy, failure: Failure) -> Decision:
     if failure.unhealthy_node:
         return Decision(FailureAction.RESTART_WITHOUT_COUNTING,
                         "default: an unhealthy node is excluded and the gang restarts elsewhere without counting")
+    if failure.straggler:
+        return Decision(FailureAction.RESTART_WITHOUT_COUNTING,
+                        "default: a straggler's node is excluded and the gang restarts without it, not counted")
     return Decision(FailureAction.RESTART, "default: failures restart, counted")

@@ -10,6 +10,7 @@ from typing import Any
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import Reason
 from multinode.api.constants import LABEL_GPU_PRODUCT
+from multinode.api.progress import StragglerAction
 from multinode.reconcile.outcome import Verdict
 
 
@@ -59,6 +60,37 @@ def choose_domain(job: TrainingJob, nodes: Iterable[ObservedNode]) -> tuple[str 
     if have < need:
         return None, f"no {key} domain has {need} eligible nodes (largest: {domain} with {have})"
     return domain, f"{key}={domain} ({have} eligible nodes)"
+
+
+def needs_nodes(job: TrainingJob) -> bool:
+    """Whether planning the job reads the cluster's nodes (Observed.nodes): to choose a topology domain, or to
+    tell whether the job still fits without a straggler's node."""
+    detection = job.spec.hang_detection
+    return job.spec.topology is not None or (
+        detection is not None and detection.stragglers.action == StragglerAction.EXCLUDE)
+
+
+def slots(job: TrainingJob, node: ObservedNode) -> int:
+    """How many of the job's pods `node` could host by its capacity: its allocatable GPUs over the GPUs a pod
+    asks for; one for a CPU-only job (one pod per node, as resourcesPerNode means); none if it is not eligible."""
+    if not _fits(job, node):
+        return 0
+    gpus = job.spec.resources_per_node.gpus
+    if not gpus:
+        return 1
+    return int(node.allocatable.get(job.spec.resources_per_node.gpu_resource_name, "0")) // gpus
+
+
+def room_for(job: TrainingJob, nodes: Iterable[ObservedNode], without: set[str]) -> int:
+    """How many of the job's pods the nodes not in `without` can host by capacity (not counting what other
+    pods use); with spec.topology, in the roomiest domain, as an attempt's pods all go to one."""
+    key = job.spec.topology.same_domain_label if job.spec.topology else None
+    room: Counter[str] = Counter()
+    for n in nodes:
+        if n.name in without or (key is not None and key not in n.labels):
+            continue
+        room[n.labels[key] if key is not None else ""] += slots(job, n)
+    return max(room.values(), default=0)
 
 
 def attempt_node_selector(job: TrainingJob, status: TrainingJobStatus,

@@ -42,7 +42,7 @@ from multinode.reconcile.progress import JobProgress, report_progress
 from multinode.reconcile.restarts import apply_failure_policy, ready_for_next_attempt
 from multinode.reconcile.startup import startup_timeout
 from multinode.reconcile.status_report import change_phase, fill_node_statuses, set_conditions
-from multinode.reconcile.stragglers import judge_stragglers
+from multinode.reconcile.stragglers import judge_stragglers, straggler_failure
 from multinode.reconcile.success import judge, leader_succeeded
 from multinode.render import RenderSettings, render_headless_service, render_node_pod
 from multinode.render.mirror import render_mirror_objects
@@ -60,7 +60,7 @@ class Observed:
     mirror: ObservedMirror | None = None
     # Latest mirrored checkpoint of the job named in spec.checkpointing.resumeFrom.trainingJob.
     resume_source_latest: str | None = None
-    # Nodes, only when spec.topology asks for one domain.
+    # Nodes, only when spec.topology asks for one domain or stragglers.action Exclude must know the job fits.
     nodes: tuple[ObservedNode, ...] = ()
     # Nodes that host the job's pods and are not Ready or are gone, by name (node_loss.py).
     down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
@@ -146,13 +146,12 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             exclude_unhealthy_nodes(job, status, (p for p in current.values() if p.phase == PodPhase.FAILED),
                                     result, now)
             fill_node_statuses(status, current, job.spec.num_nodes)
-        failed = apply_failure_policy(job, status, failure, current, result, now)
-        if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
-            force_delete_stranded(current.values(), observed.down_nodes, result)
-            return result
-        return _finish(job, status, before, current, failed, result, now, mirror)
+        return _fail_attempt(job, status, before, current, observed, failure, result, now)
 
     judge_stragglers(job, status, observed.progress, running, result, now)
+    failure = straggler_failure(job, status, observed.nodes, result, now)
+    if failure is not None:  # the straggler's node is excluded already
+        return _fail_attempt(job, status, before, current, observed, failure, result, now)
     verdict = judge(job, current)
     if blocked is not None and verdict.phase == Phase.PENDING:
         verdict = blocked
@@ -174,6 +173,17 @@ def _report(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStat
                    generation=job.metadata.generation)
     change_phase(status, before, verdict, result)
     return result
+
+
+def _fail_attempt(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,
+                  current: dict[int, ObservedPod], observed: Observed, failure: Failure, result: Plan,
+                  now: datetime) -> Plan:
+    """The failure policy's answer: the gang restarting, or the job failed."""
+    failed = apply_failure_policy(job, status, failure, current, result, now)
+    if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
+        force_delete_stranded(current.values(), observed.down_nodes, result)
+        return result
+    return _finish(job, status, before, current, failed, result, now, observed.mirror)
 
 
 def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,

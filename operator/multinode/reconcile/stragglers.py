@@ -7,12 +7,24 @@ data-parallel training every rank advances together, so only the reported time c
 out; trainers whose ranks advance independently show one in the measured time (a rank falling behind).
 Logs without heartbeats carry no step time: no stragglers are judged then.
 
-The action is Report only. Restarting without the slow node is the node-exclusion policy's to do (it
-reads status.progress.stragglers: the ranks and their nodes).
+With action Exclude, `straggler_failure` then takes the slowest reported straggler whose node may go, keeps
+that node out (exclusion.py, reason Straggler, for healthCheck.exclusionSeconds) and fails the attempt with
+reason Straggler: by default a gang restart not counted against maxRestarts (a slow node is not the job's
+fault; a failurePolicy rule `onReasons: [Straggler]` can count it or fail the job). One node per restart:
+another slow node shows again in the next attempt. Two guards keep it from looping or stranding the job:
+- a node stays in when the job would no longer fit on the nodes left: by capacity (allocatable GPUs over
+  the GPUs a pod asks for, one pod per node for a CPU-only job; with spec.topology in one domain), without
+  counting what other pods use, of the nodes that are Ready, schedulable, match the job's node selector
+  and are not excluded already;
+- a rank that was the straggler of the previous attempt's Straggler restart is a straggler again on
+  another node: the slowness follows the rank (its data, its code), not the node; it is only reported.
+Either way the Stragglers condition says which straggler stayed and why.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from datetime import datetime
 
 from multinode.api import TrainingJob, TrainingJobStatus
@@ -20,8 +32,15 @@ from multinode.api.conditions import ConditionType, Reason
 from multinode.api.progress import MAX_RANKS_REPORTED, RankProgressStatus, StragglerAction
 from multinode.api.timestamps import parse_time, rfc3339
 from multinode.reconcile.conditions import find_condition, set_condition
+from multinode.reconcile.exclusion import exclude_node, excluded_node_names
+from multinode.reconcile.failures import Failure
 from multinode.reconcile.outcome import Event, Plan
+from multinode.reconcile.placement import ObservedNode, room_for
 from multinode.reconcile.progress import JobProgress, RankProgress
+
+
+# How a Straggler restart's message begins (status.restartHistory): the next attempt reads the rank back.
+_EXCLUDED_RANK = re.compile(r"^rank (\d+) on node \S+: ")
 
 
 def median(values: list[float]) -> float:
@@ -94,3 +113,50 @@ def judge_stragglers(job: TrainingJob, status: TrainingJobStatus, progress: JobP
     if existing is not None and existing.status == "True":
         set_condition(status.conditions, ConditionType.STRAGGLERS, "False", Reason.NO_STRAGGLERS,
                       "no rank is slower than the others now", now=at, generation=gen)
+
+
+def _why_kept(job: TrainingJob, status: TrainingJobStatus, entry: RankProgressStatus, nodes: Sequence[ObservedNode],
+              excluded: set[str]) -> str | None:
+    """Why a reported straggler's node must stay in; None when it may go."""
+    last = status.restart_history[-1] if status.restart_history else None
+    if last is not None and last.reason == Reason.STRAGGLER and last.attempt == status.attempt - 1:
+        m = _EXCLUDED_RANK.match(last.message)
+        if m is not None and int(m.group(1)) == entry.index:
+            return "it was the straggler the last restart excluded a node for: the slowness follows the rank"
+    room = room_for(job, nodes, excluded | {entry.node or ""})
+    if room < job.spec.num_nodes:
+        return (f"without {entry.node} the nodes left have room for {room} of the job's {job.spec.num_nodes} "
+                "pods")
+    return None
+
+
+def straggler_failure(job: TrainingJob, status: TrainingJobStatus, nodes: Sequence[ObservedNode], result: Plan,
+                      now: datetime) -> Failure | None:
+    """With stragglers.action Exclude: exclude the node of the slowest reported straggler whose node may go
+    and fail the attempt with reason Straggler; None (and the Stragglers condition saying why) otherwise."""
+    spec = job.spec.hang_detection
+    report = status.progress
+    if spec is None or spec.stragglers.action != StragglerAction.EXCLUDE or report is None:
+        return None
+    excluded = set(excluded_node_names(status, now))
+    kept = []
+    for entry in (e for e in report.stragglers if e.reported and e.node):
+        why = _why_kept(job, status, entry, nodes, excluded)
+        if why is not None:
+            kept.append(f"rank {entry.index} on node {entry.node} ({why})")
+            continue
+        median_seconds = f"{report.median_step_seconds:.3g}s" if report.median_step_seconds is not None else "?"
+        took = f"{entry.step_seconds:.3g}s" if entry.step_seconds is not None else "?"
+        message = (f"rank {entry.index} on node {entry.node}: {took} a step, the median {median_seconds}, for "
+                   f"over {spec.stragglers.for_seconds}s; the node is excluded and the gang restarts without it")
+        assert entry.node is not None
+        until = exclude_node(status, entry.node, Reason.STRAGGLER, message, now=now,
+                             seconds=job.spec.health_check.exclusion_seconds).until
+        result.events.append(Event("Warning", Reason.STRAGGLER, f"{message} (excluded until {until})"))
+        return Failure(Reason.STRAGGLER, message, reasons=frozenset({Reason.STRAGGLER}), straggler=True)
+    condition = find_condition(status.conditions, ConditionType.STRAGGLERS)
+    if kept and condition is not None and condition.status == "True":
+        set_condition(status.conditions, ConditionType.STRAGGLERS, "True", Reason.STRAGGLERS_DETECTED,
+                      f"{condition.message}; not excluded: {'; '.join(kept)}", now=rfc3339(now),
+                      generation=job.metadata.generation)
+    return None

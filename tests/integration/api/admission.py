@@ -140,7 +140,7 @@ def maximal_job(name: str) -> dict:
                             "rdmaDeviceEnv": "PCIDEVICE_NVIDIA_COM_MLNXNICS", "memlockFloorBytes": 1073741824,
                             "exclusionSeconds": 7200},
             "hangDetection": {"timeoutSeconds": 1800,
-                              "stragglers": {"factor": 1.5, "forSeconds": 600, "action": "Ignore"}},
+                              "stragglers": {"factor": 1.5, "forSeconds": 600, "action": "Exclude"}},
             "scheduling": {"partialGangTimeoutSeconds": 300},
         },
     }
