@@ -70,6 +70,8 @@ class ClusterConfig:
     # Benchmarks count requests per user: kube-apiserver writes a Metadata-level audit log (JSON lines)
     # to <cluster dir>/audit.log. Off by default: it costs apiserver CPU.
     audit_log: bool = False
+    # Extra kube-controller-manager flags, e.g. ("--vmodule=job_controller=4",) to see why a Job waits.
+    controller_manager_args: tuple[str, ...] = ()
 
 
 def _free_port() -> int:
@@ -218,7 +220,7 @@ class LocalCluster:
             f"--node-monitor-grace-period={timings.node_monitor_grace_period}",
             f"--kube-api-qps={qps}", f"--kube-api-burst={qps * 2}",
             "--concurrent-gc-syncs=50", "--concurrent-job-syncs=50",
-            "--profiling=false",
+            "--profiling=false", *self.config.controller_manager_args,
         ])
         scheduler_config = d / "scheduler.yaml"
         scheduler_config.write_text(yaml.safe_dump({
