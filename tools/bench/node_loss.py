@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -260,6 +261,12 @@ def jobset_blocked_state(h: Harness, name: str, wall_kill: float) -> dict:
                      "active": status.get("active", 0), "ready": status.get("ready", 0),
                      "failed": status.get("failed", 0), "terminating": status.get("terminating"),
                      "conditions": _conditions(job)})
+    # The Job controller says why it does not mark the Job Failed (V(4), see KCM_VMODULE): its last word.
+    log = h.cluster.dir / "logs" / "kube-controller-manager.log"
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    for j in jobs:
+        said = [ln for ln in lines if "Delaying marking the Job as finished" in ln and f"{ns}/{j['name']}" in ln]
+        j["job_controller_log"] = said[-1][:400] if said else None
     js = api.sanitize_for_serialization(h.custom.get_namespaced_custom_object(
         JOBSET_GROUP, JOBSET_VERSION, ns, JOBSET_PLURAL, name))
     js_status = js.get("status") or {}
@@ -278,7 +285,9 @@ def jobset_blocked_state(h: Harness, name: str, wall_kill: float) -> dict:
     for j in jobs:
         parts.append(f"Job {j['name']} status.terminating={j['terminating']} active={j['active']} "
                      f"failed={j['failed']}, podReplacementPolicy={j['pod_replacement_policy']}, "
-                     f"conditions [{'; '.join(j['conditions'])}]")
+                     f"conditions [{'; '.join(j['conditions'])}]"
+                     + (" (job controller: \"Delaying marking the Job as finished, because there are still "
+                        "terminating pod(s)\")" if j["job_controller_log"] else ""))
     parts.append(f"JobSet restarts={jobset['restarts']}")
     return {"summary": "; ".join(parts), "stuck_pods": len(stuck), "pods": pods, "nodes": nodes, "jobs": jobs,
             "jobset": jobset}
@@ -439,6 +448,8 @@ def main() -> int:
     parser.add_argument("--after-timeout", choices=ADMIN_ACTIONS, default="none",
                         help="admin action applied to the nodes of the JobSet trials that timed out, then the "
                              "time from it to their replacement gang (does it end the wait?)")
+    parser.add_argument("--keep-logs", type=Path, help="copy the cluster's logs (controller-manager, JobSet, "
+                        "kwok) here before it is removed")
     parser.add_argument("--out", type=Path, help=f"default {OUT} ({OUT_ADMIN} with an --admin-action)")
     args = parser.parse_args()
     args.out = args.out or (OUT if args.admin_action == "none" else OUT_ADMIN)
@@ -454,6 +465,8 @@ def main() -> int:
         r = run(h, args.trials, {"ours": args.timeout_ours, "jobset": args.timeout_jobset}, args.admin_action,
                 args.after_timeout)
     finally:
+        if args.keep_logs:
+            shutil.copytree(h.cluster.dir / "logs", args.keep_logs, dirs_exist_ok=True)
         h.stop()
     ours, js = r["results"]["ours"], r["results"]["jobset"]
     r["ratio_jobset_to_ours"] = js["median"] / ours["median"] if ours and js else None
