@@ -180,14 +180,14 @@ class AdminOnUnknown(threading.Thread):
         self.h, self.watch, self.action = h, watch, action
         self.applied: dict[str, float] = {}  # node → monotonic time the action was done
         self.errors: list[str] = []
-        self._stop = False
+        self._stopping = False
 
     def run(self) -> None:
         pending = set(self.watch.doomed)
         while pending:
             with self.watch.changed:
-                self.watch.changed.wait_for(lambda: self._stop or bool(pending & set(self.watch.unknown_at)), 1.0)
-                if self._stop:
+                self.watch.changed.wait_for(lambda: self._stopping or bool(pending & set(self.watch.unknown_at)), 1.0)
+                if self._stopping:
                     return
                 due = sorted(pending & set(self.watch.unknown_at))
             for node in due:
@@ -200,7 +200,7 @@ class AdminOnUnknown(threading.Thread):
 
     def stop(self) -> None:
         with self.watch.changed:
-            self._stop = True
+            self._stopping = True
             self.watch.changed.notify_all()
 
 
