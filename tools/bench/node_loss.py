@@ -18,6 +18,16 @@ created": every pod of the next attempt exists (ours: pods labelled attempt 1; J
 restart-attempt 1, created by the Job controller for the recreated Job). Prints a table, writes
 .cache/bench/node_loss.json; tools/bench/report.py puts it into docs/benchmarks.md/json. `make bench` runs
 it; tests/integration/bench runs a 1-trial smoke of it on short timings.
+
+A JobSet trial that makes no gang in time is recorded with what it waits on (`jobset_blocked`): its pods
+(deletionTimestamp, phase, conditions, finalizers, node and that node's Ready and taints), its child Jobs'
+status (active/failed/terminating, conditions, podReplacementPolicy) and the Job controller's own log line.
+What every run saw: the evicted pod stays Terminating (no kubelet ever confirms the deletion), so the Job
+stays FailureTarget with status.terminating=1 and never gets Failed, the only condition JobSet restarts on.
+
+`--admin-action out-of-service|delete-node` applies a documented admin action to every dead node the moment
+it is seen Ready=Unknown, for both sides (written to node_loss_admin.json); `--after-timeout ACTION`
+applies it to the timed-out JobSet trials' nodes afterwards and times action → replacement gang.
 """
 
 from __future__ import annotations
