@@ -155,8 +155,9 @@ class DoomedKwok:
 
 
 # The documented admin actions for a node that is gone for good (kubernetes.io/docs "Non-graceful node
-# shutdown handling"; kubernetes/enhancements#2268): either lets PodGC force-delete the pods stuck Terminating
-# on it (pkg/controller/podgc/gc_controller.go: gcTerminating for the taint, gcOrphaned for a deleted Node).
+# shutdown handling", KEP-2268, kubernetes/enhancements#1116): either lets PodGC force-delete the pods stuck
+# Terminating on it (pkg/controller/podgc/gc_controller.go: gcTerminating for the taint, gcOrphaned for a
+# deleted Node).
 OUT_OF_SERVICE = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
 ADMIN_ACTIONS = ("none", "out-of-service", "delete-node")
 
