@@ -141,8 +141,8 @@ def _blocked_note(data: dict) -> str:
     if after:
         made = sorted(v for v in after.values() if v is not None)
         note += (f" Then `{data['after_timeout_action']}` applied to their dead nodes: replacement gang in "
-                 f"{len(made)} of {len(after)} trials" + (f", {made[0]:.1f}-{made[-1]:.1f} s after the action"
-                                                          if made else "") + ".")
+                 f"{len(made)} of {len(after)} trials" + (f", {made[0]:.1f}" + (f"-{made[-1]:.1f}" if len(made) > 1 else "")
+                                                          + " s after the action" if made else "") + ".")
     return note
 
 
