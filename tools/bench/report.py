@@ -140,9 +140,10 @@ def _blocked_note(data: dict) -> str:
     after = data.get("after_timeout_action_to_gang_s") or {}
     if after:
         made = sorted(v for v in after.values() if v is not None)
+        span = (f", {made[0]:.1f}" + (f"-{made[-1]:.1f}" if len(made) > 1 else "") + " s after the action"
+                if made else "")
         note += (f" Then `{data['after_timeout_action']}` applied to their dead nodes: replacement gang in "
-                 f"{len(made)} of {len(after)} trials" + (f", {made[0]:.1f}" + (f"-{made[-1]:.1f}" if len(made) > 1 else "")
-                                                          + " s after the action" if made else "") + ".")
+                 f"{len(made)} of {len(after)} trials{span}.")
     return note
 
 
