@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
 MILESTONES = {"created": "all pods created", "scheduled": "all scheduled", "running": "all Running",
               "status": "job status Running"}
-SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "mirror", "mirror_chaos")
+SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "node_loss_admin", "mirror",
+           "mirror_chaos")
 
 
 def _row(cells) -> str:
@@ -112,7 +113,38 @@ def node_loss_table(data: dict) -> str:
                 f"node-monitor-grace-period {t['node_monitor_grace_period']}, node-monitor-period "
                 f"{t['node_monitor_period']}, default not-ready/unreachable tolerations "
                 f"{t['not_ready_toleration_seconds']} s, lease {t['node_lease_duration_seconds']} s; "
-                f"{data['machine']}. Command: `{data['command']}`.")
+                f"{data['machine']}. Command: `{data['command']}`."
+            + _admin_note(data) + _blocked_note(data))
+
+
+def _admin_note(data: dict) -> str:
+    """The admin action the run applied to every dead node (both sides), when it applied one."""
+    action = data.get("admin_action", "none")
+    if action == "none":
+        return ""
+    a = data.get("admin_action_after_kill_s")
+    what = {"out-of-service": "the taint `node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`",
+            "delete-node": "deletion of the Node object"}.get(action, action)
+    return (f"\n\n**Requires an admin action:** {what} on every dead node, applied by the bench the moment the "
+            f"node was seen Ready=Unknown (" + (f"median {a['median']:.1f} s after the kill" if a else "never")
+            + "; no human reaction time counted), to both sides alike.")
+
+
+def _blocked_note(data: dict) -> str:
+    """What JobSet's timed-out trials waited on (read at the timeout), and whether an admin action ended it."""
+    example = data.get("jobset_blocked_example")
+    if not example:
+        return ""
+    note = (f"\n\nJobSet's timed-out trials, at the {data['timeout_s']['jobset']:.0f} s timeout "
+            f"({data['timed_out']['jobset']} of {data['trials_per_side']}), first one: {example}.")
+    after = data.get("after_timeout_action_to_gang_s") or {}
+    if after:
+        made = sorted(v for v in after.values() if v is not None)
+        span = (f", {made[0]:.1f}" + (f"-{made[-1]:.1f}" if len(made) > 1 else "") + " s after the action"
+                if made else "")
+        note += (f" Then `{data['after_timeout_action']}` applied to their dead nodes: replacement gang in "
+                 f"{len(made)} of {len(after)} trials{span}.")
+    return note
 
 
 def floor_table(data: dict) -> str:
@@ -151,10 +183,11 @@ def mirror_chaos_table(data: dict) -> str:
 
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table,
           "recovery_peers": recovery_peers_table, "recovery": recovery_table, "node_loss": node_loss_table,
-          "mirror": mirror_table,
+          "node_loss_admin": node_loss_table, "mirror": mirror_table,
           "mirror_chaos": mirror_chaos_table}
 FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
-        "recovery": "recovery", "node_loss": "node_loss", "mirror": "mirror", "mirror_chaos": "mirror_chaos"}
+        "recovery": "recovery", "node_loss": "node_loss", "node_loss_admin": "node_loss_admin", "mirror": "mirror",
+        "mirror_chaos": "mirror_chaos"}
 
 
 def replace_section(text: str, name: str, body: str) -> str:

@@ -146,6 +146,11 @@ def test_node_loss_bench_kills_kubelets_and_measures_both_sides(node_loss_report
     # JobSet's side ran to a verdict: a gang, or none within the timeout (what every run so far saw: its
     # pod stays Terminating on the dead node, docs/benchmarks.md).
     assert report["results"]["jobset"] or report["timed_out"]["jobset"] == 1, report
+    if report["timed_out"]["jobset"]:
+        # ... and then the bench says what it waits on: the evicted pod, Terminating on the dead node.
+        blocked = report["jobset_blocked"]["nl0"]
+        assert blocked["stuck_pods"] >= 1 and "Terminating" in report["jobset_blocked_example"], blocked
+        assert any(p["node"] == "nl-jobset-0-doomed" and p["deletion_timestamp"] for p in blocked["pods"]), blocked
 
 
 def test_mirror_bench_compares_with_cp_and_rsync(mirror_report: dict) -> None:

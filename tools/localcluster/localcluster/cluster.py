@@ -76,6 +76,8 @@ class ClusterConfig:
     # Benchmarks count requests per user: kube-apiserver writes a Metadata-level audit log (JSON lines)
     # to <cluster dir>/audit.log. Off by default: it costs apiserver CPU.
     audit_log: bool = False
+    # Extra kube-controller-manager flags, e.g. ("--vmodule=job_controller=4",) to see why a Job waits.
+    controller_manager_args: tuple[str, ...] = ()
     # Kubernetes 1.36's alpha gang scheduling (scheduling.k8s.io/v1alpha2 Workload and PodGroup): the feature
     # gates in the apiserver, controller-manager (the PodGroup protection controller removes the finalizer
     # admission stamps) and scheduler, and the API version served. Off: a cluster that does not serve the
@@ -232,6 +234,7 @@ class LocalCluster:
             "--concurrent-gc-syncs=50", "--concurrent-job-syncs=50",
             "--profiling=false",
             *self._gang_args(),
+            *self.config.controller_manager_args,
         ])
         scheduler_config = d / "scheduler.yaml"
         scheduler_config.write_text(yaml.safe_dump({
