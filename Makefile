@@ -105,6 +105,7 @@ bench: venv peers
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery_peers.py --nodes 8 64 --trials 5
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/node_loss.py --trials 5 --timings stock --after-timeout out-of-service
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/node_loss.py --trials 5 --timings stock --admin-action out-of-service
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/failover.py --trials 10 --term-trials 5 --nodes 4
 	$(PY) -P tools/bench/report.py
 
 clean:

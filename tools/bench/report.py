@@ -20,7 +20,7 @@ LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
 MILESTONES = {"created": "all pods created", "scheduled": "all scheduled", "running": "all Running",
               "status": "job status Running"}
 SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "node_loss_admin", "mirror",
-           "mirror_chaos")
+           "mirror_chaos", "failover")
 
 
 def _row(cells) -> str:
@@ -181,13 +181,28 @@ def mirror_chaos_table(data: dict) -> str:
               f"rmtree (open windows): {'on' if data.get('open_windows', True) else 'off'}.")
 
 
+def failover_table(data: dict) -> str:
+    header = ["leader stopped by", "trials", "→ standby leading, median", "p99", "→ new job's pods created, median",
+              "p99"]
+    labels = {"kill": "SIGKILL (Lease expires)", "term": "SIGTERM (Lease released)"}
+    rows = [[labels.get(how, how), r["trials"], f"{r['leading_s']['median']:.2f}", f"{r['leading_s']['p99']:.2f}",
+             f"{r['acting_s']['median']:.2f}", f"{r['acting_s']['p99']:.2f}"]
+            for how, r in data["results"].items() if r]
+    t = data["timings"]
+    return (_table(header, rows, "--- ---: ---: ---: ---: ---:")
+            + f"\n\nSeconds from the signal to the leader (a TrainingJob of {data['nodes_per_job']} nodes is created "
+              f"right after it); two replicas, Lease {t['lease_duration_s']:g} s, renew deadline "
+              f"{t['renew_deadline_s']:g} s, retry {t['retry_period_s']:g} s; {data['machine']}. "
+              f"Command: `{data['command']}`.")
+
+
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table,
           "recovery_peers": recovery_peers_table, "recovery": recovery_table, "node_loss": node_loss_table,
           "node_loss_admin": node_loss_table, "mirror": mirror_table,
-          "mirror_chaos": mirror_chaos_table}
+          "mirror_chaos": mirror_chaos_table, "failover": failover_table}
 FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
         "recovery": "recovery", "node_loss": "node_loss", "node_loss_admin": "node_loss_admin", "mirror": "mirror",
-        "mirror_chaos": "mirror_chaos"}
+        "mirror_chaos": "mirror_chaos", "failover": "failover"}
 
 
 def replace_section(text: str, name: str, body: str) -> str:

@@ -7,9 +7,14 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from multinode.api.constants import OPERATOR_METRICS_PORT
-from multinode.controller.settings import OperatorSettings
+from multinode.controller.settings import LeaderElection, OperatorSettings
+
+# The exit status of a leader that lost its Lease (Kubernetes restarts it, as a standby).
+LOST_LEASE_EXIT_CODE = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +27,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Prometheus /metrics port; 0 disables it")
     parser.add_argument("--metrics-address", default="0.0.0.0")
     parser.add_argument("--verbose", "-v", action="store_true")
+    election = parser.add_argument_group(
+        "leader election", "replicas compete for a coordination.k8s.io Lease; only its holder acts "
+        "(default: MULTINODE_LEADER_ELECTION, else off)")
+    election.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=None,
+                          help="take the Lease before acting")
+    election.add_argument("--lease-name", help="default: MULTINODE_LEASE_NAME or multinode-operator")
+    election.add_argument("--lease-namespace", dest="lease_namespace",
+                          help="default: MULTINODE_LEASE_NAMESPACE, POD_NAMESPACE, the service account's")
+    election.add_argument("--leader-identity", help="default: the pod name (hostname) and a random suffix")
+    election.add_argument("--lease-duration", type=float, help="seconds (default 15)")
+    election.add_argument("--renew-deadline", type=float, help="seconds (default 10)")
+    election.add_argument("--retry-period", type=float, help="seconds (default 2)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,17 +59,65 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("kopf").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     logging.getLogger("kopf.activities.startup").setLevel(logging.INFO)
     metrics = OperatorMetrics()
+    election = LeaderElection.from_env(
+        args.leader_election, name=args.lease_name, namespace=args.lease_namespace,
+        identity=args.leader_identity, lease_duration_seconds=args.lease_duration,
+        renew_deadline_seconds=args.renew_deadline, retry_period_seconds=args.retry_period)
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
-    asyncio.run(kopf.operator(
-        registry=build_registry(settings, metrics),
-        clusterwide=not settings.namespaces,
-        namespaces=list(settings.namespaces),
-        standalone=True,  # one replica with a Recreate rollout; no peering objects needed
-        liveness_endpoint=args.liveness,
-        identity=operator_identity(),  # type: ignore[arg-type]  # kopf.Identity: a NewType of str kopf does not export
-    ))
+
+    async def operate() -> None:
+        await kopf.operator(
+            registry=build_registry(settings, metrics),
+            clusterwide=not settings.namespaces,
+            namespaces=list(settings.namespaces),
+            # kopf's peering is not used: with leader election only the Lease holder runs kopf at all.
+            standalone=True,
+            liveness_endpoint=args.liveness,
+            identity=operator_identity(),  # type: ignore[arg-type]  # kopf.Identity: a NewType of str kopf does not export
+        )
+
+    if election is None:
+        metrics.leader.set(1)  # the only replica: it always acts
+        asyncio.run(operate())
+    else:
+        asyncio.run(lead(election, operate, args.liveness, lambda leading: metrics.leader.set(int(leading))))
     return 0
+
+
+async def lead(election: LeaderElection, operate: Callable[[], Coroutine[Any, Any, None]], liveness: str | None,
+               on_change: Callable[[bool], None]) -> None:
+    """Wait for the Lease (answering the probes as a standby), then run kopf while renewing it. Losing it
+    ends the process at once, mid-reconcile or not: a replica without the Lease must not write another
+    byte, and its restart (as a standby) clears every in-memory state. On a graceful stop (SIGTERM: kopf
+    stops its workers first) the Lease is released, so a standby takes over within a retry period."""
+    from multinode.controller.kube import KubeApi
+    from multinode.controller.leader import LeaderElector, StandbyHealth
+
+    timings = election.timings
+    kube = KubeApi.connect(2, timeout=timings.renew_deadline_seconds / 2)
+    elector = LeaderElector(kube, election, on_change)
+    health = StandbyHealth(liveness) if liveness else None
+    if health is not None:
+        await health.start()
+    on_change(False)
+    await elector.acquire()
+    if health is not None:
+        await health.close()  # kopf's liveness endpoint takes the port
+    holding = asyncio.create_task(elector.hold(), name="multinode-lease")
+    operating = asyncio.create_task(operate(), name="multinode-kopf")
+    try:
+        await asyncio.wait({holding, operating}, return_when=asyncio.FIRST_COMPLETED)
+        if holding.done():
+            logging.getLogger("multinode.leader").critical("exiting: this replica no longer holds the Lease")
+            logging.shutdown()
+            os._exit(LOST_LEASE_EXIT_CODE)
+        operating.result()  # kopf's own error, if it failed
+    finally:
+        holding.cancel()
+        await asyncio.gather(holding, return_exceptions=True)
+        await elector.release()
+        await kube.close()
 
 
 def operator_identity() -> str:

@@ -213,12 +213,40 @@ class KubeApi:
         prefix, collection, operation = _COLLECTIONS["Event"]
         await self._call(operation, "POST", f"{prefix}/namespaces/{job_meta['namespace']}/{collection}", body)
 
+    async def get_lease(self, namespace: str, name: str) -> dict | None:
+        """The leader election Lease (None: there is none)."""
+        try:
+            data = await self._call("read_namespaced_lease", "GET", _lease_path(namespace, name), None)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+        lease: dict = json.loads(data)
+        return lease
+
+    async def create_lease(self, namespace: str, name: str, spec: dict) -> None:
+        """Create the Lease; 409 (another replica was faster) is raised for the caller."""
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        await self._call("create_namespaced_lease", "POST", _lease_path(namespace, ""), body)
+
+    async def replace_lease(self, namespace: str, name: str, resource_version: str, spec: dict) -> None:
+        """PUT the Lease's spec, guarded by the resourceVersion read: 409 if another replica wrote it since."""
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
+                "spec": spec}
+        await self._call("replace_namespaced_lease", "PUT", _lease_path(namespace, name), body)
+
     async def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _job_path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
+
+
+def _lease_path(namespace: str, name: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases" + (f"/{name}" if name else "")
 
 
 def _message(status: int, reason: str | None, data: bytes) -> str:

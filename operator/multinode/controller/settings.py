@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS
+from multinode.reconcile.leadership import LeaseTimings
 from multinode.render import DEFAULT_OPERATOR_IMAGE, RenderSettings
 
 
@@ -54,3 +57,67 @@ class OperatorSettings:
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+# Where a pod finds its own namespace when the chart's POD_NAMESPACE is not set.
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _own_namespace() -> str:
+    """The operator's namespace: POD_NAMESPACE (the chart sets it), the service account's, else "default"."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE_FILE) as f:
+            return f.read().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def _env_flag(name: str) -> bool | None:
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return None
+    return value in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """Who this replica is, which Lease the replicas compete for, and client-go's timings
+    (controller/leader.py). Identity: the pod name (the hostname) plus a random suffix, as
+    kube-controller-manager does, so a restarted container never mistakes its predecessor's Lease for its own."""
+
+    namespace: str
+    identity: str
+    name: str = "multinode-operator"
+    timings: LeaseTimings = field(default_factory=LeaseTimings)
+
+    @classmethod
+    def from_env(cls, enabled: bool | None = None, **overrides: Any) -> LeaderElection | None:
+        """None when leader election is off (MULTINODE_LEADER_ELECTION, or `enabled` from the command line,
+        which wins). Keyword arguments that are not None (the command line) win over the variables."""
+        if not (enabled if enabled is not None else _env_flag("MULTINODE_LEADER_ELECTION")):
+            return None
+        given = {k: v for k, v in overrides.items() if v is not None}
+        default = LeaseTimings()
+        timings = LeaseTimings(
+            lease_duration_seconds=given.pop("lease_duration_seconds", None)
+            or _env_float("MULTINODE_LEASE_DURATION_SECONDS", default.lease_duration_seconds),
+            renew_deadline_seconds=given.pop("renew_deadline_seconds", None)
+            or _env_float("MULTINODE_RENEW_DEADLINE_SECONDS", default.renew_deadline_seconds),
+            retry_period_seconds=given.pop("retry_period_seconds", None)
+            or _env_float("MULTINODE_RETRY_PERIOD_SECONDS", default.retry_period_seconds))
+        pod = os.environ.get("POD_NAME") or socket.gethostname()
+        values: dict[str, Any] = {
+            "namespace": os.environ.get("MULTINODE_LEASE_NAMESPACE") or _own_namespace(),
+            "identity": os.environ.get("MULTINODE_LEADER_IDENTITY") or f"{pod}_{uuid.uuid4().hex[:10]}",
+            "name": os.environ.get("MULTINODE_LEASE_NAME") or "multinode-operator",
+            "timings": timings,
+        }
+        values.update(given)
+        return cls(**values)
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value else default

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -90,6 +90,8 @@ class OperatorMetrics:
         self.job_running = Histogram("multinode_job_running_seconds",
                                      "From a job's creation to its first Running phase.",
                                      buckets=LATENCY_BUCKETS, registry=r)
+        self.leader = Gauge("multinode_leader", "1 while this replica acts (holds the leader election "
+                            "Lease, or runs without leader election), 0 while it is a standby.", registry=r)
         self.api_errors = Counter("multinode_api_errors_total", "Failed Kubernetes API calls of the operator.",
                                   ["operation", "code"], registry=r)
 

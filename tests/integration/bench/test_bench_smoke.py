@@ -91,6 +91,16 @@ def mirror_chaos_report(bench_dir: Path) -> dict:
     return json.loads((bench_dir / "mirror_chaos.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def failover_report(bench_dir: Path) -> dict:
+    # Short timings (a 4 s Lease) and 2 + 1 trials: this proves the bench works (a killed leader is replaced,
+    # a stopped one hands over), not the figure, which is client-go's stock timings' (docs/benchmarks.md).
+    out = bench_dir / "failover.json"
+    run_bench("failover.py", "--trials", "2", "--term-trials", "1", "--nodes", "2", "--lease-duration", "4",
+              "--renew-deadline", "3", "--retry-period", "0.5", "--out", str(out), timeout=300)
+    return json.loads(out.read_text())
+
+
 def test_startup_bench_runs_all_three_systems(startup_report: dict) -> None:
     report = startup_report
     assert report["systems"] == ["ours", "jobset", "kubeflow"]
@@ -168,8 +178,21 @@ def test_mirror_chaos_bench_counts_runs_and_violations(mirror_chaos_report: dict
     assert report["runs"] == 2 and report["passes"] >= 2 and report["violations"] == 0, report
 
 
+def test_failover_bench_sees_the_standby_lead_and_act(failover_report: dict) -> None:
+    report = failover_report
+    kill, term = report["results"]["kill"], report["results"]["term"]
+    assert kill["trials"] == 2 and term["trials"] == 1, report["results"]
+    for r in (kill, term):
+        assert 0 < r["leading_s"]["median"] <= r["acting_s"]["median"], r
+    # Killed: the Lease had to expire (no earlier than its duration less the last renewal's age, one retry).
+    assert min(kill["leading_s"]["all"]) >= 4 - 0.5 * 1.2, kill
+    # Stopped: released, so the standby took over within a few retry periods of the old leader's exit, long
+    # before the 4 s Lease could have expired.
+    assert all(s is not None and s < 2.5 for s in term["exit_to_leading_s"]), term
+
+
 @pytest.mark.usefixtures("startup_report", "floor_report", "load_report", "recovery_reports", "node_loss_report",
-                         "mirror_report", "mirror_chaos_report")
+                         "mirror_report", "mirror_chaos_report", "failover_report")
 def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -> None:
     """tools/bench/report.py on the smoke runs' JSON: every generated section of a copy of the docs."""
     docs = tmp_path / "docs"
@@ -178,7 +201,7 @@ def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -
     run_bench("report.py", "--from", str(bench_dir), "--docs", str(docs))
     combined = json.loads((docs / "benchmarks.json").read_text())
     assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "mirror",
-                            "mirror_chaos"}
+                            "mirror_chaos", "failover"}
     text = (docs / "benchmarks.md").read_text()
     assert text != (REPO / "docs" / "benchmarks.md").read_text()
     assert "| 4 | all pods created |" in text and "Kubeflow v1" in text

@@ -31,7 +31,7 @@ from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
 from localcluster.harness.kube import kubectl, new_namespace
 from tests.support.kube import kubeconfig_for_token, service_account_token
-from localcluster.harness.operator import OperatorProcess
+from localcluster.harness.operator import OperatorProcess, leader_election_env
 from tests.support.storage import bound_claim
 from localcluster.harness.waiting import wait_for
 from tests.support.mirror import MirrorProcess, write_checkpoint
@@ -127,7 +127,10 @@ def test_install_is_accepted_and_the_operator_pod_admitted_as_restricted(
     assert "kubectl get tj" in release.install_output and f"deployment/{release.fullname}" in release.install_output
 
     deployment = apps.read_namespaced_deployment(release.fullname, release.namespace)
-    assert deployment.spec.replicas == 1 and deployment.spec.strategy.type == "Recreate"
+    # Two replicas, one leader (the Lease): rolling updates are safe, a drain takes one pod at a time.
+    assert deployment.spec.replicas == 2 and deployment.spec.strategy.type == "RollingUpdate"
+    pdb = client.PolicyV1Api(api).read_namespaced_pod_disruption_budget(release.fullname, release.namespace)
+    assert pdb.spec.max_unavailable == 1
     (container,) = deployment.spec.template.spec.containers
     assert container.image == f"ghcr.io/multinode/multinode:{IMAGE_TAG}"
     # Server-side validation of the whole rendered release, once more, as a dry run.
@@ -165,14 +168,32 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
                            ("update", "deployments.apps"), ("patch", "podgroups.scheduling.k8s.io"),
                            ("update", "podgroups.scheduling.k8s.io/status"), ("create", "workloads.scheduling.k8s.io")]:
         assert not release.can(verb, resource, ns), (verb, resource)
+    # The leader election Lease: created, read and renewed in the release namespace, its own name only.
+    lease = f"leases.coordination.k8s.io/{release.fullname}"
+    assert release.can("create", "leases.coordination.k8s.io", release.namespace)
+    for verb in ("get", "update"):
+        assert can_on_named(release, verb, lease, release.namespace), verb
+        assert not can_on_named(release, verb, "leases.coordination.k8s.io/kube-scheduler", release.namespace), verb
+    assert not release.can("create", "leases.coordination.k8s.io", ns)
+    assert not release.can("delete", "leases.coordination.k8s.io", release.namespace)
+
+
+def can_on_named(release: Release, verb: str, resource_and_name: str, namespace: str) -> bool:
+    out = kubectl(release.kubeconfig, "auth", "can-i", verb, resource_and_name, "-n", namespace,
+                  f"--as={release.service_account}", check=False).stdout.strip()
+    assert out in ("yes", "no"), out
+    return out == "yes"
 
 
 def run_operator_as_chart(release: Release, core: client.CoreV1Api, tmp_path: Path, log: str) -> OperatorProcess:
     token = service_account_token(core, release.namespace, release.fullname)
     kubeconfig = kubeconfig_for_token(release.kubeconfig, token, tmp_path / f"{log}.kubeconfig")
-    op = OperatorProcess(kubeconfig, [release.jobs_namespace], tmp_path / f"{log}.log",
-                         extra_env={"MULTINODE_OPERATOR_IMAGE": f"ghcr.io/multinode/multinode:{IMAGE_TAG}"})
+    # With leader election as the chart configures it: the Lease in the release namespace, under the chart's Role.
+    env = {"MULTINODE_OPERATOR_IMAGE": f"ghcr.io/multinode/multinode:{IMAGE_TAG}",
+           **leader_election_env(release.namespace, log, lease=release.fullname)}
+    op = OperatorProcess(kubeconfig, [release.jobs_namespace], tmp_path / f"{log}.log", extra_env=env)
     op.start()
+    wait_for(op.leading, timeout=30, what=f"{log} holding the Lease (log: {op.log_path})")
     return op
 
 
@@ -285,6 +306,10 @@ def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
         "ClusterRoleBinding": lambda: rbac.read_cluster_role_binding(release.fullname),
         "Role": lambda: rbac.read_namespaced_role(release.fullname, ns),
         "RoleBinding": lambda: rbac.read_namespaced_role_binding(release.fullname, ns),
+        "leader election Role": lambda: rbac.read_namespaced_role(f"{release.fullname}-leader-election",
+                                                                  release.namespace),
+        "leader election RoleBinding": lambda: rbac.read_namespaced_role_binding(
+            f"{release.fullname}-leader-election", release.namespace),
     }
     for kind, read in gone.items():
         with pytest.raises(client.ApiException) as e:

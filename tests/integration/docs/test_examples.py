@@ -336,8 +336,22 @@ def test_operator_rbac_in_operations_md_is_what_the_chart_grants() -> None:
     assert normalized(rules_of("ClusterRole")) == normalized(chart_roles[0]["rules"])
 
 
+def test_leader_election_role_in_operations_md_is_what_the_chart_grants() -> None:
+    assert shutil.which("helm"), "helm is not on PATH (make test puts the pinned one there)"
+    rendered = subprocess.run(["helm", "template", "multinode-operator", str(CHART), "-n", "multinode-system",
+                               "--kube-version", "1.36.0"], capture_output=True, text=True, timeout=60, check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    (chart_role,) = [d for d in yaml.safe_load_all(rendered.stdout) if d and d.get("kind") == "Role"
+                     and d["metadata"]["name"].endswith("-leader-election")]
+    (doc_role,) = [d for b in yaml_blocks(OPERATIONS) for d in documents(b.text) if is_complete(d)
+                   and d["kind"] == "Role" and d["metadata"]["name"].endswith("-leader-election")]
+    assert doc_role["metadata"]["namespace"] == chart_role["metadata"]["namespace"]
+    assert normalized(doc_role["rules"]) == normalized(chart_role["rules"])
+
+
 def test_mirror_role_in_operations_md_is_what_the_operator_creates() -> None:
-    role = next(d for b in yaml_blocks(OPERATIONS) for d in documents(b.text) if is_complete(d) and d["kind"] == "Role")
+    role = next(d for b in yaml_blocks(OPERATIONS) for d in documents(b.text) if is_complete(d) and d["kind"] == "Role"
+                and d["metadata"]["name"].endswith("-mirror"))
     job_name = role["metadata"]["name"].removesuffix("-mirror")
     job = TrainingJob.model_validate({
         "metadata": {"name": job_name, "namespace": "ml", "uid": "00000000-0000-4000-8000-000000000001"},

@@ -34,13 +34,17 @@ def test_the_chart_runs_the_operator_on_a_real_node(real_operator: tuple[LocalCl
     cluster, namespace = real_operator
     core = client.CoreV1Api(cluster.api_client())
     pods = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/name=multinode-operator").items
-    assert len(pods) == 1
-    pod = pods[0]
-    assert pod.status.phase == "Running" and pod.spec.node_name.startswith("real-node-")
-    assert pod.spec.service_account_name == "mn-multinode-operator"
-    assert pod.spec.containers[0].image == OPERATOR_IMAGE
-    # A real process: the image's own entrypoint started kopf, which reports its liveness on the pod.
-    assert pod.status.container_statuses[0].ready
+    assert len(pods) == 2, "two replicas: a leader and a standby"
+    for pod in pods:
+        assert pod.status.phase == "Running" and pod.spec.node_name.startswith("real-node-")
+        assert pod.spec.service_account_name == "mn-multinode-operator"
+        assert pod.spec.containers[0].image == OPERATOR_IMAGE
+        # A real process: the leader's kopf answers the probes, and so does the standby while it waits.
+        assert pod.status.container_statuses[0].ready
+    # One of them holds the Lease, under its pod name (the downward API) plus the operator's suffix.
+    lease = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease("mn-multinode-operator", namespace)
+    holder = lease.spec.holder_identity or ""
+    assert sum(holder.startswith(p.metadata.name + "_") for p in pods) == 1, holder
 
 
 def test_a_job_runs_on_real_nodes_with_the_env_contract(real_operator: tuple[LocalCluster, str]) -> None:

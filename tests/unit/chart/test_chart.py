@@ -30,6 +30,9 @@ NAMESPACED_RIGHTS = {
     *(("scheduling.k8s.io", "podgroups", v) for v in ("list", "watch", "create", "delete")),
 }
 CLUSTER_RIGHTS = {("", "nodes", "list"), ("", "nodes", "watch")}
+# Leader election, in the release namespace only (a Role of its own): create any Lease, get and update its own.
+LEASE_RIGHTS = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}
+LEASE_ROLE = "mn-multinode-operator-leader-election"
 
 VARIANTS = {
     "default": (),
@@ -38,7 +41,13 @@ VARIANTS = {
                    "dashboard.enabled=true", "image.digest=" + DIGEST, "logLevel=debug",
                    "rbac.ownerReferencesPermissionEnforcement=true"),
     "no-crd-no-metrics": ("crds.enabled=false", "metrics.enabled=false", "replicaCount=0"),
+    "single-no-election": ("replicaCount=1", "leaderElection.enabled=false"),
 }
+
+
+def job_roles(objects: list[dict], kind: str) -> list[dict]:
+    """Roles (or RoleBindings) for the jobs' namespaces: all but the leader election one."""
+    return [o for o in of_kind(objects, kind) if o["metadata"]["name"] != LEASE_ROLE]
 
 
 def rights(rules: list[dict]) -> set[tuple[str, str, str]]:
@@ -99,7 +108,7 @@ def test_all_namespaces_mode_binds_one_cluster_role_with_exactly_the_operators_r
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
                                     "namespace": "mn-system"}]
     assert pod_spec(default)["serviceAccountName"] == sa["metadata"]["name"]
-    assert not of_kind(default, "Role") and not of_kind(default, "RoleBinding")
+    assert not job_roles(default, "Role") and not job_roles(default, "RoleBinding")
     assert "--namespace" not in " ".join(container(default)["args"])
 
 
@@ -107,8 +116,8 @@ def test_namespace_list_mode_renders_a_role_per_namespace_and_a_node_only_cluste
     objects = render("watchNamespaces={team-a,team-b}")
     assert rights(one(objects, "ClusterRole")["rules"]) == CLUSTER_RIGHTS
     assert one(objects, "ClusterRoleBinding")["roleRef"]["name"] == one(objects, "ClusterRole")["metadata"]["name"]
-    roles = {r["metadata"]["namespace"]: r for r in of_kind(objects, "Role")}
-    bindings = {b["metadata"]["namespace"]: b for b in of_kind(objects, "RoleBinding")}
+    roles = {r["metadata"]["namespace"]: r for r in job_roles(objects, "Role")}
+    bindings = {b["metadata"]["namespace"]: b for b in job_roles(objects, "RoleBinding")}
     assert set(roles) == set(bindings) == {"team-a", "team-b"}
     sa = one(objects, "ServiceAccount")["metadata"]["name"]
     for ns, role in roles.items():
@@ -127,9 +136,55 @@ def test_the_operator_holds_every_right_it_grants_the_mirror() -> None:
     mirror_rights = rights(render_mirror_role(job)["rules"])
     assert mirror_rights <= NAMESPACED_RIGHTS
     for sets in (VARIANTS["default"], VARIANTS["namespaces"]):
-        roles = of_kind(render(*sets), "Role") or of_kind(render(*sets), "ClusterRole")
+        roles = job_roles(render(*sets), "Role") or of_kind(render(*sets), "ClusterRole")
         for role in roles:
             assert mirror_rights <= rights(role["rules"])
+
+
+ELECTION_ENV = {
+    "MULTINODE_LEADER_ELECTION": "true", "MULTINODE_LEASE_NAME": "mn-multinode-operator",
+    "MULTINODE_LEASE_DURATION_SECONDS": "15", "MULTINODE_RENEW_DEADLINE_SECONDS": "10",
+    "MULTINODE_RETRY_PERIOD_SECONDS": "2", "POD_NAME": None, "POD_NAMESPACE": None,
+}
+
+
+def test_leader_election_by_default_two_replicas_a_lease_role_a_pdb_and_spread_across_nodes(
+        default: list[dict]) -> None:
+    role = next(r for r in of_kind(default, "Role") if r["metadata"]["name"] == LEASE_ROLE)
+    assert role["metadata"]["namespace"] == "mn-system"
+    assert rights(role["rules"]) == LEASE_RIGHTS
+    # get and update only the release's own Lease (create cannot be limited to a name).
+    assert [r.get("resourceNames") for r in role["rules"]] == [None, ["mn-multinode-operator"]]
+    binding = next(b for b in of_kind(default, "RoleBinding") if b["metadata"]["name"] == LEASE_ROLE)
+    assert binding["roleRef"]["name"] == LEASE_ROLE and binding["subjects"][0]["namespace"] == "mn-system"
+    assert not any(("coordination.k8s.io", "leases") == (g, r) for g, r, _ in rights(
+        one(default, "ClusterRole")["rules"])), "no cluster-wide Lease rights"
+    c = container(default)
+    downward = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if "valueFrom" in e}
+    assert downward == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    pdb = one(default, "PodDisruptionBudget")
+    selector = one(default, "Deployment")["spec"]["selector"]
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": selector}
+    (term,) = pod_spec(default)["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname", "labelSelector": selector}
+
+
+def test_without_leader_election_one_replica_no_lease_rights_no_pdb() -> None:
+    objects = render(*VARIANTS["single-no-election"])
+    assert not [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == LEASE_ROLE]
+    assert not of_kind(objects, "PodDisruptionBudget")
+    assert "affinity" not in pod_spec(objects)
+    assert not {"MULTINODE_LEADER_ELECTION", "POD_NAME"} & set(env(objects))
+
+
+@pytest.mark.parametrize(("sets", "named"), [
+    (("leaderElection.enabled=false",), "replicaCount above 1 needs leaderElection.enabled"),
+    (("leaderElection.renewDeadlineSeconds=15",), "leaseDurationSeconds must exceed renewDeadlineSeconds"),
+    (("leaderElection.retryPeriodSeconds=9",), "renewDeadlineSeconds must exceed 1.2"),
+])
+def test_unsafe_replica_and_timing_combinations_fail(sets: tuple[str, ...], named: str) -> None:
+    result = template(*sets, check=False)
+    assert result.returncode != 0 and named in result.stderr, result.stderr
 
 
 def test_finalizers_right_only_on_request() -> None:
@@ -174,10 +229,15 @@ def assert_restricted(spec: dict) -> None:
         assert not c.get("ports") or all("hostPort" not in p for p in c["ports"])
 
 
-def test_deployment_meets_restricted_and_runs_one_replica_with_recreate(rendered: list[dict]) -> None:
+def test_deployment_meets_restricted_and_overlaps_replicas_only_with_leader_election(rendered: list[dict]) -> None:
     deployment = one(rendered, "Deployment")
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
-    assert deployment["spec"]["replicas"] in (0, 1)
+    election = "MULTINODE_LEADER_ELECTION" in env(rendered)
+    if election:
+        assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                                  "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    else:
+        assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+        assert deployment["spec"]["replicas"] in (0, 1)
     assert_restricted(deployment["spec"]["template"]["spec"])
     mounts = {m["mountPath"]: m["name"] for m in container(rendered)["volumeMounts"]}
     volumes = {v["name"]: v for v in pod_spec(rendered)["volumes"]}
@@ -186,7 +246,7 @@ def test_deployment_meets_restricted_and_runs_one_replica_with_recreate(rendered
 
 def test_default_deployment(default: list[dict]) -> None:
     deployment = one(default, "Deployment")
-    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["replicas"] == 2
     assert deployment["metadata"]["namespace"] == "mn-system"
     c = container(default)
     assert c["args"] == ["operator", "--liveness=http://0.0.0.0:8081/healthz", "--metrics-port=8080"]
@@ -199,6 +259,7 @@ def test_default_deployment(default: list[dict]) -> None:
         "MULTINODE_OPERATOR_IMAGE": c["image"],
         "MULTINODE_WORKERS": "8", "MULTINODE_API_CONCURRENCY": "32",
         "MULTINODE_API_TIMEOUT_SECONDS": "30", "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS": "300",
+        **ELECTION_ENV,
     }
     assert c["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
     selector = deployment["spec"]["selector"]["matchLabels"]
@@ -250,7 +311,7 @@ def test_values_reach_the_pod() -> None:
     assert env(objects) == {
         "MULTINODE_OPERATOR_IMAGE": c["image"], "MULTINODE_WORKERS": "3", "MULTINODE_API_CONCURRENCY": "7",
         "MULTINODE_API_TIMEOUT_SECONDS": "12.5", "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS": "90",
-        "HTTPS_PROXY": "http://proxy:3128", "NODE": None}
+        **ELECTION_ENV, "HTTPS_PROXY": "http://proxy:3128", "NODE": None}
     assert {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in c["env"]
     assert c["args"] == ["operator", "--liveness=http://0.0.0.0:9000/healthz", "--metrics-port=9100", "--verbose"]
     assert c["imagePullPolicy"] == "Always"
@@ -330,7 +391,10 @@ def test_mirror_pod_monitor_selects_the_mirror_pods_the_operator_renders() -> No
     ("image.foo=bar", "'foo' not allowed"),
     ("metrics.serviceMonitor.intervall=30s", "'intervall' not allowed"),
     ("operator.wokers=3", "'wokers' not allowed"),
-    ("replicaCount=2", "/replicaCount"),
+    ("replicaCount=-1", "/replicaCount"),
+    ("leaderElection.enabled=maybe", "/leaderElection/enabled"),
+    ("leaderElection.leaseDurationSecond=15", "'leaseDurationSecond' not allowed"),
+    ("extraEnv[0].name=POD_NAMESPACE", "/extraEnv/0/name"),
     ("logLevel=trace", "/logLevel"),
     ("operator.workers=0", "/operator/workers"),
     ("operator.apiTimeoutSeconds=0", "/operator/apiTimeoutSeconds"),

@@ -22,6 +22,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def leader_election_env(namespace: str, identity: str, *, lease: str = "multinode-operator",
+                        duration: float = 15, renew_deadline: float = 10, retry_period: float = 2) -> dict[str, str]:
+    """The environment of an operator replica that competes for Lease `namespace`/`lease` as `identity`
+    (client-go's default timings unless given)."""
+    return {"MULTINODE_LEADER_ELECTION": "true", "MULTINODE_LEASE_NAMESPACE": namespace,
+            "MULTINODE_LEASE_NAME": lease, "MULTINODE_LEADER_IDENTITY": identity,
+            "MULTINODE_LEASE_DURATION_SECONDS": str(duration), "MULTINODE_RENEW_DEADLINE_SECONDS": str(renew_deadline),
+            "MULTINODE_RETRY_PERIOD_SECONDS": str(retry_period)}
+
+
 class OperatorProcess:
     def __init__(self, kubeconfig: str, namespaces: list[str], log_path: Path, extra_env: dict | None = None,
                  token: str | None = None):
@@ -65,6 +75,21 @@ class OperatorProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
             text = resp.read().decode()
         return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+    def leading(self) -> bool:
+        """multinode_leader is 1: this process holds the leader election Lease (or runs without election).
+        False while it is a standby, or when it does not answer (killed, still starting)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            samples = self.metrics().get("multinode_leader") or []
+        except OSError:
+            return False
+        return bool(samples) and samples[0].value == 1
+
+    def counter(self, name: str) -> float:
+        """A counter's value (its _total sample), e.g. counter("multinode_pods_created")."""
+        return sum(s.value for s in self.metrics().get(name) or [] if s.name.endswith("_total"))
 
     def kill(self) -> None:
         """SIGKILL, as a crashing node or an OOM kill would."""
