@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -29,6 +29,7 @@ from multinode.controller.status_patch import describe_validation_error, dump_st
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.node_loss import NodeDown, node_down
+from multinode.reconcile.outcome import only_named, pod_names
 from multinode.reconcile.refusals import counts_as_created, creation_refused
 from multinode.reconcile.status_report import mark_failed
 
@@ -160,18 +161,36 @@ class Reconciler:
             if not expected:
                 del self.expected[key]
 
-    def _not_expected(self, key: JobKey, pods: list[dict], indexed: set[str]) -> list[dict]:
-        """The pods of a plan minus those this operator created moments ago (the index lags its creates)."""
+    def _not_expected(self, key: JobKey, names: list[str], indexed: set[str]) -> set[str]:
+        """A plan's pod names minus those this operator created moments ago (the index lags its creates)."""
         expected = self.expected.get(key)
         if not expected:
-            return pods
+            return set(names)
         now = time.monotonic()
         for name, since in list(expected.items()):
             # In the index: its watch event came before our create's response did. Too old: never seen
             # (created and deleted unseen, or lost).
             if name in indexed or now - since > EXPECTATION_TTL_SECONDS:
                 del expected[name]
-        return [p for p in pods if p["metadata"]["name"] not in expected]
+        return {name for name in names if name not in expected}
+
+    async def _create_pods(self, namespace: str, pods: Sequence[dict]) -> list[tuple[str, BaseException | None]]:
+        """(name, error or None) per pod. A stream: 2 × the API concurrency in flight, each pod rendered in
+        its turn (a PodStream renders on read): a 20 000-pod gang's manifests are never all in memory."""
+        queue, outcomes = iter(pods), list[tuple[str, BaseException | None]]()
+
+        async def stream() -> None:
+            for pod in queue:  # one iterator shared by the streams: each pod is rendered once, by one of them
+                name = pod["metadata"]["name"]
+                try:
+                    await self.kube.create(namespace, pod)
+                    outcomes.append((name, None))
+                except Exception as e:  # noqa: BLE001 - every outcome is judged by the caller
+                    outcomes.append((name, e))
+
+        width = min(len(pods), 2 * self.settings.api_concurrency)
+        await asyncio.gather(*(stream() for _ in range(width)))
+        return outcomes
 
     async def _work(self) -> None:
         while True:
@@ -270,18 +289,17 @@ class Reconciler:
             except ApiError as e:
                 if not counts_as_created(e.status):
                     raise
-        pods = self._not_expected(key, result.pods_to_create, indexed)
-        outcomes = await asyncio.gather(*(self.kube.create(namespace, pod) for pod in pods),
-                                        return_exceptions=True)
+        wanted = self._not_expected(key, pod_names(result.pods_to_create), indexed)
+        outcomes = await self._create_pods(namespace, only_named(result.pods_to_create, wanted))
         expected = self.expected.setdefault(key, {})
         now = time.monotonic()
-        for pod, outcome in zip(pods, outcomes, strict=True):
-            if not isinstance(outcome, BaseException) or _exists(outcome):
-                expected[pod["metadata"]["name"]] = now
+        for name, outcome in outcomes:
+            if outcome is None or _exists(outcome):
+                expected[name] = now
         if not expected:
             del self.expected[key]
-        self.metrics.pods_created.inc(sum(1 for o in outcomes if not isinstance(o, BaseException)))
-        errors = [o for o in outcomes if isinstance(o, BaseException) and not _exists(o)]
+        self.metrics.pods_created.inc(sum(1 for _, o in outcomes if o is None))
+        errors = [o for _, o in outcomes if o is not None and not _exists(o)]
         if errors:
             raise errors[0]
 

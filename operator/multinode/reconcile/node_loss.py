@@ -101,18 +101,23 @@ def force_delete_stranded(pods: Iterable[ObservedPod], down: Mapping[str, NodeDo
     """Delete without waiting for a kubelet (grace period 0) the pods among `pods` that are on their way out
     (terminating, or in the plan's deletions) on nodes that are down: no kubelet will finish them. Returns
     their names."""
-    forced = []
+    forced: list[str] = []
+    if not down:
+        return forced
+    deleting, forcing = set(result.pods_to_delete), set(result.pods_to_force_delete)
     for p in pods:
         node = down.get(p.node or "")
-        if node is None or p.name in result.pods_to_force_delete:
+        if node is None or p.name in forcing:
             continue
-        if not (p.terminating or p.name in result.pods_to_delete):
+        if not (p.terminating or p.name in deleting):
             continue
-        if p.name in result.pods_to_delete:
-            result.pods_to_delete.remove(p.name)
+        forcing.add(p.name)
         result.pods_to_force_delete.append(p.name)
         forced.append(p.name)
         result.events.append(Event("Warning", Reason.POD_FORCE_DELETED,
                                    f"{p.name} of attempt {p.attempt} is on node {p.node}, which {node.words}: "
                                    "deleted without waiting for its kubelet"))
+    moved = deleting.intersection(forced)
+    if moved:  # one pass, not one list.remove per pod
+        result.pods_to_delete = [name for name in result.pods_to_delete if name not in moved]
     return forced

@@ -31,7 +31,7 @@ from multinode.reconcile.hang import hang_failure
 from multinode.reconcile.image_consistency import check_digests, pinned_image
 from multinode.reconcile.node_loss import NodeDown, evicted_failure, force_delete_stranded, not_ready_failure
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
-from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, Verdict
+from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, PodStream, Verdict
 from multinode.reconcile.placement import ObservedNode, attempt_node_selector
 from multinode.reconcile.progress import JobProgress, report_progress
 from multinode.reconcile.restarts import apply_failure_policy, ready_for_next_attempt
@@ -39,7 +39,7 @@ from multinode.reconcile.startup import startup_timeout
 from multinode.reconcile.status_report import change_phase, fill_node_statuses, set_conditions
 from multinode.reconcile.stragglers import judge_stragglers
 from multinode.reconcile.success import judge, leader_succeeded
-from multinode.render import RenderSettings, render_headless_service, render_node_pod
+from multinode.render import RenderSettings, pod_name, render_headless_service, render_node_pod
 from multinode.render.mirror import render_mirror_objects
 from multinode.render.names import job_name
 
@@ -162,11 +162,11 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
-    result.pods_to_create = [
-        render_node_pod(job, i, status.attempt, settings, restarts=status.restarts, resume_from=resume,
-                        image=image, node_selector=node_selector, excluded_nodes=excluded)
-        for i in missing
-    ]
+    attempt, restarts, name = status.attempt, status.restarts, job_name(job)
+    result.pods_to_create = PodStream(
+        missing, lambda i: pod_name(name, i, attempt),
+        lambda i: render_node_pod(job, i, attempt, settings, restarts=restarts, resume_from=resume, image=image,
+                                  node_selector=node_selector, excluded_nodes=excluded))
     return None
 
 
@@ -184,7 +184,8 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
     lost = lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt)
     if lost and not leader_done:
         last = next((ns for ns in before.node_statuses if ns.index == lost[0]), None)
-        return lost_failure(lost[0], last.pod if last else None, last.reason if last else None)
+        return lost_failure(lost[0], last.pod if last else pod_name(job_name(job), lost[0], status.attempt),
+                            last.reason if last else None)
     evicted = evicted_failure(current.values())
     if evicted is not None and not leader_done:
         return evicted
