@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
 MILESTONES = {"created": "all pods created", "scheduled": "all scheduled", "running": "all Running",
               "status": "job status Running"}
-SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "mirror", "mirror_chaos")
+SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "mirror", "mirror_chaos", "huge",
+           "plan_scale")
 
 
 def _row(cells) -> str:
@@ -149,12 +150,39 @@ def mirror_chaos_table(data: dict) -> str:
               f"rmtree (open windows): {'on' if data.get('open_windows', True) else 'off'}.")
 
 
+def huge_table(data: dict) -> str:
+    h, m = data["huge"], data["many"]
+    header = ["load", "all pods created", "all scheduled", "all Running", "job status Running", "pods/s to Running",
+              "operator peak RSS (VmHWM)", "idle RSS", "status size"]
+    rows = [[f"one {h['nodes']}-node job", *(f"{h['milestones_s'][k]:.1f} s" for k in
+                                              ("created", "scheduled", "running", "status")),
+             f"{h['pods_per_s_running']:.0f}", f"**{h['peak_rss_mb']:.0f} MB**", f"{h['idle_rss_mb']:.0f} MB",
+             f"{h['status_bytes']} bytes"],
+            [f"{m['jobs']} jobs × {m['pods_per_job']} nodes", "", "", "", f"{m['all_running_s']:.1f} s", "",
+             f"**{m['peak_rss_mb']:.0f} MB**", f"{m['idle_rss_mb']:.0f} MB", ""]]
+    return (_table(header, rows, "--- ---: ---: ---: ---: ---: ---: ---: ---:")
+            + f"\n\nSeconds from the create request, one run, a fresh operator process per load (its VmHWM is that "
+              f"load's); {data['kwok_nodes']} kwok nodes taking {data['pods_per_kwok_node']} pods each, no GPUs; "
+              f"{data['machine']}.")
+
+
+def plan_scale_table(data: dict) -> str:
+    sizes = data["sizes"]
+    header = ["step", *(f"{n} nodes (ms)" for n in sizes), "per-node cost, largest/smallest"]
+    rows = [[step, *(f"{data['seconds'][str(n)][step] * 1000:.1f}" for n in sizes), f"{growth:.2f}×"]
+            for step, growth in data["per_node_growth"].items()]
+    rows.append(["status written (bytes, all Running)", *(f"{data['seconds'][str(n)]['status_bytes']:.0f}"
+                                                         for n in sizes), ""])
+    return _table(header, rows, "--- " + "---: " * (len(sizes) + 1))
+
+
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table,
           "recovery_peers": recovery_peers_table, "recovery": recovery_table, "node_loss": node_loss_table,
           "mirror": mirror_table,
-          "mirror_chaos": mirror_chaos_table}
+          "mirror_chaos": mirror_chaos_table, "huge": huge_table, "plan_scale": plan_scale_table}
 FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
-        "recovery": "recovery", "node_loss": "node_loss", "mirror": "mirror", "mirror_chaos": "mirror_chaos"}
+        "recovery": "recovery", "node_loss": "node_loss", "mirror": "mirror", "mirror_chaos": "mirror_chaos",
+        "huge": "huge", "plan_scale": "plan_scale"}
 
 
 def replace_section(text: str, name: str, body: str) -> str:
