@@ -104,6 +104,8 @@ bench: venv peers
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/load.py --jobs 100 --nodes-per-job 8 --runs 2 --rss-job-nodes 16 --systems ours jobset
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery_peers.py --nodes 8 64 --trials 5
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/node_loss.py --trials 5 --timings stock
+	$(PY) -P tools/bench/plan_scale.py --nodes 1000 5000 20000
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/huge.py --nodes 10000 --kwok-nodes 100 --rss-jobs 100 --rss-job-nodes 16
 	$(PY) -P tools/bench/report.py
 
 clean:
