@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -21,6 +21,7 @@ from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.goodput import LostCause
 from multinode.api.timestamps import parse_time
+from multinode.controller.creates import create_stream
 from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.queue import WorkQueue
@@ -40,6 +41,8 @@ JobKey = tuple[str, str]  # (namespace, name)
 # How long a pod this operator created is trusted to exist before the pod index shows it (client-go's
 # "expectations"): until then a reconcile would see it missing and create it again, only to get 409.
 EXPECTATION_TTL_SECONDS = 30.0
+# Disrupted pods remembered per job after their deletion (Reconciler.gone); a gang's pods go together.
+MAX_GONE_PER_JOB = 256
 
 
 # After a reconcile of a job whose pods changed meanwhile, wait REST_FACTOR × its duration (at most
@@ -70,6 +73,7 @@ class Indices:
     pods: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPod; mirror_key → mirror
     services: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → Service name
     nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode; name → its own
+    pod_groups: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPodGroup
 
 
 def _single(store: Any) -> Any:
@@ -105,8 +109,10 @@ def _exists(error: BaseException) -> bool:
 
 class Reconciler:
     def __init__(self, kube: KubeApi, settings: OperatorSettings, indices: Indices,
-                 metrics: OperatorMetrics | None = None):
+                 metrics: OperatorMetrics | None = None, *, gang_api: bool = False):
         self.kube = kube
+        # Whether the apiserver serves native PodGroups (handlers.py asks discovery once, at start).
+        self.gang_api = gang_api
         self.settings = settings
         self.metrics = metrics or OperatorMetrics()
         self.queue: WorkQueue[JobKey] = WorkQueue()
@@ -120,6 +126,9 @@ class Reconciler:
         self.written: dict[str, TrainingJobStatus] = {}
         # Pods created (or found existing, 409) but not seen by the pod index yet: name → when.
         self.expected: dict[JobKey, dict[str, float]] = {}
+        # Why pods that are gone were disrupted (DisruptionTarget), from their last watch event: the pod
+        # can be deleted before a pass sees it terminating (the scheduler preempts and deletes at once).
+        self.gone: dict[JobKey, dict[str, str]] = {}
         self._failures: dict[JobKey, int] = {}
         self._tasks: list[asyncio.Task] = []
         # Reads the trainers' logs of jobs with spec.hangDetection; each sweep marks its job dirty.
@@ -147,11 +156,18 @@ class Reconciler:
         self.queue.forget(key)
         self._failures.pop(key, None)
         self.expected.pop(key, None)
+        self.gone.pop(key, None)
         self.probe.forget(key)
         if uid:
             self.written.pop(uid, None)
             self.phases.pop(uid, None)
             self.figures.pop(uid, None)
+
+    def pod_gone(self, key: JobKey, name: str, disruption: str) -> None:
+        gone = self.gone.setdefault(key, {})
+        gone[name] = disruption
+        while len(gone) > MAX_GONE_PER_JOB:  # the oldest go: only the attempt being judged matters
+            del gone[next(iter(gone))]
 
     def pod_seen(self, key: JobKey, name: str) -> None:
         """A watch event of pod `name`: the index has it (or its deletion), so stop expecting it."""
@@ -168,29 +184,10 @@ class Reconciler:
             return set(names)
         now = time.monotonic()
         for name, since in list(expected.items()):
-            # In the index: its watch event came before our create's response did. Too old: never seen
-            # (created and deleted unseen, or lost).
+            # In the index (its watch event beat our create's response), or too old (never seen: lost).
             if name in indexed or now - since > EXPECTATION_TTL_SECONDS:
                 del expected[name]
         return {name for name in names if name not in expected}
-
-    async def _create_pods(self, namespace: str, pods: Sequence[dict]) -> list[tuple[str, BaseException | None]]:
-        """(name, error or None) per pod. A stream: 2 × the API concurrency in flight, each pod rendered in
-        its turn (a PodStream renders on read): a 20 000-pod gang's manifests are never all in memory."""
-        queue, outcomes = iter(pods), list[tuple[str, BaseException | None]]()
-
-        async def stream() -> None:
-            for pod in queue:  # one iterator shared by the streams: each pod is rendered once, by one of them
-                name = pod["metadata"]["name"]
-                try:
-                    await self.kube.create(namespace, pod)
-                    outcomes.append((name, None))
-                except Exception as e:  # noqa: BLE001 - every outcome is judged by the caller
-                    outcomes.append((name, e))
-
-        width = min(len(pods), 2 * self.settings.api_concurrency)
-        await asyncio.gather(*(stream() for _ in range(width)))
-        return outcomes
 
     async def _work(self) -> None:
         while True:
@@ -235,7 +232,8 @@ class Reconciler:
                             resume_source_latest=self._resume_source_latest(job),
                             nodes=tuple(self.indices.nodes.get(None) or ()) if job.spec.topology else (),
                             down_nodes=self._down_nodes(pods),
-                            progress=self.probe.progress(key))
+                            progress=self.probe.progress(key), gone_disruptions=dict(self.gone.get(key) or {}),
+                            gang_api=self.gang_api, pod_groups=tuple(self.indices.pod_groups.get(key) or ()))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
@@ -252,7 +250,9 @@ class Reconciler:
         await asyncio.gather(*(self.kube.delete_pod(namespace, name)
                                for name in result.pods_to_delete),
                              *(self.kube.delete_pod(namespace, name, force=True)
-                               for name in result.pods_to_force_delete))
+                               for name in result.pods_to_force_delete),
+                             *(self.kube.delete_pod_group(namespace, name)
+                               for name in result.pod_groups_to_delete))
         await self._write_status(job, previous or job.status, result)
         if result.delete_job:
             await self.kube.delete_job(namespace, job_name)
@@ -283,19 +283,17 @@ class Reconciler:
         key = _key(job)
         namespace = key[0]
         for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
-            # In order: the Service, the mirror's identity, then the mirror.
+            # In order: the Service, the mirror's identity, the mirror, then the attempt's PodGroup (before its pods).
             try:
                 await self.kube.create(namespace, obj)
             except ApiError as e:
                 if not counts_as_created(e.status):
                     raise
         wanted = self._not_expected(key, pod_names(result.pods_to_create), indexed)
-        outcomes = await self._create_pods(namespace, only_named(result.pods_to_create, wanted))
-        expected = self.expected.setdefault(key, {})
-        now = time.monotonic()
-        for name, outcome in outcomes:
-            if outcome is None or _exists(outcome):
-                expected[name] = now
+        outcomes = await create_stream(self.kube, namespace, only_named(result.pods_to_create, wanted),
+                                       2 * self.settings.api_concurrency)
+        expected, now = self.expected.setdefault(key, {}), time.monotonic()
+        expected.update((name, now) for name, outcome in outcomes if outcome is None or _exists(outcome))
         if not expected:
             del self.expected[key]
         self.metrics.pods_created.inc(sum(1 for _, o in outcomes if o is None))
