@@ -141,9 +141,9 @@ class Bench:
         self.counts.expect(name, nodes)
         self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body)
 
-    def status_bytes(self, name: str) -> int:
+    def status(self, name: str) -> dict:
         raw = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, _preload_content=False)
-        return len(json.dumps(json.loads(raw.data).get("status") or {}))
+        return json.loads(raw.data).get("status") or {}
 
     def delete_all(self, timeout: float) -> None:
         self.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL,
@@ -185,8 +185,11 @@ def huge(b: Bench, nodes: int, timeout: float) -> dict:
     wait(lambda: b.counts.done("huge"), timeout, f"a {nodes}-node job Running", lambda: b.counts.progress("huge"))
     at = {m: t - t0 for m, t in b.counts.jobs["huge"]["t"].items()}
     time.sleep(5)
+    status = b.status("huge")
     return {"nodes": nodes, "milestones_s": at, "pods_per_s_running": nodes / at["running"], "idle_rss_mb": idle,
-            "peak_rss_mb": rss_peak_mb(pid), "rss_after_mb": rss_now_mb(pid), "status_bytes": b.status_bytes("huge")}
+            "peak_rss_mb": rss_peak_mb(pid), "rss_after_mb": rss_now_mb(pid), "status_bytes": len(json.dumps(status)),
+            "gang": (status.get("scheduling") or {}).get("gang"), "restarts": status.get("restarts", 0)
+            + status.get("uncountedRestarts", 0)}
 
 
 def main() -> int:
@@ -213,7 +216,8 @@ def main() -> int:
         b.delete_all(args.timeout)
         one = huge(b, args.nodes, args.timeout)
         print(f"  one {args.nodes}-node job: " + ", ".join(f"{m} {one['milestones_s'][m]:.1f}s" for m in MILESTONES)
-              + f"; operator peak RSS {one['peak_rss_mb']:.0f} MB; status {one['status_bytes']} bytes", flush=True)
+              + f"; operator peak RSS {one['peak_rss_mb']:.0f} MB; status {one['status_bytes']} bytes; gang {one['gang']}; "
+              f"restarts {one['restarts']}", flush=True)
     finally:
         b.stop()
     from localcluster.binaries import read_versions

@@ -163,6 +163,7 @@ def huge_table(data: dict) -> str:
     return (_table(header, rows, "--- ---: ---: ---: ---: ---: ---: ---: ---:")
             + f"\n\nSeconds from the create request, one run, a fresh operator process per load (its VmHWM is that "
               f"load's); {data['kwok_nodes']} kwok nodes taking {data['pods_per_kwok_node']} pods each, no GPUs; "
+              f"gang scheduling: {h.get('gang') or 'n/a'}, restarts during the start: {h.get('restarts', 0)}; "
               f"{data['machine']}.")
 
 
