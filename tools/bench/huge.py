@@ -216,8 +216,8 @@ def main() -> int:
         b.delete_all(args.timeout)
         one = huge(b, args.nodes, args.timeout)
         print(f"  one {args.nodes}-node job: " + ", ".join(f"{m} {one['milestones_s'][m]:.1f}s" for m in MILESTONES)
-              + f"; operator peak RSS {one['peak_rss_mb']:.0f} MB; status {one['status_bytes']} bytes; gang {one['gang']}; "
-              f"restarts {one['restarts']}", flush=True)
+              + f"; operator peak RSS {one['peak_rss_mb']:.0f} MB; status {one['status_bytes']} bytes; "
+              f"gang {one['gang']}; restarts {one['restarts']}", flush=True)
     finally:
         b.stop()
     from localcluster.binaries import read_versions
