@@ -182,11 +182,17 @@ def huge(b: Bench, nodes: int, timeout: float) -> dict:
     idle = rss_now_mb(pid)
     t0 = time.monotonic()
     b.create("huge", nodes)
-    wait(lambda: b.counts.done("huge"), timeout, f"a {nodes}-node job Running", lambda: b.counts.progress("huge"))
+    timed_out = None
+    try:
+        wait(lambda: b.counts.done("huge"), timeout, f"a {nodes}-node job Running", lambda: b.counts.progress("huge"))
+        time.sleep(5)
+    except TimeoutError as e:  # what was reached is still a figure: recorded, with the reason
+        timed_out = f"{e}; reached: {b.counts.progress('huge')}"
+        print(f"  {timed_out}", flush=True)
     at = {m: t - t0 for m, t in b.counts.jobs["huge"]["t"].items()}
-    time.sleep(5)
     status = b.status("huge")
-    return {"nodes": nodes, "milestones_s": at, "pods_per_s_running": nodes / at["running"], "idle_rss_mb": idle,
+    return {"nodes": nodes, "milestones_s": at, "timed_out": timed_out, "timeout_s": timeout,
+            "pods_per_s_running": nodes / at["running"] if "running" in at else None, "idle_rss_mb": idle,
             "peak_rss_mb": rss_peak_mb(pid), "rss_after_mb": rss_now_mb(pid), "status_bytes": len(json.dumps(status)),
             "gang": (status.get("scheduling") or {}).get("gang"), "restarts": status.get("restarts", 0)
             + status.get("uncountedRestarts", 0)}
@@ -215,7 +221,8 @@ def main() -> int:
               f"operator peak RSS {memory['peak_rss_mb']:.0f} MB", flush=True)
         b.delete_all(args.timeout)
         one = huge(b, args.nodes, args.timeout)
-        print(f"  one {args.nodes}-node job: " + ", ".join(f"{m} {one['milestones_s'][m]:.1f}s" for m in MILESTONES)
+        print(f"  one {args.nodes}-node job: " + ", ".join(f"{m} {one['milestones_s'][m]:.1f}s" for m in MILESTONES
+                                                            if m in one["milestones_s"])
               + f"; operator peak RSS {one['peak_rss_mb']:.0f} MB; status {one['status_bytes']} bytes; "
               f"gang {one['gang']}; restarts {one['restarts']}", flush=True)
     finally:
