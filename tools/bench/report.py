@@ -158,10 +158,10 @@ def huge_table(data: dict) -> str:
     rows = [[f"one {h['nodes']}-node job", *(f"{reached[k]:.1f} s" if k in reached else f"> {h['timeout_s']:.0f} s"
                                               for k in ("created", "scheduled", "running", "status")),
              f"{h['pods_per_s_running']:.0f}" if h.get("pods_per_s_running") else "–",
-             f"**{h['peak_rss_mb']:.0f} MB**", f"{h['idle_rss_mb']:.0f} MB",
+             f"**{h['peak_rss_mb']:.0f} MB**", f"{h['idle_rss_mb']:.0f} MB" if h.get("idle_rss_mb") else "–",
              f"{h['status_bytes']} bytes"],
             [f"{m['jobs']} jobs × {m['pods_per_job']} nodes", "", "", "", f"{m['all_running_s']:.1f} s", "",
-             f"**{m['peak_rss_mb']:.0f} MB**", f"{m['idle_rss_mb']:.0f} MB", ""]]
+             f"**{m['peak_rss_mb']:.0f} MB**", f"{m['idle_rss_mb']:.0f} MB" if m.get("idle_rss_mb") else "–", ""]]
     return (_table(header, rows, "--- ---: ---: ---: ---: ---: ---: ---: ---:")
             + f"\n\nSeconds from the create request, one run, a fresh operator process per load (its VmHWM is that "
               f"load's); {data['kwok_nodes']} kwok nodes taking {data['pods_per_kwok_node']} pods each, no GPUs; "
