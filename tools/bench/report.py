@@ -20,7 +20,7 @@ LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
 MILESTONES = {"created": "all pods created", "scheduled": "all scheduled", "running": "all Running",
               "status": "job status Running"}
 SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "node_loss_admin", "mirror",
-           "mirror_chaos", "failover")
+           "mirror_chaos", "failover", "huge", "plan_scale")
 
 
 def _row(cells) -> str:
@@ -196,13 +196,43 @@ def failover_table(data: dict) -> str:
               f"Command: `{data['command']}`.")
 
 
+def huge_table(data: dict) -> str:
+    h, m = data["huge"], data["many"]
+    header = ["load", "all pods created", "all scheduled", "all Running", "job status Running", "pods/s to Running",
+              "operator peak RSS (VmHWM)", "idle RSS", "status size"]
+    reached = h["milestones_s"]
+    rows = [[f"one {h['nodes']}-node job", *(f"{reached[k]:.1f} s" if k in reached else f"> {h['timeout_s']:.0f} s"
+                                              for k in ("created", "scheduled", "running", "status")),
+             f"{h['pods_per_s_running']:.0f}" if h.get("pods_per_s_running") else "–",
+             f"**{h['peak_rss_mb']:.0f} MB**", f"{h['idle_rss_mb']:.0f} MB" if h.get("idle_rss_mb") else "–",
+             f"{h['status_bytes']} bytes"],
+            [f"{m['jobs']} jobs × {m['pods_per_job']} nodes", "", "", "", f"{m['all_running_s']:.1f} s", "",
+             f"**{m['peak_rss_mb']:.0f} MB**", f"{m['idle_rss_mb']:.0f} MB" if m.get("idle_rss_mb") else "–", ""]]
+    return (_table(header, rows, "--- ---: ---: ---: ---: ---: ---: ---: ---:")
+            + f"\n\nSeconds from the create request, one run, a fresh operator process per load (its VmHWM is that "
+              f"load's); {data['kwok_nodes']} kwok nodes taking {data['pods_per_kwok_node']} pods each, no GPUs; "
+              f"gang scheduling: {h.get('gang') or 'n/a'}, restarts during the start: {h.get('restarts', 0)}; "
+              f"{data['machine']}.")
+
+
+def plan_scale_table(data: dict) -> str:
+    sizes = data["sizes"]
+    header = ["step", *(f"{n} nodes (ms)" for n in sizes), "per-node cost, largest/smallest"]
+    rows = [[step, *(f"{data['seconds'][str(n)][step] * 1000:.1f}" for n in sizes), f"{growth:.2f}×"]
+            for step, growth in data["per_node_growth"].items()]
+    rows.append(["status written (bytes, all Running)", *(f"{data['seconds'][str(n)]['status_bytes']:.0f}"
+                                                         for n in sizes), ""])
+    return _table(header, rows, "--- " + "---: " * (len(sizes) + 1))
+
+
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table,
           "recovery_peers": recovery_peers_table, "recovery": recovery_table, "node_loss": node_loss_table,
           "node_loss_admin": node_loss_table, "mirror": mirror_table,
-          "mirror_chaos": mirror_chaos_table, "failover": failover_table}
+          "mirror_chaos": mirror_chaos_table, "failover": failover_table, "huge": huge_table,
+          "plan_scale": plan_scale_table}
 FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
         "recovery": "recovery", "node_loss": "node_loss", "node_loss_admin": "node_loss_admin", "mirror": "mirror",
-        "mirror_chaos": "mirror_chaos", "failover": "failover"}
+        "mirror_chaos": "mirror_chaos", "failover": "failover", "huge": "huge", "plan_scale": "plan_scale"}
 
 
 def replace_section(text: str, name: str, body: str) -> str:

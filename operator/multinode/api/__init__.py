@@ -39,6 +39,7 @@ from multinode.api.spec import (
 from multinode.api.status import (
     Condition,
     ConditionType,
+    NodeCounts,
     NodeStatus,
     Phase,
     TrainingJobStatus,
@@ -72,6 +73,7 @@ __all__ = [
     "LocalObjectReference",
     "NcclSpec",
     "NetworkSpec",
+    "NodeCounts",
     "NodeStatus",
     "ObjectMeta",
     "Phase",

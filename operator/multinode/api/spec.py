@@ -47,7 +47,7 @@ from multinode.api.kube import (
 # nested defaults, so stored objects show the same values the Python models assume.
 _DEFAULT_EMPTY_OBJECT: JsonDict = {"default": {}}
 
-MAX_NUM_NODES = 5000
+MAX_NUM_NODES = 20000
 
 def _list_map(*keys: str) -> dict[str, Any]:
     """Schema markers for a list merged by key (server-side apply; duplicates rejected)."""
@@ -168,8 +168,8 @@ class TrainingJobSpec(ApiModel):
 
     model_config = ConfigDict(json_schema_extra=_add_spec_rules)
 
-    # Bounded so a typo (10^9) cannot make the operator render a billion pods, and so that
-    # status.nodeStatuses (one entry per node) stays well inside etcd's 1.5 MiB object limit.
+    # Bounded so a typo (10^9) cannot make the operator render a billion pods. The status does not grow with
+    # it: status.nodeStatuses holds at most MAX_NODE_STATUSES rows, status.nodeCounts counts the rest.
     num_nodes: int = Field(ge=1, le=MAX_NUM_NODES, description="Number of nodes (one pod per node).")
     num_proc_per_node: int | None = Field(
         None,

@@ -24,6 +24,9 @@ _DATE_TIME: JsonDict = {"format": "date-time"}
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 MAX_CONDITION_MESSAGE = 32768
+# Rows of status.nodeStatuses at most: a 20 000-node job's status stays a few tens of kilobytes (etcd's object
+# limit is 1.5 MiB); nodeCounts counts every node and nodeStatusesOmitted the rows left out.
+MAX_NODE_STATUSES = 100
 
 
 class Phase(StrEnum):
@@ -115,6 +118,21 @@ class NodeStatus(ApiModel):
     health: NodeHealth | None = Field(None, description="The node's health check verdict (spec.healthCheck).")
 
 
+class NodeCounts(ApiModel):
+    """How many of the job's nodes are in each state, for the current attempt: every node is counted, whether
+    or not status.nodeStatuses lists it."""
+
+    no_pod: int = Field(0, ge=0, description="Nodes without a pod of the current attempt (not created yet, or "
+                                             "deleted).")
+    pending: int = Field(0, ge=0, description="Nodes whose pod is Pending.")
+    running: int = Field(0, ge=0, description="Nodes whose pod is Running.")
+    succeeded: int = Field(0, ge=0, description="Nodes whose pod Succeeded.")
+    failed: int = Field(0, ge=0, description="Nodes whose pod Failed.")
+    unknown: int = Field(0, ge=0, description="Nodes whose pod's phase is Unknown.")
+    not_fine: int = Field(0, ge=0, description="Nodes that are not fine: no pod, not Running or Succeeded, a "
+                                               "reason, a non-zero exit code or a failed health check.")
+
+
 class RestartRecord(ApiModel):
     """Why one gang attempt ended in a restart."""
 
@@ -152,13 +170,19 @@ class TrainingJobStatus(ApiModel):
         None, description="RFC3339 time the job succeeded or failed.", json_schema_extra=_DATE_TIME
     )
     node_statuses: list[NodeStatus] = Field(
-        default_factory=list,
-        description="Per-node pod state, by index.",
+        default_factory=list, max_length=MAX_NODE_STATUSES,
+        description=f"Per-node pod state, by index, at most {MAX_NODE_STATUSES} rows: every node when they fit, "
+                    "else the nodes that are not fine first (failed, unhealthy or with a reason, then waiting: "
+                    "pending or without a pod), then fine ones; nodeStatusesOmitted counts the nodes left out.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["index"],
         },
     )
+    node_statuses_omitted: int = Field(0, ge=0, description="Nodes not listed in nodeStatuses (a job of more "
+                                                             f"than {MAX_NODE_STATUSES} nodes).")
+    node_counts: NodeCounts | None = Field(None, description="Nodes by state (nodeStatuses lists at most "
+                                                             f"{MAX_NODE_STATUSES}).")
     attempt: int = Field(0, ge=0, description="Current gang attempt; pods carry it in their name.")
     restarts: int = Field(0, ge=0, description="Gang restarts so far.")
     resumed_from: str | None = Field(

@@ -20,7 +20,7 @@ _MESSAGE_WIDTH = 200
 _KNOWN = {"observedGeneration", "phase", "conditions", "readyNodes", "numNodes", "ready", "startTime",
           "completionTime", "nodeStatuses", "attempt", "restarts", "resumedFrom", "checkpoints",
           "uncountedRestarts", "restartHistory", "nextAttemptTime", "attemptStartTime", "imageDigest",
-          "topologyDomain"}
+          "topologyDomain", "nodeCounts", "nodeStatusesOmitted"}
 _FINE_PHASES = ("Running", "Succeeded")
 
 
@@ -74,6 +74,16 @@ def _hidden_line(hidden: list[dict[str, Any]]) -> str:
     if fine == len(hidden):
         return f"… {len(hidden)} more fine ({phases})"
     return f"… {len(hidden)} more ({len(hidden) - fine} not fine; {phases}): -o yaml shows all"
+
+
+_COUNT_LABELS = (("running", "Running"), ("succeeded", "Succeeded"), ("pending", "Pending"), ("failed", "Failed"),
+                 ("unknown", "Unknown"), ("noPod", "no pod"))
+
+
+def counts_line(counts: dict[str, Any]) -> str:
+    """status.nodeCounts as one line: `Running 9990, Pending 6, Failed 4 (10 not fine)`."""
+    parts = [f"{label} {counts[key]}" for key, label in _COUNT_LABELS if counts.get(key)]
+    return ", ".join(parts or ["none"]) + f" ({counts.get('notFine') or 0} not fine)"
 
 
 def _bytes(n: Any) -> str:
@@ -143,9 +153,12 @@ def describe(job: dict[str, Any], now: datetime, *, max_nodes: int = DEFAULT_MAX
                          colour=colour))
 
     nodes = status.get("nodeStatuses") or []
-    if nodes:
+    counts, omitted = status.get("nodeCounts"), status.get("nodeStatusesOmitted") or 0
+    if nodes or counts:
         shown, hidden = interesting_nodes(nodes, max_nodes)
         out += ["", f"Nodes (attempt {status.get('attempt', 0)}):"]
+        if isinstance(counts, dict):
+            out.append("  " + counts_line(counts))
         if shown:
             out.append(table(["index", "pod", "node", "phase", "reason", "exit"],
                              [[n.get("index"), n.get("pod"), n.get("node"), n.get("phase"), n.get("reason") or "",
@@ -155,6 +168,8 @@ def describe(job: dict[str, Any], now: datetime, *, max_nodes: int = DEFAULT_MAX
                                     or n.get("exitCode") not in (None, 0) else "warn" for n in shown]))
         if hidden:
             out.append("  " + _hidden_line(hidden))
+        if omitted:  # a job bigger than the status lists: it keeps the nodes not fine first
+            out.append(f"  … {omitted} more not in the status (it lists {len(nodes)} nodes, those not fine first)")
 
     history = status.get("restartHistory") or []
     if history:

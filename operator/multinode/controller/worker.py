@@ -21,6 +21,7 @@ from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.goodput import LostCause
 from multinode.api.timestamps import parse_time
+from multinode.controller.creates import create_stream
 from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.queue import WorkQueue
@@ -29,6 +30,7 @@ from multinode.controller.status_patch import describe_validation_error, dump_st
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
 from multinode.reconcile.node_loss import NodeDown, node_down
+from multinode.reconcile.outcome import only_named, pod_names
 from multinode.reconcile.placement import needs_nodes
 from multinode.reconcile.refusals import counts_as_created, creation_refused
 from multinode.reconcile.status_report import mark_failed
@@ -174,18 +176,17 @@ class Reconciler:
             if not expected:
                 del self.expected[key]
 
-    def _not_expected(self, key: JobKey, pods: list[dict], indexed: set[str]) -> list[dict]:
-        """The pods of a plan minus those this operator created moments ago (the index lags its creates)."""
+    def _not_expected(self, key: JobKey, names: list[str], indexed: set[str]) -> set[str]:
+        """A plan's pod names minus those this operator created moments ago (the index lags its creates)."""
         expected = self.expected.get(key)
         if not expected:
-            return pods
+            return set(names)
         now = time.monotonic()
         for name, since in list(expected.items()):
-            # In the index: its watch event came before our create's response did. Too old: never seen
-            # (created and deleted unseen, or lost).
+            # In the index (its watch event beat our create's response), or too old (never seen: lost).
             if name in indexed or now - since > EXPECTATION_TTL_SECONDS:
                 del expected[name]
-        return [p for p in pods if p["metadata"]["name"] not in expected]
+        return {name for name in names if name not in expected}
 
     async def _work(self) -> None:
         while True:
@@ -287,18 +288,15 @@ class Reconciler:
             except ApiError as e:
                 if not counts_as_created(e.status):
                     raise
-        pods = self._not_expected(key, result.pods_to_create, indexed)
-        outcomes = await asyncio.gather(*(self.kube.create(namespace, pod) for pod in pods),
-                                        return_exceptions=True)
-        expected = self.expected.setdefault(key, {})
-        now = time.monotonic()
-        for pod, outcome in zip(pods, outcomes, strict=True):
-            if not isinstance(outcome, BaseException) or _exists(outcome):
-                expected[pod["metadata"]["name"]] = now
+        wanted = self._not_expected(key, pod_names(result.pods_to_create), indexed)
+        outcomes = await create_stream(self.kube, namespace, only_named(result.pods_to_create, wanted),
+                                       2 * self.settings.api_concurrency)
+        expected, now = self.expected.setdefault(key, {}), time.monotonic()
+        expected.update((name, now) for name, outcome in outcomes if outcome is None or _exists(outcome))
         if not expected:
             del self.expected[key]
-        self.metrics.pods_created.inc(sum(1 for o in outcomes if not isinstance(o, BaseException)))
-        errors = [o for o in outcomes if isinstance(o, BaseException) and not _exists(o)]
+        self.metrics.pods_created.inc(sum(1 for _, o in outcomes if o is None))
+        errors = [o for _, o in outcomes if o is not None and not _exists(o)]
         if errors:
             raise errors[0]
 

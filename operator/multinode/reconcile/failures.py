@@ -78,9 +78,19 @@ def lost_failure(index: int, pod: str | None, last_reason: str | None) -> Failur
 
 def lost_indices(job_name: str, num_nodes: int, before: TrainingJobStatus, current: dict[int, ObservedPod],
                  attempt: int) -> list[int]:
-    """Indices whose pod of this attempt was seen before and is gone now (deleted, evicted)."""
+    """Indices whose pod of this attempt was seen before and is gone now (deleted, evicted).
+
+    A node listed in the last status says so by its row. One it left out (a job of more than
+    MAX_NODE_STATUSES nodes) had a pod of this attempt when the last status counted none without one
+    (nodeCounts.noPod 0). While a big gang is still being created a pod deleted unlisted is created again
+    instead: its peers cannot have started training without every rank."""
     known = {ns.index: ns.pod for ns in before.node_statuses if ns.phase}
-    return [i for i in range(num_nodes) if i not in current and known.get(i) == pod_name(job_name, i, attempt)]
+    counts = before.node_counts
+    all_seen = (before.attempt == attempt and before.node_statuses_omitted > 0 and counts is not None
+                and counts.no_pod == 0)
+    listed = {ns.index for ns in before.node_statuses}
+    return [i for i in range(num_nodes) if i not in current
+            and (known.get(i) == pod_name(job_name, i, attempt) or (all_seen and i not in listed))]
 
 
 def _matches(rule: FailureRule, failure: Failure) -> bool:

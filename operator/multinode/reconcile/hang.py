@@ -26,14 +26,14 @@ def gang_started(current: dict[int, ObservedPod], num_nodes: int, now: datetime)
     """When the last trainer of the attempt started, once every pod runs (or has finished); else None."""
     if len(current) < num_nodes:
         return None
-    starts = []
+    starts = set()  # a gang's pods start within seconds of each other: few distinct times to parse
     for p in current.values():
         if p.phase == PodPhase.SUCCEEDED:
             continue
         if p.phase != PodPhase.RUNNING or p.terminating or p.started_at is None:
             return None
-        starts.append(parse_time(p.started_at, now))
-    return max(starts, default=None)
+        starts.add(p.started_at)
+    return max((parse_time(s, now) for s in starts), default=None)
 
 
 def _describe(rank: RankProgress, started: datetime) -> str:

@@ -97,22 +97,36 @@ def evicted_failure(current: Iterable[ObservedPod]) -> Failure | None:
     return lost_failure(first.index, first.name, first.disruption or first.reason)
 
 
+# Events per pass for force-deleted pods; the rest are summed up in one more.
+MAX_FORCE_DELETE_EVENTS = 10
+
+
 def force_delete_stranded(pods: Iterable[ObservedPod], down: Mapping[str, NodeDown], result: Plan) -> list[str]:
     """Delete without waiting for a kubelet (grace period 0) the pods among `pods` that are on their way out
     (terminating, or in the plan's deletions) on nodes that are down: no kubelet will finish them. Returns
     their names."""
-    forced = []
+    forced: list[str] = []
+    if not down:
+        return forced
+    deleting, forcing = set(result.pods_to_delete), set(result.pods_to_force_delete)
     for p in pods:
         node = down.get(p.node or "")
-        if node is None or p.name in result.pods_to_force_delete:
+        if node is None or p.name in forcing:
             continue
-        if not (p.terminating or p.name in result.pods_to_delete):
+        if not (p.terminating or p.name in deleting):
             continue
-        if p.name in result.pods_to_delete:
-            result.pods_to_delete.remove(p.name)
+        forcing.add(p.name)
         result.pods_to_force_delete.append(p.name)
         forced.append(p.name)
+        if len(forced) <= MAX_FORCE_DELETE_EVENTS:  # a lost rack of a 20 000-node gang: not 1000s of Events
+            result.events.append(Event("Warning", Reason.POD_FORCE_DELETED,
+                                       f"{p.name} of attempt {p.attempt} is on node {p.node}, which {node.words}: "
+                                       "deleted without waiting for its kubelet"))
+    if len(forced) > MAX_FORCE_DELETE_EVENTS:
         result.events.append(Event("Warning", Reason.POD_FORCE_DELETED,
-                                   f"{p.name} of attempt {p.attempt} is on node {p.node}, which {node.words}: "
-                                   "deleted without waiting for its kubelet"))
+                                   f"{len(forced) - MAX_FORCE_DELETE_EVENTS} more pods on nodes that are down "
+                                   "deleted without waiting for their kubelets"))
+    moved = deleting.intersection(forced)
+    if moved:  # one pass, not one list.remove per pod
+        result.pods_to_delete = [name for name in result.pods_to_delete if name not in moved]
     return forced

@@ -36,7 +36,7 @@ from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_
 from multinode.reconcile.image_consistency import check_digests, pinned_image
 from multinode.reconcile.node_loss import NodeDown, evicted_failure, force_delete_stranded, not_ready_failure
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
-from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, Verdict
+from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, PodStream, Verdict
 from multinode.reconcile.placement import ObservedNode, attempt_node_selector
 from multinode.reconcile.progress import JobProgress, report_progress
 from multinode.reconcile.restarts import apply_failure_policy, ready_for_next_attempt
@@ -209,11 +209,11 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
-    result.pods_to_create = [
-        render_node_pod(job, i, status.attempt, settings, restarts=status.restarts, resume_from=resume,
-                        image=image, node_selector=node_selector, excluded_nodes=excluded, pod_group=group)
-        for i in missing
-    ]
+    attempt, restarts, name = status.attempt, status.restarts, job_name(job)
+    result.pods_to_create = PodStream(
+        missing, lambda i: pod_name(name, i, attempt),
+        lambda i: render_node_pod(job, i, attempt, settings, restarts=restarts, resume_from=resume, image=image,
+                                  node_selector=node_selector, excluded_nodes=excluded, pod_group=group))
     return None
 
 
@@ -234,7 +234,7 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
         # A pod deleted between two passes says why only in its last watch event (preemption, eviction).
         gone = (observed.gone_disruptions.get(pod_name(job_name(job), i, status.attempt)) for i in lost)
         why = next((g for g in gone if g), None) or (last.reason if last else None)
-        return lost_failure(lost[0], last.pod if last else None, why)
+        return lost_failure(lost[0], last.pod if last else pod_name(job_name(job), lost[0], status.attempt), why)
     evicted = evicted_failure(current.values())
     if evicted is not None and not leader_done:
         return evicted

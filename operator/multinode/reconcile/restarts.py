@@ -85,6 +85,8 @@ def new_attempt(status: TrainingJobStatus) -> None:
     replaces them."""
     status.node_statuses = [ns for ns in status.node_statuses
                             if ns.health is not None and ns.health.status == HealthStatus.FAILED]
+    status.node_statuses_omitted = 0
+    status.node_counts = None
     status.attempt_start_time = None
     status.resumed_from = None
     status.topology_domain = None

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from multinode.api import NodeStatus, Phase, TrainingJobStatus
+from multinode.api import NodeCounts, NodeStatus, Phase, TrainingJobStatus
+from multinode.api.status import MAX_NODE_STATUSES
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.health import HealthStatus, NodeHealth
 from multinode.api.timestamps import rfc3339
@@ -46,27 +47,66 @@ def change_phase(status: TrainingJobStatus, before: TrainingJobStatus, verdict: 
 
 
 def _row_health(health: NodeHealth | None) -> NodeHealth | None:
-    # A passed verdict's words repeat the request on every row of a 5000-node job (the status must stay
-    # well inside etcd's object limit): the row keeps them only when the check failed.
+    # A passed verdict's words would repeat the request on every row: the row keeps them only when the check
+    # failed.
     if health is None or health.status == HealthStatus.FAILED or health.message is None:
         return health
     return health.model_copy(update={"message": None})
 
 
+def _row(p: ObservedPod) -> NodeStatus:
+    return NodeStatus(index=p.index, pod=p.name, node=p.node, phase=p.phase,
+                      reason=p.disruption or p.reason or p.waiting_reason, exit_code=p.exit_code,
+                      health=_row_health(p.health))
+
+
+def _trouble(p: ObservedPod) -> bool:
+    """Failed, unhealthy, or with something to say (a reason, a non-zero exit code): listed first."""
+    return (p.phase == PodPhase.FAILED or p.unhealthy or p.exit_code not in (None, 0)
+            or bool(p.disruption or p.reason or p.waiting_reason))
+
+
+_COUNTED_PHASES = {PodPhase.PENDING: "pending", PodPhase.RUNNING: "running", PodPhase.SUCCEEDED: "succeeded",
+                   PodPhase.FAILED: "failed"}
+
+
 def fill_node_statuses(status: TrainingJobStatus, current: dict[int, ObservedPod], num_nodes: int) -> None:
+    """The node table: nodeCounts counts every node; nodeStatuses lists at most MAX_NODE_STATUSES rows, in index
+    order, chosen troubled first (failed, unhealthy, with a reason; and vanished pods, whose last row explains a
+    NodeLost restart), then waiting (pending, unknown, no pod yet), then fine. One pass over the nodes; rows
+    are built only for the nodes listed, so a 20 000-node job costs no 20 000 models."""
     previous = {ns.index: ns for ns in status.node_statuses}
-    nodes = []
+    troubled: list[int] = []
+    waiting: list[int] = []
+    fine: list[int] = []
+    counts = dict.fromkeys(("no_pod", "pending", "running", "succeeded", "failed", "unknown"), 0)
+    ready = 0
     for i in range(num_nodes):
         p = current.get(i)
         if p is None:
+            counts["no_pod"] += 1
             # Keep what we last saw of a vanished pod: it explains a NodeLost restart.
-            nodes.append(previous.get(i) or NodeStatus(index=i))
+            (troubled if i in previous and previous[i].pod else waiting).append(i)
             continue
-        reason = p.disruption or p.reason or p.waiting_reason
-        nodes.append(NodeStatus(index=i, pod=p.name, node=p.node, phase=p.phase, reason=reason, exit_code=p.exit_code,
-                                health=_row_health(p.health)))
-    status.node_statuses = nodes
-    status.ready_nodes = sum(1 for p in current.values() if p.phase == PodPhase.RUNNING and p.ready)
+        counts[_COUNTED_PHASES.get(p.phase, "unknown")] += 1
+        ready += p.phase == PodPhase.RUNNING and p.ready
+        if _trouble(p):
+            troubled.append(i)
+        elif p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED):
+            fine.append(i)
+        else:
+            waiting.append(i)
+    chosen = troubled[:MAX_NODE_STATUSES]
+    for group in (waiting, fine):
+        chosen += group[:MAX_NODE_STATUSES - len(chosen)]
+    rows = []
+    for i in sorted(chosen):
+        p = current.get(i)
+        rows.append(_row(p) if p is not None else previous.get(i) or NodeStatus(index=i))
+    status.node_statuses = rows
+    status.node_statuses_omitted = num_nodes - len(rows)
+    status.node_counts = NodeCounts(**counts, not_fine=len(troubled) + len(waiting))
+    status.ready_nodes = ready
     status.ready = f"{status.ready_nodes}/{num_nodes}"
 
 

@@ -59,9 +59,12 @@ def slow_ranks(ranks: list[RankProgress], factor: float) -> list[tuple[RankProgr
         return []
     slow = []
     m = n - 1
+
+    def other(j: int, k: int) -> float:  # position j of the sorted values without position k, no copy
+        return values[j + 1] if j >= k else values[j]
+
     for k, rank in enumerate(timed):
-        others = values[:k] + values[k + 1:]  # the sorted values without position k
-        reference = others[m // 2] if m % 2 else (others[m // 2 - 1] + others[m // 2]) / 2
+        reference = other(m // 2, k) if m % 2 else (other(m // 2 - 1, k) + other(m // 2, k)) / 2
         if reference > 0 and values[k] > factor * reference:
             slow.append((rank, reference))
     return sorted(slow, key=lambda pair: -(pair[0].step_seconds or 0.0) / pair[1])

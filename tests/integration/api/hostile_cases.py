@@ -130,6 +130,7 @@ CASES = [
     rejected("metadata-name-int", with_metadata({"name": 5}), "metadata.name", "cannot unmarshal number"),
     # huge values
     rejected("numNodes-1e9", job(numNodes=10**9), "spec.numNodes", "less than or equal to"),
+    rejected("numNodes-20001", job(numNodes=20001), "spec.numNodes", "less than or equal to 20000"),
     rejected("numNodes-2^63", job(numNodes=2**63), "spec.numNodes", "must be of type integer"),
     rejected("numNodes-minus-2^63", job(numNodes=-(2**63)), "spec.numNodes", "greater than or equal to 1"),
     rejected("gpus-2^63", job(resourcesPerNode={"gpus": 2**63}), "spec.resourcesPerNode.gpus", "of type integer"),

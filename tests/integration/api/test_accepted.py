@@ -85,6 +85,7 @@ VALID = [
     pytest.param(training_job("resume", 1, cache={"claimName": "c"}, checkpointing={
         "claimName": "k", "resumeFrom": {"path": "/checkpoints/other/checkpoint-100"}}), id="resumeFrom-path"),
     pytest.param(training_job("job-2-b", 1000), id="numNodes-1000"),
+    pytest.param(training_job("job-2-c", 20000), id="numNodes-20000"),  # the cap: the status stays bounded
     pytest.param(training_job("cpu", 2, gpus=0, numProcPerNode=1), id="cpu-only"),
     pytest.param(training_job("port", 2, network={"rendezvousPort": 1}), id="rendezvousPort-1"),
     pytest.param(training_job("port", 2, network={"rendezvousPort": 65535}), id="rendezvousPort-65535"),

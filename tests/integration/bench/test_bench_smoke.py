@@ -101,6 +101,37 @@ def failover_report(bench_dir: Path) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.fixture(scope="module")
+def huge_report(bench_dir: Path) -> dict:
+    out = bench_dir / "huge.json"
+    run_bench("huge.py", "--nodes", "30", "--kwok-nodes", "2", "--rss-jobs", "3", "--rss-job-nodes", "2",
+              "--timeout", "180", "--out", str(out))
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def plan_scale_report(bench_dir: Path) -> dict:
+    out = bench_dir / "plan_scale.json"
+    run_bench("plan_scale.py", "--nodes", "50", "200", "--out", str(out))
+    return json.loads(out.read_text())
+
+
+def test_huge_bench_starts_one_big_job_and_many_small_ones_and_reads_the_rss(huge_report: dict) -> None:
+    h, m = huge_report["huge"], huge_report["many"]
+    at = h["milestones_s"]
+    assert h["nodes"] == 30 and 0 < at["created"] <= at["scheduled"] <= at["running"], at
+    assert at["status"] > 0 and 0 < h["idle_rss_mb"] <= h["peak_rss_mb"], h
+    assert 0 < h["status_bytes"] < 20_000, h
+    assert m["jobs"] == 3 and m["all_running_s"] > 0 and 0 < m["idle_rss_mb"] <= m["peak_rss_mb"], m
+
+
+def test_plan_scale_bench_times_every_step(plan_scale_report: dict) -> None:
+    report = plan_scale_report
+    assert report["sizes"] == [50, 200]
+    assert all(t > 0 for t in report["seconds"]["200"].values()), report["seconds"]
+    assert report["seconds"]["200"]["status_bytes"] < 20_000
+
+
 def test_startup_bench_runs_all_three_systems(startup_report: dict) -> None:
     report = startup_report
     assert report["systems"] == ["ours", "jobset", "kubeflow"]
@@ -192,7 +223,8 @@ def test_failover_bench_sees_the_standby_lead_and_act(failover_report: dict) -> 
 
 
 @pytest.mark.usefixtures("startup_report", "floor_report", "load_report", "recovery_reports", "node_loss_report",
-                         "mirror_report", "mirror_chaos_report", "failover_report")
+                         "mirror_report", "mirror_chaos_report", "failover_report", "huge_report",
+                         "plan_scale_report")
 def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -> None:
     """tools/bench/report.py on the smoke runs' JSON: every generated section of a copy of the docs."""
     docs = tmp_path / "docs"
@@ -201,8 +233,9 @@ def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -
     run_bench("report.py", "--from", str(bench_dir), "--docs", str(docs))
     combined = json.loads((docs / "benchmarks.json").read_text())
     assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "mirror",
-                            "mirror_chaos", "failover"}
+                            "mirror_chaos", "failover", "huge", "plan_scale"}
     text = (docs / "benchmarks.md").read_text()
     assert text != (REPO / "docs" / "benchmarks.md").read_text()
     assert "| 4 | all pods created |" in text and "Kubeflow v1" in text
     assert "3 jobs × 2 pods, all Running" in text
+    assert "| one 30-node job |" in text and "| step | 50 nodes (ms) | 200 nodes (ms) |" in text

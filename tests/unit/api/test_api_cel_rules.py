@@ -62,7 +62,7 @@ def test_quantity_pattern_rejects(quantity: str) -> None:
 
 
 def test_openapi_bounds(schema: dict[str, Any]) -> None:
-    assert (node(schema, ".spec.numNodes")["minimum"], node(schema, ".spec.numNodes")["maximum"]) == (1, 5000)
+    assert (node(schema, ".spec.numNodes")["minimum"], node(schema, ".spec.numNodes")["maximum"]) == (1, 20000)
     assert node(schema, ".spec.numProcPerNode")["minimum"] == 1
     assert node(schema, ".spec.resourcesPerNode.gpus")["minimum"] == 0
     assert node(schema, ".spec.network.rdma.count")["minimum"] == 1

@@ -107,3 +107,17 @@ def test_status_fields_this_version_does_not_know_are_shown_as_key_values() -> N
 def test_a_job_without_status_yet() -> None:
     text = describe({"metadata": {"name": "new", "namespace": "ml"}, "spec": {"numNodes": 4}}, NOW)
     assert "Phase:         <none>" in text and "Ready:         -/4" in text
+
+
+def test_a_huge_job_shows_its_counts_and_says_how_many_nodes_the_status_left_out() -> None:
+    nodes = [node(i) for i in range(98)] + [node(500, "Failed", reason="Error", exitCode=1), node(9000, "Pending")]
+    status = {"phase": "Running", "nodeStatuses": nodes, "nodeStatusesOmitted": 9900,
+              "nodeCounts": {"noPod": 0, "pending": 1, "running": 9998, "succeeded": 0, "failed": 1, "unknown": 0,
+                             "notFine": 2}}
+    lines = describe(job(status, 10_000), NOW).splitlines()
+    assert "  Running 9998, Pending 1, Failed 1 (2 not fine)" in lines
+    rows = [line.split()[0] for line in lines if line.startswith("  ") and "llama-" in line]
+    assert rows == ["500", "9000"]
+    assert "  … 98 more fine (Running 98)" in lines
+    assert "  … 9900 more not in the status (it lists 100 nodes, those not fine first)" in lines
+    assert "NodeCounts:" not in lines, "no generic section for fields shown in the node section"

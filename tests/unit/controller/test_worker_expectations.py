@@ -75,6 +75,28 @@ def test_forgetting_a_job_drops_its_expectations() -> None:
     assert KEY not in r.expected
 
 
+def test_a_big_gang_is_created_as_a_stream_with_bounded_creates_in_flight() -> None:
+    # 2 × the API concurrency in flight at most: the rest of the gang is neither rendered nor waiting.
+    in_flight, most, created = 0, 0, []
+
+    class SlowKube(FakeKube):
+        async def create(self, namespace: str, body: dict) -> None:
+            nonlocal in_flight, most
+            if body["kind"] != "Pod":
+                return
+            in_flight += 1
+            most = max(most, in_flight)
+            await asyncio.sleep(0)
+            created.append(body["metadata"]["name"])
+            in_flight -= 1
+
+    jobs = {KEY: [stored_job(50).model_dump(by_alias=True, exclude_none=True, mode="json")]}
+    r = Reconciler(SlowKube(lambda *_: None), OperatorSettings(api_concurrency=4),  # type: ignore[arg-type]
+                   Indices(jobs=jobs, pods={}))
+    asyncio.run(r.reconcile(KEY))
+    assert sorted(created) == sorted(f"llama-{i}-a0" for i in range(50)) and most == 8
+
+
 def test_a_disrupted_pod_s_reason_outlives_its_deletion_bounded_and_forgotten_with_the_job() -> None:
     from multinode.controller.worker import MAX_GONE_PER_JOB
 

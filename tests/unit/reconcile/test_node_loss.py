@@ -165,3 +165,16 @@ def test_node_down_reads_the_ready_condition_as_written() -> None:
     assert node_down(observe_node(node("False"))) == NodeDown("False", "2026-11-20T11:59:00Z")
     assert node_down(observe_node(node(None))) == NodeDown("Unknown", None)
     assert node_down(None) == NodeDown(GONE)
+
+
+def test_force_deleting_a_whole_racks_pods_posts_a_bounded_number_of_events() -> None:
+    from multinode.reconcile.node_loss import MAX_FORCE_DELETE_EVENTS, NodeDown, force_delete_stranded
+    from multinode.reconcile.outcome import Plan
+
+    pods = [pod(i, node=f"n{i % 3}", terminating=True) for i in range(50)]
+    down = {f"n{k}": NodeDown("False") for k in range(3)}
+    result = Plan()
+    forced = force_delete_stranded(pods, down, result)
+    assert len(forced) == 50 and result.pods_to_force_delete == forced
+    assert len(result.events) == MAX_FORCE_DELETE_EVENTS + 1
+    assert result.events[-1].message.startswith("40 more pods on nodes that are down")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from multinode.api import Phase
-from multinode.api.status import MAX_CONDITION_MESSAGE
+from multinode.api.status import MAX_CONDITION_MESSAGE, MAX_NODE_STATUSES
 from multinode.reconcile.status_report import fail_job
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from localcluster.harness.trainingjobs import stored_job
@@ -39,3 +39,71 @@ def test_fail_job_with_a_message_too_long_for_a_condition_keeps_its_start() -> N
     message = condition(failed.status, "Failed").message
     assert len(message) == MAX_CONDITION_MESSAGE and message.endswith("(truncated)")
     assert message.startswith('Pod "llama-0-a0" is invalid: metadata.labels: Invalid value: "bbb')
+
+
+# ---- the compact node table: nodeCounts counts every node, nodeStatuses lists at most MAX_NODE_STATUSES ----
+
+def test_a_job_that_fits_lists_every_node_in_index_order() -> None:
+    job = stored_job(3)
+    result = run(job, [pod(0), pod(2, "Pending", waiting_reason="ErrImagePull")])
+
+    assert [ns.index for ns in result.status.node_statuses] == [0, 1, 2]
+    assert result.status.node_statuses_omitted == 0
+    counts = result.status.node_counts
+    assert (counts.running, counts.pending, counts.no_pod, counts.not_fine) == (1, 1, 1, 2)
+
+
+def test_a_big_job_lists_the_troubled_nodes_first_then_waiting_then_fine_in_index_order() -> None:
+    n = 3 * MAX_NODE_STATUSES
+    pods = [pod(i) for i in range(n)]
+    pods[250] = pod(250, "Running", reason="Stalled")
+    pods[7] = pod(7, "Pending", waiting_reason="ImagePullBackOff")
+    pods[120] = pod(120, "Pending")
+    result = run(stored_job(n), pods)
+
+    listed = [ns.index for ns in result.status.node_statuses]
+    assert len(listed) == MAX_NODE_STATUSES and listed == sorted(listed)
+    assert {7, 120, 250} <= set(listed) and listed[:4] == [0, 1, 2, 3], "fine ones fill the room left, lowest first"
+    assert result.status.node_statuses_omitted == n - MAX_NODE_STATUSES
+    counts = result.status.node_counts
+    assert (counts.running, counts.pending, counts.no_pod, counts.not_fine) == (n - 2, 2, 0, 3)
+
+
+def test_a_big_job_with_more_nodes_not_fine_than_rows_lists_the_troubled_before_the_waiting() -> None:
+    n = 3 * MAX_NODE_STATUSES
+    pods = [pod(i, "Pending", node=None) for i in range(n - 1)] + [pod(n - 1, "Pending", waiting_reason="ErrImagePull")]
+    result = run(stored_job(n), pods, previous=run(stored_job(n), []).status)
+
+    listed = [ns.index for ns in result.status.node_statuses]
+    assert n - 1 in listed and len(listed) == MAX_NODE_STATUSES
+
+
+def test_an_unlisted_pod_of_a_big_running_gang_that_vanishes_restarts_the_gang_as_node_lost() -> None:
+    n = 2 * MAX_NODE_STATUSES
+    job = stored_job(n)
+    running = run(job, [pod(i) for i in range(n)])
+    assert 150 not in {ns.index for ns in running.status.node_statuses}
+
+    lost = run(job, [pod(i) for i in range(n) if i != 150], previous=running.status)
+
+    assert lost.status.restart_history[-1].reason == "NodeLost"
+    assert "llama-150-a0 of node 150" in lost.status.restart_history[-1].message
+    assert lost.pods_to_create == [], "never one pod recreated alone"
+
+
+def test_a_huge_job_plans_a_stream_of_pods_and_a_status_of_bounded_size() -> None:
+    import json
+
+    from multinode.controller.status_patch import dump_status
+    from multinode.reconcile.outcome import PodStream
+
+    n = 20_000
+    job = stored_job(n)
+    first = run(job, [])
+    assert isinstance(first.pods_to_create, PodStream) and len(first.pods_to_create) == n
+    assert first.pods_to_create.names[-1] == f"llama-{n - 1}-a0"
+    assert first.pods_to_create[n - 1]["metadata"]["name"] == f"llama-{n - 1}-a0"
+
+    running = run(job, [pod(i) for i in range(n)], previous=first.status)
+    assert running.status.ready == f"{n}/{n}" and running.status.node_counts.running == n
+    assert len(json.dumps(dump_status(running.status))) < 20_000

@@ -68,3 +68,20 @@ def test_a_straggler_is_reported_after_for_seconds_with_an_event_once() -> None:
 def test_ignore_reports_nothing() -> None:
     result = run(job(action="Ignore", forSeconds=0), pods(), progress=JobProgress(0, timed(1.0, 9.0), NOW, NOW))
     assert result.status.progress.stragglers == [] and not any(c.type == "Stragglers" for c in result.status.conditions)
+
+
+def test_slow_ranks_reads_each_leave_one_out_median_off_the_sorted_list() -> None:
+    # The O(n log n) reading agrees with computing every rank's reference from the others directly.
+    import random
+
+    rng = random.Random(7)
+    for n in (2, 3, 4, 9, 10, 31):
+        ranks = timed(*(rng.choice([0.5, 1.0, 1.0, 1.1, 2.5, 4.0]) for _ in range(n)))
+        naive = []
+        for r in ranks:
+            others = [o.step_seconds for o in ranks if o is not r]
+            reference = median(others)
+            if reference > 0 and r.step_seconds > 1.5 * reference:
+                naive.append((r.index, reference))
+        got = sorted((r.index, ref) for r, ref in slow_ranks(list(ranks), 1.5))
+        assert got == sorted(naive), n
