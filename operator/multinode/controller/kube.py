@@ -38,6 +38,7 @@ MERGE_PATCH = "application/merge-patch+json"
 _COLLECTIONS = {
     "Pod": ("/api/v1", "pods", "create_namespaced_pod"),
     "Service": ("/api/v1", "services", "create_namespaced_service"),
+    "ConfigMap": ("/api/v1", "configmaps", "create_namespaced_config_map"),
     "ServiceAccount": ("/api/v1", "serviceaccounts", "create_namespaced_service_account"),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", "create_namespaced_role"),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "create_namespaced_role_binding"),
@@ -129,7 +130,7 @@ class KubeApi:
         return any(r.get("name") == PLURAL for r in json.loads(data).get("resources", []))
 
     async def create(self, namespace: str, body: dict) -> None:
-        """Create a Pod, Service, ServiceAccount, Role or RoleBinding (the kinds the operator makes). A
+        """Create a Pod, Service, ConfigMap, ServiceAccount, Role or RoleBinding (the kinds the operator makes). A
         refusal, 409 AlreadyExists included, is raised as ApiError: the caller decides what it means."""
         prefix, collection, operation = _COLLECTIONS[body["kind"]]
         await self._call(operation, "POST", f"{prefix}/namespaces/{namespace}/{collection}?fieldValidation=Strict",
@@ -142,6 +143,14 @@ class KubeApi:
             body["gracePeriodSeconds"] = 0
         try:
             await self._call("delete_namespaced_pod", "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+    async def delete_config_map(self, namespace: str, name: str) -> None:
+        try:
+            await self._call("delete_namespaced_config_map", "DELETE",
+                             f"/api/v1/namespaces/{namespace}/configmaps/{name}", None)
         except ApiError as e:
             if e.status != 404:
                 raise

@@ -21,6 +21,7 @@ from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.goodput import LostCause
 from multinode.api.timestamps import parse_time
+from multinode.controller.attempt_env import AttemptEnvs
 from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.queue import WorkQueue
@@ -119,6 +120,7 @@ class Reconciler:
         self.written: dict[str, TrainingJobStatus] = {}
         # Pods created (or found existing, 409) but not seen by the pod index yet: name → when.
         self.expected: dict[JobKey, dict[str, float]] = {}
+        self.attempt_envs = AttemptEnvs(kube)
         self._failures: dict[JobKey, int] = {}
         self._tasks: list[asyncio.Task] = []
         # Reads the trainers' logs of jobs with spec.hangDetection; each sweep marks its job dirty.
@@ -146,6 +148,7 @@ class Reconciler:
         self.queue.forget(key)
         self._failures.pop(key, None)
         self.expected.pop(key, None)
+        self.attempt_envs.forget(key)
         self.probe.forget(key)
         if uid:
             self.written.pop(uid, None)
@@ -271,6 +274,8 @@ class Reconciler:
                 if not counts_as_created(e.status):
                     raise
         pods = self._not_expected(key, result.pods_to_create, indexed)
+        if pods and result.attempt_env is not None:
+            await self.attempt_envs.ensure(namespace, key, result.attempt_env, result.stale_attempt_env)
         outcomes = await asyncio.gather(*(self.kube.create(namespace, pod) for pod in pods),
                                         return_exceptions=True)
         expected = self.expected.setdefault(key, {})

@@ -25,6 +25,10 @@ class Plan:
     # Created in order, before the pods (the mirror's identity before the mirror).
     objects_to_create: list[dict[str, Any]] = field(default_factory=list)
     pods_to_create: list[dict[str, Any]] = field(default_factory=list)
+    # The attempt's shared env (a ConfigMap), created before pods_to_create, which read it; and the name of
+    # the previous attempt's, deleted once the new one exists (its pods are gone or going).
+    attempt_env: dict[str, Any] | None = None
+    stale_attempt_env: str | None = None
     pods_to_delete: list[str] = field(default_factory=list)
     # Deleted without waiting for a kubelet (grace period 0): terminating pods on nodes that are not Ready.
     pods_to_force_delete: list[str] = field(default_factory=list)

@@ -39,7 +39,13 @@ from multinode.reconcile.startup import startup_timeout
 from multinode.reconcile.status_report import change_phase, fill_node_statuses, set_conditions
 from multinode.reconcile.stragglers import judge_stragglers
 from multinode.reconcile.success import judge, leader_succeeded
-from multinode.render import RenderSettings, render_headless_service, render_node_pod
+from multinode.render import (
+    RenderSettings,
+    attempt_env_name,
+    render_attempt_env,
+    render_headless_service,
+    render_node_pod,
+)
 from multinode.render.mirror import render_mirror_objects
 from multinode.render.names import job_name
 
@@ -163,10 +169,13 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
     result.pods_to_create = [
-        render_node_pod(job, i, status.attempt, settings, restarts=status.restarts, resume_from=resume,
+        render_node_pod(job, i, status.attempt, settings, resume_from=resume,
                         image=image, node_selector=node_selector, excluded_nodes=excluded)
         for i in missing
     ]
+    result.attempt_env = render_attempt_env(job, status.attempt, restarts=status.restarts)
+    if status.attempt > 0:
+        result.stale_attempt_env = attempt_env_name(job, status.attempt - 1)
     return None
 
 
