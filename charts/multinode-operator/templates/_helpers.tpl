@@ -100,6 +100,10 @@ tests/integration/chart runs a job end to end under exactly these rules.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- /* Native gang scheduling (Kubernetes 1.36 alpha): one PodGroup per attempt, when the apiserver serves it. */}}
+- apiGroups: ["scheduling.k8s.io"]
+  resources: ["podgroups"]
+  verbs: ["list", "watch", "create", "delete"]
 {{- if .Values.rbac.ownerReferencesPermissionEnforcement }}
 - apiGroups: ["multinode.dev"]
   resources: ["trainingjobs/finalizers"]

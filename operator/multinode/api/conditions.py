@@ -22,6 +22,8 @@ class ConditionType(StrEnum):
     # With spec.hangDetection: whether the ranks make progress, and whether some are much slower.
     PROGRESSING = "Progressing"
     STRAGGLERS = "Stragglers"
+    # Whether the attempt's pods were placed together (status.scheduling says by which mechanism).
+    GANG_SCHEDULED = "GangScheduled"
 
 
 class Reason(StrEnum):
@@ -32,6 +34,12 @@ class Reason(StrEnum):
     NO_TOPOLOGY_DOMAIN = "NoTopologyDomain"
     UNSCHEDULABLE = "Unschedulable"
     WAITING_FOR_SCHEDULING = "WaitingForScheduling"
+    # Gang scheduling: the native PodGroup does not fit; all pods bound together; without the API, pods
+    # unschedulable (no partial gang kept for long); a partial gang released to free what it held.
+    GANG_UNSCHEDULABLE = "GangUnschedulable"
+    GANG_PLACED = "GangPlaced"
+    WAITING_FOR_CAPACITY = "WaitingForCapacity"
+    PARTIAL_GANG_RELEASED = "PartialGangReleased"
     # Starting: why the pods are not all running
     IMAGE_PULL_FAILING = "ImagePullFailing"
     CRASH_LOOPING = "CrashLooping"
@@ -45,6 +53,8 @@ class Reason(StrEnum):
     # A node's health check failed (spec.healthCheck): the node is excluded, the gang restarts elsewhere.
     NODE_UNHEALTHY = "NodeUnhealthy"
     NODE_LOST = "NodeLost"
+    # The scheduler took the gang's nodes for a higher-priority gang (DisruptionTarget PreemptionByScheduler).
+    PREEMPTED = "Preempted"
     STARTUP_TIMEOUT = "StartupTimeout"
     IMAGE_DIGEST_MISMATCH = "ImageDigestMismatch"
     # No rank made progress for too long (progress and hang detection)

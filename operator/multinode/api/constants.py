@@ -32,6 +32,13 @@ LABEL_APP_NAME = "app.kubernetes.io/name"
 MANAGED_BY_VALUE = "multinode"
 APP_NAME_VALUE = "multinode-trainingjob"
 
+# Kubernetes 1.36's native gang scheduling (alpha): a PodGroup per attempt, which the pods join through
+# spec.schedulingGroup.podGroupName. The operator uses it only where the apiserver serves it (discovery).
+POD_GROUP_API_GROUP = "scheduling.k8s.io"
+POD_GROUP_API_VERSION = "v1alpha2"
+POD_GROUP_PLURAL = "podgroups"
+POD_GROUP_KIND = "PodGroup"
+
 # Multus reads this pod annotation to attach secondary (usually InfiniBand/RoCE) networks.
 ANNOTATION_MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
 # Label published by NVIDIA GPU Feature Discovery; spec.accelerator selects on it.

@@ -124,7 +124,9 @@ class Topology(ApiModel):
         min_length=1, max_length=MAX_NAME_LENGTH, pattern=QUALIFIED_NAME_PATTERN,
         description="Node label whose value is the domain, e.g. network.topology.nvidia.com/block or "
                     "topology.kubernetes.io/zone. The domain is chosen when an attempt starts (the one with "
-                    "the most matching Ready nodes) and set as a node selector; no pod affinity is used.")
+                    "the most matching Ready nodes) and set as a node selector; no pod affinity is used. With the "
+                    "native gang (status.scheduling.gang PodGroup) it is the PodGroup's topology constraint "
+                    "instead, and the scheduler picks the domain.")
 
 
 class PodGroup(ApiModel):
@@ -132,3 +134,14 @@ class PodGroup(ApiModel):
 
     min_member: int | None = Field(None, ge=1, description="Pods that must be placeable together; default "
                                                            "numNodes.")
+
+
+class SchedulingSpec(ApiModel):
+    """Gang scheduling. Every job is a gang without asking: with the native PodGroup API when the apiserver
+    serves it, else the operator keeps no partial gang for long."""
+
+    partial_gang_timeout_seconds: int = Field(
+        120, ge=1, le=86400,
+        description="Only where the apiserver serves no PodGroup (status.scheduling.gang None): an attempt with "
+                    "some pods bound and others unschedulable this long releases every pod (the bound ones "
+                    "hold GPUs) and tries again after failurePolicy.backoff. Not a restart.")

@@ -27,8 +27,9 @@ from multinode.api.base import (
 from multinode.api.cel import add_rules, cel_rule, immutable_fields_rules
 from multinode.api.checkpointing import CacheSpec, CheckpointingSpec
 from multinode.api.health import HealthCheckSpec
+from multinode.api.lifecycle import (CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, SchedulingSpec,
+                                     Topology)
 from multinode.api.network import NetworkSpec
-from multinode.api.lifecycle import CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, Topology
 from multinode.api.progress import HangDetection
 from multinode.api.constants import (
     DEFAULT_GPU_RESOURCE_NAME,
@@ -161,7 +162,8 @@ class TrainingJobSpec(ApiModel):
     # that shapes the pods is frozen: a running gang cannot take a new image or node count without
     # a restart, and silently ignoring an edit is worse than rejecting it.
     MUTABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"suspend", "active_deadline_seconds", "ttl_seconds_after_finished", "failure_policy", "hang_detection"}
+        {"suspend", "active_deadline_seconds", "ttl_seconds_after_finished", "failure_policy", "hang_detection",
+         "scheduling"}
     )
 
     model_config = ConfigDict(json_schema_extra=_add_spec_rules)
@@ -278,7 +280,13 @@ class TrainingJobSpec(ApiModel):
     health_check: HealthCheckSpec = Field(default_factory=HealthCheckSpec, json_schema_extra=_DEFAULT_EMPTY_OBJECT,
                                           description="Node health checks before training, and excluding failed nodes.")
     pod_group: PodGroup | None = Field(
-        None, description="Set gang-scheduling labels/annotations (scheduler-plugins coscheduling, Volcano)."
+        None, description="Set gang-scheduling labels/annotations for an out-of-tree gang scheduler "
+                          "(scheduler-plugins coscheduling, Volcano) instead of the native PodGroup."
+    )
+    scheduling: SchedulingSpec = Field(
+        default_factory=SchedulingSpec,
+        description="Gang scheduling (always on): the partial-gang timeout where PodGroups are not served.",
+        json_schema_extra=_DEFAULT_EMPTY_OBJECT,
     )
     hang_detection: HangDetection | None = Field(
         None, description="Restart the gang when no rank progresses (log lines or heartbeats) for a while; report "

@@ -38,6 +38,32 @@ class Phase(StrEnum):
     FAILED = "Failed"
 
 
+class GangMode(StrEnum):
+    """How the current attempt's pods are gang-scheduled."""
+
+    # The native scheduling.k8s.io PodGroup (Kubernetes 1.36 alpha): the scheduler binds all or none.
+    POD_GROUP = "PodGroup"
+    # spec.podGroup: labels for an out-of-tree gang scheduler (coscheduling, Volcano), which gangs them.
+    EXTERNAL = "External"
+    # The apiserver does not serve PodGroups: pods are bound one by one; the operator releases a partial
+    # gang after spec.scheduling.partialGangTimeoutSeconds.
+    NONE = "None"
+
+
+class SchedulingStatus(ApiModel):
+    """How the current attempt is scheduled as a gang."""
+
+    gang: GangMode = Field(description="PodGroup (native gang scheduling), External (spec.podGroup: an "
+                                       "out-of-tree gang scheduler) or None (the apiserver serves no PodGroup; "
+                                       "partial gangs are released after a timeout).")
+    pod_group: str | None = Field(None, max_length=253, description="The attempt's PodGroup (gang PodGroup).")
+    partial_since: str | None = Field(None, description="Gang None: since when some pods are bound and others "
+                                                        "unschedulable.", json_schema_extra=_DATE_TIME)
+    releases: int = Field(0, ge=0, description="Partial gangs released so far (not restarts).")
+    next_try_time: str | None = Field(None, description="After a release: when the next attempt's pods are "
+                                                        "created.", json_schema_extra=_DATE_TIME)
+
+
 class ConditionType(StrEnum):
     """Condition types the operator sets."""
 
@@ -59,7 +85,7 @@ class Condition(ApiModel):
             r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
         ),
         description="Condition type: Created, Running, Succeeded, Failed, Suspended, ImageConsistent, "
-                    "CheckpointsSynced, Progressing or Stragglers.",
+                    "CheckpointsSynced, Progressing, Stragglers or GangScheduled.",
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
@@ -109,7 +135,7 @@ class TrainingJobStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced, "
-                    "Progressing, Stragglers), one per type.",
+                    "Progressing, Stragglers, GangScheduled), one per type.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
@@ -163,3 +189,4 @@ class TrainingJobStatus(ApiModel):
         description="Nodes new attempts' pods stay off (a required node affinity), newest last, until each "
                     "entry's time.", json_schema_extra={"x-kubernetes-list-type": "map",
                                                         "x-kubernetes-list-map-keys": ["node"]})
+    scheduling: SchedulingStatus | None = Field(None, description="How the current attempt is gang-scheduled.")

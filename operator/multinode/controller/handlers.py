@@ -19,9 +19,12 @@ import kopf
 from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSION
 from multinode.controller.kube import KubeApi
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Indices, Reconciler, mirror_key, node_jobs_key
+from multinode.controller.index_keys import mirror_key, node_jobs_key
+from multinode.controller.worker import Indices, Reconciler
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import observe_mirror_pod, observe_pod
+from multinode.api.constants import POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL
+from multinode.reconcile.gang import observe_pod_group
 from multinode.reconcile.placement import observe_node
 
 OWNED = {LABEL_JOB_NAME: kopf.PRESENT}
@@ -93,14 +96,21 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     # any event handler runs): the Reconciler is built with them.
     @kopf.on.startup(registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def configure(settings: kopf.OperatorSettings, job_index: kopf.Index, pod_index: kopf.Index,
-                        service_index: kopf.Index, node_index: kopf.Index, **_: Any) -> None:
+                        service_index: kopf.Index, node_index: kopf.Index, pod_group_index: kopf.Index,
+                        **_: Any) -> None:
         configure_kopf(settings, config)
         own_metrics = metrics or OperatorMetrics()
         kube = KubeApi.connect(config.api_concurrency, timeout=config.api_timeout_seconds,
                                on_error=lambda op, code: own_metrics.api_errors.labels(operation=op, code=code).inc())
         await wait_until_jobs_served(kube)
-        indices = Indices(jobs=job_index, pods=pod_index, services=service_index, nodes=node_index)
-        r = holder["reconciler"] = Reconciler(kube, config, indices, own_metrics)
+        # Asked once, now: kopf resolves the resources it watches (PodGroups among them) right after the
+        # startup handlers, so both see the same apiserver. An API enabled later needs an operator restart.
+        gang_api = await kube.serves_pod_groups()
+        logger.info("native gang scheduling (%s/%s PodGroups): %s", POD_GROUP_API_GROUP, POD_GROUP_API_VERSION,
+                    "served" if gang_api else "not served; partial gangs are released after a timeout")
+        indices = Indices(jobs=job_index, pods=pod_index, services=service_index, nodes=node_index,
+                          pod_groups=pod_group_index)
+        r = holder["reconciler"] = Reconciler(kube, config, indices, own_metrics, gang_api=gang_api)
         own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue), lambda: list(r.figures.values()))
         r.start()
 
@@ -140,6 +150,19 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         node = observe_node(body)
         return {None: node, name: node}
 
+    # The native PodGroups the operator made (one per attempt). Where the apiserver does not serve them, kopf
+    # logs that it cannot watch them and goes on; nothing waits for this index then.
+    @kopf.index(POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL, labels=OWNED,  # type: ignore[arg-type]  # kopf's protocol: see build_registry
+                id="pod_group_index", registry=registry)
+    async def pod_group_index(namespace: str, body: kopf.Body, **_: Any) -> dict:
+        observed = observe_pod_group(body)
+        return {} if observed is None else {(namespace, observed.job_name): observed}
+
+    @kopf.on.event(POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL, labels=OWNED,  # type: ignore[arg-type]  # kopf's protocol: see build_registry
+                   registry=registry)
+    async def pod_group_event(namespace: str, labels: kopf.Labels, **_: Any) -> None:
+        reconciler().queue.add((namespace, labels[LABEL_JOB_NAME]))
+
     @kopf.index("", "v1", "services", labels=OWNED, id="service_index", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def service_index(namespace: str, labels: kopf.Labels, name: str, **_: Any) -> dict:
         return {(namespace, labels[LABEL_JOB_NAME]): name}
@@ -154,10 +177,14 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
             r.queue.add((namespace, name))
 
     @kopf.on.event("", "v1", "pods", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
-    async def pod_event(namespace: str, name: str, labels: kopf.Labels, **_: Any) -> None:
+    async def pod_event(namespace: str, name: str, labels: kopf.Labels, type: str | None, body: kopf.Body,
+                        **_: Any) -> None:
         job = labels.get(LABEL_JOB_NAME) or labels.get(LABEL_MIRROR_OF)
         if job:
             r = reconciler()
+            gone = observe_pod(body) if type == "DELETED" and LABEL_JOB_NAME in labels else None
+            if gone is not None and gone.disruption:
+                r.pod_gone((namespace, job), name, gone.disruption)
             r.pod_seen((namespace, job), name)
             r.queue.add((namespace, job))
 

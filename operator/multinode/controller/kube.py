@@ -29,6 +29,7 @@ from kubernetes import client, config
 
 from multinode import __version__
 from multinode.api import GROUP, KIND, PLURAL, VERSION
+from multinode.api.constants import POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL
 from multinode.api.timestamps import rfc3339
 
 JSON = "application/json"
@@ -61,6 +62,8 @@ _COLLECTIONS = {
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", "create_namespaced_role"),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "create_namespaced_role_binding"),
     "Event": ("/api/v1", "events", "create_namespaced_event"),
+    "PodGroup": (f"/apis/{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}", POD_GROUP_PLURAL,
+                 "create_namespaced_pod_group"),
 }
 
 
@@ -156,8 +159,20 @@ class KubeApi:
             raise
         return any(r.get("name") == PLURAL for r in json.loads(data).get("resources", []))
 
+    async def serves_pod_groups(self) -> bool:
+        """Whether the apiserver serves native PodGroups (Kubernetes 1.36 alpha, off unless its feature gates
+        and API version are enabled). Any failure to ask counts as no: the job then runs without the native
+        gang (reconcile/gang_fallback.py) instead of pods waiting for a group that cannot be created."""
+        try:
+            data = await self._call("get_api_resources", "GET", f"/apis/{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}",
+                                    None)
+        except ApiError:
+            return False
+        return any(r.get("name") == POD_GROUP_PLURAL for r in json.loads(data).get("resources", []))
+
     async def create(self, namespace: str, body: dict) -> None:
-        """Create a Pod, Service, ConfigMap, ServiceAccount, Role or RoleBinding (the kinds the operator makes). A
+        """Create a Pod, Service, ConfigMap, ServiceAccount, Role, RoleBinding or PodGroup (the kinds the
+        operator makes). A
         refusal, 409 AlreadyExists included, is raised as ApiError: the caller decides what it means."""
         prefix, collection, operation = _COLLECTIONS[body["kind"]]
         await self._call(operation, "POST", f"{prefix}/namespaces/{namespace}/{collection}?fieldValidation=Strict",
@@ -178,6 +193,16 @@ class KubeApi:
         try:
             await self._call("delete_namespaced_config_map", "DELETE",
                              f"/api/v1/namespaces/{namespace}/configmaps/{name}", None)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+    async def delete_pod_group(self, namespace: str, name: str) -> None:
+        prefix, collection, _ = _COLLECTIONS["PodGroup"]
+        try:
+            await self._call("delete_namespaced_pod_group", "DELETE",
+                             f"{prefix}/namespaces/{namespace}/{collection}/{name}",
+                             {"propagationPolicy": "Background"})
         except ApiError as e:
             if e.status != 404:
                 raise

@@ -22,6 +22,7 @@ from multinode.api.conditions import ConditionType, Reason
 from multinode.api.goodput import LostCause
 from multinode.api.timestamps import parse_time
 from multinode.controller.attempt_env import AttemptEnvs
+from multinode.controller.index_keys import mirror_key
 from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.queue import WorkQueue
@@ -40,6 +41,8 @@ JobKey = tuple[str, str]  # (namespace, name)
 # How long a pod this operator created is trusted to exist before the pod index shows it (client-go's
 # "expectations"): until then a reconcile would see it missing and create it again, only to get 409.
 EXPECTATION_TTL_SECONDS = 30.0
+# Disrupted pods remembered per job after their deletion (Reconciler.gone); a gang's pods go together.
+MAX_GONE_PER_JOB = 256
 
 
 # After a reconcile of a job whose pods changed meanwhile, wait REST_FACTOR × its duration (at most
@@ -47,17 +50,6 @@ EXPECTATION_TTL_SECONDS = 30.0
 # took a quarter of the operator's CPU during a start, CPU the apiserver needed (docs/benchmarks.md).
 REST_FACTOR = 3.0
 MAX_REST_SECONDS = 1.0
-
-
-def mirror_key(namespace: str, job: str) -> tuple[str, str, str]:
-    """The pod index holds node pods under (namespace, job) and a job's mirror pod under this key."""
-    return (namespace, job, "mirror")
-
-
-def node_jobs_key(node: str) -> tuple[str, str, str]:
-    """...and under this key the (namespace, job) of every node pod bound to `node` (no namespace is
-    named ""): a node's Ready change finds the jobs it concerns without walking every pod."""
-    return ("", "node", node)
 
 
 @dataclass(frozen=True)
@@ -70,6 +62,7 @@ class Indices:
     pods: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPod; mirror_key → mirror
     services: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → Service name
     nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode; name → its own
+    pod_groups: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPodGroup
 
 
 def _single(store: Any) -> Any:
@@ -105,8 +98,10 @@ def _exists(error: BaseException) -> bool:
 
 class Reconciler:
     def __init__(self, kube: KubeApi, settings: OperatorSettings, indices: Indices,
-                 metrics: OperatorMetrics | None = None):
+                 metrics: OperatorMetrics | None = None, *, gang_api: bool = False):
         self.kube = kube
+        # Whether the apiserver serves native PodGroups (handlers.py asks discovery once, at start).
+        self.gang_api = gang_api
         self.settings = settings
         self.metrics = metrics or OperatorMetrics()
         self.queue: WorkQueue[JobKey] = WorkQueue()
@@ -121,6 +116,9 @@ class Reconciler:
         # Pods created (or found existing, 409) but not seen by the pod index yet: name → when.
         self.expected: dict[JobKey, dict[str, float]] = {}
         self.attempt_envs = AttemptEnvs(kube)
+        # Why pods that are gone were disrupted (DisruptionTarget), from their last watch event: the pod
+        # can be deleted before a pass sees it terminating (the scheduler preempts and deletes at once).
+        self.gone: dict[JobKey, dict[str, str]] = {}
         self._failures: dict[JobKey, int] = {}
         self._tasks: list[asyncio.Task] = []
         # Reads the trainers' logs of jobs with spec.hangDetection; each sweep marks its job dirty.
@@ -149,11 +147,18 @@ class Reconciler:
         self._failures.pop(key, None)
         self.expected.pop(key, None)
         self.attempt_envs.forget(key)
+        self.gone.pop(key, None)
         self.probe.forget(key)
         if uid:
             self.written.pop(uid, None)
             self.phases.pop(uid, None)
             self.figures.pop(uid, None)
+
+    def pod_gone(self, key: JobKey, name: str, disruption: str) -> None:
+        gone = self.gone.setdefault(key, {})
+        gone[name] = disruption
+        while len(gone) > MAX_GONE_PER_JOB:  # the oldest go: only the attempt being judged matters
+            del gone[next(iter(gone))]
 
     def pod_seen(self, key: JobKey, name: str) -> None:
         """A watch event of pod `name`: the index has it (or its deletion), so stop expecting it."""
@@ -219,7 +224,8 @@ class Reconciler:
                             resume_source_latest=self._resume_source_latest(job),
                             nodes=tuple(self.indices.nodes.get(None) or ()) if job.spec.topology else (),
                             down_nodes=self._down_nodes(pods),
-                            progress=self.probe.progress(key))
+                            progress=self.probe.progress(key), gone_disruptions=dict(self.gone.get(key) or {}),
+                            gang_api=self.gang_api, pod_groups=tuple(self.indices.pod_groups.get(key) or ()))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
@@ -236,7 +242,9 @@ class Reconciler:
         await asyncio.gather(*(self.kube.delete_pod(namespace, name)
                                for name in result.pods_to_delete),
                              *(self.kube.delete_pod(namespace, name, force=True)
-                               for name in result.pods_to_force_delete))
+                               for name in result.pods_to_force_delete),
+                             *(self.kube.delete_pod_group(namespace, name)
+                               for name in result.pod_groups_to_delete))
         await self._write_status(job, previous or job.status, result)
         if result.delete_job:
             await self.kube.delete_job(namespace, job_name)
@@ -267,7 +275,7 @@ class Reconciler:
         key = _key(job)
         namespace = key[0]
         for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
-            # In order: the Service, the mirror's identity, then the mirror.
+            # In order: the Service, the mirror's identity, the mirror, then the attempt's PodGroup (before its pods).
             try:
                 await self.kube.create(namespace, obj)
             except ApiError as e:

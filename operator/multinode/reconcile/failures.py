@@ -55,11 +55,23 @@ def pod_failure(failed: list[ObservedPod]) -> Failure:
                    unhealthy_node=p.unhealthy)
 
 
+# The DisruptionTarget reason the scheduler gives a pod it preempts (the whole gang, with a PodGroup).
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+
 def lost_failure(index: int, pod: str | None, last_reason: str | None) -> Failure:
+    """A pod deleted before it finished: node loss (eviction, drain, a dead node) or, when the scheduler says
+    so, preemption by a higher-priority gang. Both are uncounted (node_loss): neither is the job's fault;
+    rules on `NodeLost` match both."""
     seen = f" (last seen: {last_reason})" if last_reason else ""
+    reasons = frozenset({Reason.NODE_LOST, *([last_reason] if last_reason else [])})
+    if last_reason == PREEMPTION_BY_SCHEDULER:
+        return Failure(Reason.PREEMPTED, f"pod {pod or '?'} of node {index} was preempted by the scheduler for a "
+                                         "higher-priority job; the gang restarts when it fits again",
+                       reasons=reasons | {Reason.PREEMPTED}, node_loss=True)
     return Failure(Reason.NODE_LOST, f"pod {pod or '?'} of node {index} was deleted before it finished{seen}; "
                                "the gang cannot continue without it",
-                   reasons=frozenset({Reason.NODE_LOST, *([last_reason] if last_reason else [])}), node_loss=True)
+                   reasons=reasons, node_loss=True)
 
 
 def lost_indices(job_name: str, num_nodes: int, before: TrainingJobStatus, current: dict[int, ObservedPod],

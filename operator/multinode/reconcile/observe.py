@@ -62,6 +62,9 @@ class ObservedPod:
     # When the trainer container started (RFC3339): hang detection's clock starts when every rank's has.
     started_at: str | None = None
 
+    # The native PodGroup the pod joined (spec.schedulingGroup.podGroupName), if any.
+    pod_group: str | None = None
+
     @property
     def unhealthy(self) -> bool:
         return self.health is not None and self.health.status == HealthStatus.FAILED
@@ -140,6 +143,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         image_id=image_id,
         health=health,
         started_at=started_at,
+        pod_group=(spec.get("schedulingGroup") or {}).get("podGroupName"),
         name=meta.get("name", ""),
         job_name=job_name,
         index=index,

@@ -32,6 +32,8 @@ class Plan:
     pods_to_delete: list[str] = field(default_factory=list)
     # Deleted without waiting for a kubelet (grace period 0): terminating pods on nodes that are not Ready.
     pods_to_force_delete: list[str] = field(default_factory=list)
+    # Native PodGroups of earlier attempts (reconcile/gang.py).
+    pod_groups_to_delete: list[str] = field(default_factory=list)
     status: TrainingJobStatus = field(default_factory=TrainingJobStatus)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None

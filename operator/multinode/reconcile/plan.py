@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
+from multinode.api.conditions import Reason
 from multinode.api.lifecycle import CleanPodPolicy
+from multinode.api.status import GangMode
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import lifecycle
 from multinode.reconcile.checkpointing import mirror_needs, resume_path
@@ -28,6 +30,9 @@ from multinode.reconcile.failures import Failure, lost_failure, lost_indices, po
 from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.goodput import account
 from multinode.reconcile.hang import hang_failure
+from multinode.reconcile.gang import (ObservedPodGroup, choose_gang, delete_old_pod_groups, ensure_pod_group,
+                                      gang_verdict, placed_domain, scheduler_places_domain)
+from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.image_consistency import check_digests, pinned_image
 from multinode.reconcile.node_loss import NodeDown, evicted_failure, force_delete_stranded, not_ready_failure
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
@@ -47,7 +52,10 @@ from multinode.render import (
     render_node_pod,
 )
 from multinode.render.mirror import render_mirror_objects
-from multinode.render.names import job_name
+from multinode.render.names import job_name, pod_name
+
+# How long after creating a job's PodGroup the next pass looks again without its watch event.
+GROUP_WATCH_GRACE_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class Observed:
@@ -64,6 +72,11 @@ class Observed:
     down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
     # What the controller's log prober last read of the current attempt's ranks (spec.hangDetection only).
     progress: JobProgress | None = None
+    # DisruptionTarget reasons of deleted pods, by name, from their last watch event.
+    gone_disruptions: Mapping[str, str] = field(default_factory=dict)
+    # Whether the apiserver serves native PodGroups (asked once at start), and this job's PodGroups.
+    gang_api: bool = False
+    pod_groups: tuple[ObservedPodGroup, ...] = ()
 
 
 def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | None, now: datetime,
@@ -88,6 +101,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     mirror = observed.mirror
 
     if status.phase in TERMINAL_PHASES:
+        delete_old_pod_groups(status, observed.pod_groups, result)
         return lifecycle.clean_up_finished(job, status, list(observed.pods), mirror, result, now)
 
     if not observed.service_exists:
@@ -122,8 +136,12 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     if status.phase == Phase.RESTARTING and not ready_for_next_attempt(job, status, older, result, now):
         fill_node_statuses(status, current, job.spec.num_nodes)
         return result
+    waiting = wait_before_retry(job, status, older, result, now)
+    if waiting is not None:
+        return _report(job, status, before, current, waiting, result, now)
 
     blocked = _create_missing(job, status, before, current, observed, result, now, settings)
+    delete_old_pod_groups(status, observed.pod_groups, result)
     running = {i for i, p in current.items() if p.phase == PodPhase.RUNNING}
     report_progress(job, status, observed.progress, running, now)
     failure = _attempt_failure(job, status, before, current, observed, now, result) or hang_failure(
@@ -146,6 +164,17 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
         verdict = blocked
     if verdict.phase in TERMINAL_PHASES:
         return _finish(job, status, before, current, verdict, result, now, mirror)
+    verdict = gang_verdict(job, status, current, observed.pod_groups, verdict, now)
+    status.topology_domain = status.topology_domain or placed_domain(
+        job, current, {n.name: n.labels for n in observed.nodes})
+    verdict = release_partial_gang(job, status, current, result, now) or verdict
+    if verdict.reason == Reason.PARTIAL_GANG_RELEASED:  # a new attempt: the released pods are not its own
+        current = {}
+    return _report(job, status, before, current, verdict, result, now)
+
+
+def _report(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
+            verdict: Verdict, result: Plan, now: datetime) -> Plan:
     fill_node_statuses(status, current, job.spec.num_nodes)
     set_conditions(status, verdict, created=len(current), num_nodes=job.spec.num_nodes, now=now,
                    generation=job.metadata.generation)
@@ -161,7 +190,15 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     if not missing or lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt):
         return None
     excluded = excluded_node_names(status, now)
-    node_selector, blocked = attempt_node_selector(job, status, observed.nodes)
+    status.scheduling = choose_gang(job, status, current, observed.gang_api)
+    group = status.scheduling.pod_group if status.scheduling.gang == GangMode.POD_GROUP else None
+    handed = scheduler_places_domain(job, status, ensure_pod_group(job, status, observed.pod_groups, result))
+    if handed is None:
+        # The group's watch event brings the next pass, which creates the pods; the timer is there so that a
+        # missed event (a watch restarted by its 410) cannot leave the job waiting for ever.
+        result.come_back_in(GROUP_WATCH_GRACE_SECONDS)
+        return Verdict(Phase.PENDING, Reason.CREATING_PODS, f"creating PodGroup {group} before the pods")
+    node_selector, blocked = (None, None) if handed else attempt_node_selector(job, status, observed.nodes)
     if blocked is not None:
         return blocked
     resume = resume_path(job, status, list(current.values()), observed.resume_source_latest)
@@ -170,7 +207,7 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     image = pinned_image(job, status)
     result.pods_to_create = [
         render_node_pod(job, i, status.attempt, settings, resume_from=resume,
-                        image=image, node_selector=node_selector, excluded_nodes=excluded)
+                        image=image, node_selector=node_selector, excluded_nodes=excluded, pod_group=group)
         for i in missing
     ]
     result.attempt_env = render_attempt_env(job, status.attempt, restarts=status.restarts)
@@ -193,7 +230,10 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
     lost = lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt)
     if lost and not leader_done:
         last = next((ns for ns in before.node_statuses if ns.index == lost[0]), None)
-        return lost_failure(lost[0], last.pod if last else None, last.reason if last else None)
+        # A pod deleted between two passes says why only in its last watch event (preemption, eviction).
+        gone = (observed.gone_disruptions.get(pod_name(job_name(job), i, status.attempt)) for i in lost)
+        why = next((g for g in gone if g), None) or (last.reason if last else None)
+        return lost_failure(lost[0], last.pod if last else None, why)
     evicted = evicted_failure(current.values())
     if evicted is not None and not leader_done:
         return evicted

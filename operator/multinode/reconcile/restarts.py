@@ -89,6 +89,9 @@ def new_attempt(status: TrainingJobStatus) -> None:
     status.resumed_from = None
     status.topology_domain = None
     status.ready_nodes = 0
+    if status.scheduling is not None:  # the mechanism is chosen again for the next attempt's pods
+        status.scheduling.pod_group = None
+        status.scheduling.partial_since = None
 
 
 def ready_for_next_attempt(job: TrainingJob, status: TrainingJobStatus, older: list[ObservedPod], result: Plan,

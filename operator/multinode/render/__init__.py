@@ -15,6 +15,7 @@ from multinode.render.names import (
     service_name,
 )
 from multinode.render.pod import render_node_pod
+from multinode.render.pod_group import pod_group_name, render_pod_group
 from multinode.render.service import render_headless_service
 from multinode.render.settings import DEFAULT_OPERATOR_IMAGE, RenderSettings
 
@@ -31,9 +32,11 @@ __all__ = [
     "node_hostname",
     "operator_env",
     "owner_reference",
+    "pod_group_name",
     "pod_name",
     "render_attempt_env",
     "render_headless_service",
     "render_node_pod",
+    "render_pod_group",
     "service_name",
 ]

@@ -178,6 +178,7 @@ def render_node_pod(
     image: str | None = None,
     node_selector: dict[str, str] | None = None,
     excluded_nodes: Sequence[str] = (),
+    pod_group: str | None = None,
 ) -> dict[str, Any]:
     """The pod of node `index` in gang attempt `attempt`. It reads the attempt's shared env from the
     attempt's ConfigMap (render_attempt_env), which must exist before the pod starts.
@@ -185,6 +186,7 @@ def render_node_pod(
     `resume_from` is the checkpoint path the attempt starts from ("" for none); `image` replaces
     spec.image (the pinned digest); `node_selector` is added to the job's (the chosen topology domain);
     `excluded_nodes` are nodes the pod must not run on (status.excludedNodes).
+    `pod_group` is the attempt's native PodGroup the pod joins (render/pod_group.py).
     """
     check_node(job, index, attempt)
     settings = settings or RenderSettings()
@@ -228,6 +230,8 @@ def render_node_pod(
             # With hostNetwork the default policy would use the node's resolver and
             # miss the cluster DNS names the rendezvous depends on.
             "dnsPolicy": "ClusterFirstWithHostNet" if host_network else None,
+            # core/v1 PodSchedulingGroup (1.36): the scheduler holds the pod until the group's minCount fit.
+            "schedulingGroup": {"podGroupName": pod_group} if pod_group else None,
         }
     )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}

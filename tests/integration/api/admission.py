@@ -141,5 +141,6 @@ def maximal_job(name: str) -> dict:
                             "exclusionSeconds": 7200},
             "hangDetection": {"timeoutSeconds": 1800,
                               "stragglers": {"factor": 1.5, "forSeconds": 600, "action": "Ignore"}},
+            "scheduling": {"partialGangTimeoutSeconds": 300},
         },
     }

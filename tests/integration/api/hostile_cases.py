@@ -163,6 +163,8 @@ CASES = [
              "greater than or equal to 0"),
     rejected("startupTimeout-zero", job(startupTimeoutSeconds=0), "spec.startupTimeoutSeconds",
              "greater than or equal to 1"),
+    rejected("partialGangTimeout-zero", job(scheduling={"partialGangTimeoutSeconds": 0}),
+             "spec.scheduling.partialGangTimeoutSeconds", "greater than or equal to 1"),
     # empty objects and lists where items are required
     rejected("spec-empty", job() | {"spec": {}}, "spec.numNodes", "Required value"),
     rejected("env-empty-item", job(env=[{}]), "spec.env[0].name", "Required value"),

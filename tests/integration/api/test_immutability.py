@@ -86,6 +86,7 @@ UPDATES: dict[str, list] = {
     "hangDetection": [pytest.param(set_("hangDetection", {
         "timeoutSeconds": 300, "stragglers": {"factor": 3.0, "forSeconds": 60, "action": "Report"}}),
                  id="hangDetection-set")],
+    "scheduling": [pytest.param(nested("scheduling", "partialGangTimeoutSeconds", 600), id="scheduling-change")],
 }
 
 

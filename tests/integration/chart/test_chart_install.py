@@ -153,7 +153,8 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
     for verb, resource in [("list", "trainingjobs.multinode.dev"), ("delete", "trainingjobs.multinode.dev"),
                            ("patch", "trainingjobs.multinode.dev/status"), ("create", "pods"), ("delete", "pods"),
                            ("create", "services"), ("create", "serviceaccounts"),
-                           ("create", "roles.rbac.authorization.k8s.io"), ("create", "events"), ("get", "pods/log")]:
+                           ("create", "roles.rbac.authorization.k8s.io"), ("create", "events"), ("get", "pods/log"),
+                           *((v, "podgroups.scheduling.k8s.io") for v in ("list", "watch", "create", "delete"))]:
         assert release.can(verb, resource, ns), (verb, resource)
     assert release.can("watch", "nodes")
     for verb, resource in [("get", "secrets"), ("list", "secrets"), ("patch", "trainingjobs.multinode.dev"),
@@ -161,7 +162,8 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
                            ("update", "pods"), ("patch", "pods"), ("delete", "services"), ("get", "nodes"),
                            ("list", "namespaces"), ("create", "clusterroles.rbac.authorization.k8s.io"),
                            ("escalate", "roles.rbac.authorization.k8s.io"), ("bind", "roles.rbac.authorization.k8s.io"),
-                           ("update", "deployments.apps")]:
+                           ("update", "deployments.apps"), ("patch", "podgroups.scheduling.k8s.io"),
+                           ("update", "podgroups.scheduling.k8s.io/status"), ("create", "workloads.scheduling.k8s.io")]:
         assert not release.can(verb, resource, ns), (verb, resource)
 
 
@@ -228,6 +230,8 @@ def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
     op = run_operator_as_chart(release, core, tmp_path, "operator-cluster")
     try:
         first = checkpointed_job(release, core, custom, tmp_path)
+        # Ganged by a native PodGroup the chart's identity created (and watched).
+        assert first["status"]["scheduling"]["gang"] == "PodGroup"
         assert_never_refused(op)
     finally:
         op.stop()

@@ -213,4 +213,9 @@ def test_topology_places_every_node_in_one_block(
     domain = job["status"]["topologyDomain"]
     blocks = {core.read_node(p.spec.node_name).metadata.labels[block] for p in jobs.job_pods(core, ns, "packed")}
     assert blocks == {domain}
-    assert all(p.spec.node_selector[block] == domain for p in jobs.job_pods(core, ns, "packed"))
+    # With the native gang the block is the PodGroup's topology constraint: the scheduler chose it, no node
+    # selector pins it (without the API the operator's selector does: tests/unit/reconcile/test_placement.py).
+    assert job["status"]["scheduling"]["gang"] == "PodGroup"
+    group = custom.get_namespaced_custom_object("scheduling.k8s.io", "v1alpha2", ns, "podgroups", "packed-a0")
+    assert group["spec"]["schedulingConstraints"] == {"topology": [{"key": block}]}
+    assert not any(block in (p.spec.node_selector or {}) for p in jobs.job_pods(core, ns, "packed"))

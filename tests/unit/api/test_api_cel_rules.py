@@ -111,7 +111,8 @@ def test_every_spec_field_is_immutable(schema: dict[str, Any]) -> None:
     spec = node(schema, ".spec")
     by_path = {rule.get("fieldPath"): rule for rule in rules(schema, ".spec") if "is immutable" in rule["message"]}
     mutable = {TrainingJobSpec.model_fields[name].alias for name in TrainingJobSpec.MUTABLE_FIELDS}
-    assert mutable == {"suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "failurePolicy", "hangDetection"}
+    assert mutable == {"suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "failurePolicy", "hangDetection",
+                       "scheduling"}
     assert set(by_path) == {f".{field}" for field in spec["properties"] if field not in mutable}
     image = by_path[".image"]
     assert image["message"] == "spec.image is immutable: create a new TrainingJob to change it"

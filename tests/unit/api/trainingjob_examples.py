@@ -135,6 +135,7 @@ def full_trainingjob() -> dict[str, Any]:
                             "exclusionSeconds": 7200},
             "hangDetection": {"timeoutSeconds": 600,
                               "stragglers": {"factor": 2.0, "forSeconds": 300, "action": "Report"}},
+            "scheduling": {"partialGangTimeoutSeconds": 300},
         },
         "status": {
             "observedGeneration": 1,
@@ -236,6 +237,8 @@ def full_trainingjob() -> dict[str, Any]:
                                  "reported": True}],
                 "stragglerCount": 1,
             },
+            "scheduling": {"gang": "None", "podGroup": "llama-a2", "partialSince": "2025-01-01T00:10:00Z",
+                           "releases": 1, "nextTryTime": "2025-01-01T00:11:00Z"},
         },
     }
 

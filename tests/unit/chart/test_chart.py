@@ -28,6 +28,7 @@ NAMESPACED_RIGHTS = {
     ("rbac.authorization.k8s.io", "roles", "create"),
     ("rbac.authorization.k8s.io", "rolebindings", "create"),
     ("", "events", "create"),
+    *(("scheduling.k8s.io", "podgroups", v) for v in ("list", "watch", "create", "delete")),
 }
 CLUSTER_RIGHTS = {("", "nodes", "list"), ("", "nodes", "watch")}
 

@@ -27,3 +27,6 @@ class FakeKube:
 
     async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
         pass
+
+    async def delete_pod_group(self, namespace: str, name: str) -> None:
+        pass

@@ -73,3 +73,16 @@ def test_forgetting_a_job_drops_its_expectations() -> None:
     asyncio.run(r.reconcile(KEY))
     r.forget(KEY, None)
     assert KEY not in r.expected
+
+
+def test_a_disrupted_pod_s_reason_outlives_its_deletion_bounded_and_forgotten_with_the_job() -> None:
+    from multinode.controller.worker import MAX_GONE_PER_JOB
+
+    r = reconciler(RecordingKube())
+    r.pod_gone(KEY, "llama-0-a0", "PreemptionByScheduler")
+    assert r.gone[KEY] == {"llama-0-a0": "PreemptionByScheduler"}
+    for i in range(MAX_GONE_PER_JOB + 5):
+        r.pod_gone(KEY, f"llama-{i}-a1", "EvictionByEvictionAPI")
+    assert len(r.gone[KEY]) == MAX_GONE_PER_JOB and "llama-0-a0" not in r.gone[KEY]
+    r.forget(KEY, None)
+    assert KEY not in r.gone

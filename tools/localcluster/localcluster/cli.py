@@ -27,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="real kubelet + containerd nodes beside the kwok nodes (needs root)")
     up.add_argument("--timings", choices=sorted(TIMINGS), default="short",
                     help="node-lifecycle timings: short (20 s grace, 5 s tolerations) or stock (40 s, 300 s)")
+    up.add_argument("--no-gang-scheduling", action="store_true",
+                    help="do not serve scheduling.k8s.io/v1alpha2 (Workload, PodGroup) nor enable its feature gates")
     up.add_argument("--reuse", action="store_true", help="keep a running cluster of this name instead of restarting")
     for name in ("down", "status"):
         sub.add_parser(name).add_argument("--name", default="default")
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                               rdma_resource_name=args.rdma_resource, rdma_per_node=args.rdma_per_node,
                               nodes_per_block=args.nodes_per_block)
         cluster = LocalCluster(ClusterConfig(name=args.name, nodes=pool, real_nodes=args.real_nodes,
-                                              timings=args.timings))
+                                              timings=args.timings, gang_scheduling=not args.no_gang_scheduling))
         if args.reuse and cluster.is_running():
             print(f"cluster {args.name!r} already running", file=sys.stderr)
         else:

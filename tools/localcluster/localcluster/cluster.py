@@ -39,6 +39,12 @@ KWOK_STAGE_FILES = (
     "pod/chaos/pod-container-running-failed.yaml",
     "pod/chaos/pod-init-container-running-failed.yaml",
 )
+# GenericWorkload serves Workload/PodGroup and pods' spec.schedulingGroup; GangScheduling holds a group's pods
+# until minCount fit; the other two let a PodGroup carry a topology constraint and a priority (group
+# preemption).
+GANG_FEATURE_GATES = ("GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling",
+                      "WorkloadAwarePreemption")
+GANG_API_VERSION = "scheduling.k8s.io/v1alpha2"
 STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 REAL_NODE_POOL_PREFIX = "real-node"
 
@@ -70,6 +76,11 @@ class ClusterConfig:
     # Benchmarks count requests per user: kube-apiserver writes a Metadata-level audit log (JSON lines)
     # to <cluster dir>/audit.log. Off by default: it costs apiserver CPU.
     audit_log: bool = False
+    # Kubernetes 1.36's alpha gang scheduling (scheduling.k8s.io/v1alpha2 Workload and PodGroup): the feature
+    # gates in the apiserver, controller-manager (the PodGroup protection controller removes the finalizer
+    # admission stamps) and scheduler, and the API version served. Off: a cluster that does not serve the
+    # API, for the operator's fallback.
+    gang_scheduling: bool = True
 
 
 def _free_port() -> int:
@@ -201,6 +212,7 @@ class LocalCluster:
             "--profiling=false", "--v=0",
             *self._audit_args(),
             *self._kubelet_client_args(),
+            *self._gang_args(runtime_config=True),
         ])
         self._wait_readyz(state)
         self._write_kubeconfig(state)
@@ -219,6 +231,7 @@ class LocalCluster:
             f"--kube-api-qps={qps}", f"--kube-api-burst={qps * 2}",
             "--concurrent-gc-syncs=50", "--concurrent-job-syncs=50",
             "--profiling=false",
+            *self._gang_args(),
         ])
         scheduler_config = d / "scheduler.yaml"
         scheduler_config.write_text(yaml.safe_dump({
@@ -231,6 +244,7 @@ class LocalCluster:
             str(bins.kube_scheduler), f"--config={scheduler_config}",
             f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
             "--bind-address=127.0.0.1", f"--secure-port={_free_port()}", "--profiling=false",
+            *self._gang_args(),
         ])
         stage_files = [str(bins.kwok_stages / f) for f in KWOK_STAGE_FILES]
         stage_files += [str(p) for p in sorted(STAGES_DIR.glob("*.yaml"))]
@@ -243,6 +257,13 @@ class LocalCluster:
             f"--server-address=127.0.0.1:{_free_port()}",
             f"--config={','.join(stage_files)}",
         ])
+
+    def _gang_args(self, runtime_config: bool = False) -> list[str]:
+        """Feature gates of gang scheduling, and (apiserver) the API version that serves it."""
+        if not self.config.gang_scheduling:
+            return []
+        gates = [f"--feature-gates={','.join(f'{g}=true' for g in GANG_FEATURE_GATES)}"]
+        return gates + ([f"--runtime-config={GANG_API_VERSION}=true"] if runtime_config else [])
 
     def _kubelet_client_args(self) -> list[str]:
         """How the apiserver reaches real kubelets (logs, exec): by InternalIP, with a client certificate."""

@@ -1,0 +1,53 @@
+"""The native gang: one scheduling.k8s.io/v1alpha2 PodGroup per attempt, owned by the job.
+
+Field names checked against k8s.io/api v0.36 (scheduling/v1alpha2 PodGroupSpec, core/v1 PodSchedulingGroup).
+
+Why one group per attempt and not one per job: a PodGroup's spec is immutable, and the scheduler counts a
+group's scheduled pods towards minCount. Pods of an attempt still terminating (Recreate) would count for
+the next attempt's gang, which could then be placed partly; a group of its own gives every attempt an
+all-or-nothing placement of exactly its numNodes pods. The groups of earlier attempts are deleted when an
+attempt ends, the last one goes with the job (owner reference).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from multinode.api import LABEL_ATTEMPT, TrainingJob
+from multinode.api.constants import POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_KIND
+from multinode.render.names import common_labels, job_identity, owner_reference
+
+
+def pod_group_name(job_name: str, attempt: int) -> str:
+    """`<job>-a<attempt>`: a DNS subdomain (the job's name is a DNS label), like the pods' `-a<attempt>`."""
+    if attempt < 0:
+        raise ValueError(f"attempt must be >= 0, got {attempt}")
+    return f"{job_name}-a{attempt}"
+
+
+def render_pod_group(job: TrainingJob, attempt: int) -> dict[str, Any]:
+    """The attempt's PodGroup: gang policy with minCount numNodes, so the scheduler binds every node's pod or
+    none of them; with spec.topology, all in one domain of its label."""
+    identity = job_identity(job)
+    # Preempted as a whole (disruptionMode PodGroup): one pod of a gang taken is the whole gang restarted, so
+    # the scheduler should weigh the whole gang as one victim. Both this and the priority need
+    # WorkloadAwarePreemption; without it the apiserver drops them and the pods' own priority applies.
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.spec.num_nodes}},
+                            "disruptionMode": "PodGroup"}
+    if job.spec.pod_template.priority_class_name:
+        spec["priorityClassName"] = job.spec.pod_template.priority_class_name
+    if job.spec.topology is not None:
+        # All members in one domain of the label (TopologyAwareWorkloadScheduling; the apiserver drops it
+        # when that gate is off, which the operator reads back from the stored group: reconcile/gang.py).
+        spec["schedulingConstraints"] = {"topology": [{"key": job.spec.topology.same_domain_label}]}
+    return {
+        "apiVersion": f"{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}",
+        "kind": POD_GROUP_KIND,
+        "metadata": {
+            "name": pod_group_name(identity.name, attempt),
+            "namespace": identity.namespace,
+            "labels": {**common_labels(identity.name), LABEL_ATTEMPT: str(attempt)},
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": spec,
+    }

@@ -1,0 +1,39 @@
+"""The attempt's native PodGroup and the pod's membership (render/pod_group.py, render/pod.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from multinode.render import pod_group_name, render_node_pod, render_pod_group
+from localcluster.harness.trainingjobs import stored_job
+
+
+def test_the_pod_group_is_a_gang_of_num_nodes_owned_by_the_job_and_labelled_with_its_attempt() -> None:
+    group = render_pod_group(stored_job(5), attempt=2)
+    assert group["apiVersion"] == "scheduling.k8s.io/v1alpha2" and group["kind"] == "PodGroup"
+    assert group["metadata"]["name"] == "llama-a2" and group["metadata"]["namespace"] == "ml"
+    assert group["metadata"]["labels"]["multinode.dev/job-name"] == "llama"
+    assert group["metadata"]["labels"]["multinode.dev/attempt"] == "2"
+    [owner] = group["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "TrainingJob", "llama", "uid-123", True)
+    # Only what the API (k8s.io/api v0.36 PodGroupSpec) needs: no template reference, no constraints.
+    assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 5}}, "disruptionMode": "PodGroup"}
+
+
+def test_a_pod_joins_its_group_only_when_told() -> None:
+    job = stored_job(2)
+    assert render_node_pod(job, 1, 0, pod_group="llama-a0")["spec"]["schedulingGroup"] == {"podGroupName": "llama-a0"}
+    assert "schedulingGroup" not in render_node_pod(job, 1, 0)["spec"]
+
+
+def test_a_negative_attempt_names_no_group() -> None:
+    with pytest.raises(ValueError):
+        pod_group_name("llama", -1)
+
+
+def test_the_pods_priority_class_is_the_group_s_and_topology_its_constraint() -> None:
+    job = stored_job(2, podTemplate={"priorityClassName": "training-high"}, topology={"sameDomainLabel": "block"})
+    spec = render_pod_group(job, attempt=0)["spec"]
+    assert spec["priorityClassName"] == "training-high"
+    assert spec["schedulingConstraints"] == {"topology": [{"key": "block"}]}
