@@ -128,10 +128,16 @@ def main() -> int:
     kubectl(kc, "get", "trainingjob", job_name)
     kubectl(kc, "get", "pods", "-l", f"{LABEL_JOB_NAME}={job_name}", "-o", "wide")
     say("the env contract of node 1 (docs/env.md has all of it)")
-    env = kubectl(kc, "get", "pod", f"{job_name}-1-a0", "-o",
-                  "jsonpath={range .spec.containers[0].env[*]}{.name}={.value}{'\\n'}{end}", show=False)
+    # The attempt's shared variables come from its ConfigMap (envFrom), the node's own from the pod.
+    pod = yaml.safe_load(kubectl(kc, "get", "pod", f"{job_name}-1-a0", "-o", "json", show=False))
+    trainer = pod["spec"]["containers"][0]
+    env: dict[str, str] = {}
+    for source in trainer.get("envFrom", []):
+        name = source["configMapRef"]["name"]
+        env.update(yaml.safe_load(kubectl(kc, "get", "configmap", name, "-o", "json", show=False)).get("data") or {})
+    env.update({e["name"]: e.get("value", "") for e in trainer.get("env", []) if "value" in e})
     shown = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "NPROC_PER_NODE", "WORLD_SIZE", "BT_", "NCCL_")
-    print("".join(f"  {line}\n" for line in env.splitlines() if line.startswith(shown)), end="")
+    print("".join(f"  {k}={v}\n" for k, v in env.items() if k.startswith(shown)), end="")
     status = final["status"]
     say(f"{job_name}: {status['phase']} - {status['numNodes']} nodes, "
         f"{next(c['message'] for c in status['conditions'] if c['type'] == status['phase'])}; "

@@ -39,6 +39,18 @@ def job_pods(core: client.CoreV1Api, namespace: str, name: str) -> list:
     return core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={name}").items
 
 
+def pod_env(core: client.CoreV1Api, pod: client.V1Pod, container: int = 0) -> dict[str, str | None]:
+    """A container's env as the kubelet builds it from the stored pod: each envFrom ConfigMap (read from
+    the apiserver: the attempt's shared env) first, then the pod's own `env`. valueFrom entries map to None."""
+    c = pod.spec.containers[container]
+    env: dict[str, str | None] = {}
+    for source in c.env_from or []:
+        data = core.read_namespaced_config_map(source.config_map_ref.name, pod.metadata.namespace).data or {}
+        env.update(data)
+    env.update({e.name: e.value for e in c.env or []})
+    return env
+
+
 def wait_phase(custom: client.CustomObjectsApi, namespace: str, name: str, phase: str, timeout: float = 60) -> dict:
     def probe():
         job = get_job(custom, namespace, name)

@@ -63,9 +63,10 @@ class Harness:
     """A cluster with the systems under test running, one namespace each, and watches feeding one Clock."""
 
     def __init__(self, max_nodes: int, name: str | None = None, gpus_per_node: int = 8, by_attempt: bool = False,
-                 systems: tuple[str, ...] = ("ours", "jobset")):
+                 systems: tuple[str, ...] = ("ours", "jobset"), profile_to: Path | None = None):
         # by_attempt: pods are keyed (system, job, attempt) instead of (system, job), for restart trials.
         self.by_attempt = by_attempt
+        self.profile_to = profile_to
         self.systems = systems
         self.cluster = LocalCluster(ClusterConfig(
             name=name or f"bench-{uuid.uuid4().hex[:6]}", die_with_parent=True, audit_log=True,
@@ -90,7 +91,8 @@ class Harness:
         kubectl(kc, "wait", "--for=condition=Established", "--timeout=60s", "crd/trainingjobs.multinode.dev")
         self.ns = {s: new_namespace(self.core, prefix=s) for s in self.systems}
         op_kc, self.user["ours"] = identity(c, self.core, rbac, "multinode-operator")
-        self.operator = OperatorProcess(op_kc, [self.ns["ours"]], c.dir / "logs" / "operator.log")
+        self.operator = OperatorProcess(op_kc, [self.ns["ours"]], c.dir / "logs" / "operator.log",
+                                        profile_to=self.profile_to)
         self.operator.start()
         if "jobset" in self.systems:
             install_jobset_crds(kc)
@@ -257,12 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per pod (8 = one pod per 8-GPU node)")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--profile-operator", type=Path, default=None, metavar="PSTATS",
+                        help="run the operator under cProfile (main thread: kopf's event loop) and write its "
+                             "stats here; slows the operator, so not for the figures")
     args = parser.parse_args(argv)
     systems = ("ours", *[s for s in args.systems if s != "ours"])
     # SIGTERM (timeout, kill) unwinds through `finally`, which stops the operator and the cluster.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` prints where a stuck run waits
-    h = Harness(max(args.sizes), systems=systems)
+    h = Harness(max(args.sizes), systems=systems, profile_to=args.profile_operator)
     results = []
     try:
         h.start()

@@ -64,6 +64,8 @@ The operator's rights on namespaced resources: exactly its API calls (operator/m
   its rights (RBAC escalation check).
 - pods: list/watch (index), create and delete (gang creation, restarts, cleanup).
 - services: list/watch (index), create (the headless Service).
+- configmaps: create and delete (each attempt's shared env, read by its pods through envFrom; the
+  previous attempt's is deleted when the next starts). Never read.
 - serviceaccounts, roles, rolebindings: create (each checkpointed job's mirror identity).
 - events: create (phase changes; kopf's warnings).
 No get, update or patch of anything but the jobs' status, and never secrets.
@@ -86,6 +88,9 @@ tests/integration/chart runs a job end to end under exactly these rules.
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["list", "watch", "create"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create", "delete"]
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["create"]

@@ -19,7 +19,8 @@ import kopf
 from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSION
 from multinode.controller.kube import KubeApi
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Indices, Reconciler, mirror_key, node_jobs_key
+from multinode.controller.index_keys import mirror_key, node_jobs_key
+from multinode.controller.worker import Indices, Reconciler
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import observe_mirror_pod, observe_pod
 from multinode.api.constants import POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL

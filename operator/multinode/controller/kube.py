@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,11 +35,29 @@ from multinode.api.timestamps import rfc3339
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 
+# A 429 (the apiserver's priority and fairness, or max-requests-inflight, shedding load) is retried here,
+# after the Retry-After it names (capped), this many times; then it is an ApiError like any other and
+# the reconcile's own backoff takes over.
+HTTP_TOO_MANY_REQUESTS = 429
+MAX_THROTTLED_RETRIES = 5
+MAX_RETRY_AFTER_SECONDS = 10.0
+
+
+def retry_after_seconds(header: str | None, throttled: int) -> float:
+    """Seconds to wait after the `throttled`-th 429 in a row: its Retry-After (whole seconds, what the
+    apiserver sends), else 0.25 s doubling; never more than MAX_RETRY_AFTER_SECONDS."""
+    try:
+        seconds = float(header) if header is not None else 0.25 * 2 ** throttled
+    except ValueError:
+        seconds = 0.25 * 2 ** throttled
+    return min(MAX_RETRY_AFTER_SECONDS, max(0.0, seconds))
+
 # Where each kind the operator creates lives: (API prefix, collection) under /namespaces/<ns>/, and the
 # official client's method name, kept as the `operation` label of multinode_api_errors_total.
 _COLLECTIONS = {
     "Pod": ("/api/v1", "pods", "create_namespaced_pod"),
     "Service": ("/api/v1", "services", "create_namespaced_service"),
+    "ConfigMap": ("/api/v1", "configmaps", "create_namespaced_config_map"),
     "ServiceAccount": ("/api/v1", "serviceaccounts", "create_namespaced_service_account"),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", "create_namespaced_role"),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "create_namespaced_role_binding"),
@@ -75,6 +94,7 @@ class KubeApi:
         # Named in the apiserver's audit log and metrics (the generated client says "OpenAPI-Generator").
         self._headers = {"Accept": JSON, "User-Agent": f"multinode-operator/{__version__}"}
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
+        self._sleep: Callable[[float], None] = time.sleep  # a test replaces it
         self._limit = asyncio.Semaphore(concurrency)
 
     @classmethod
@@ -98,11 +118,19 @@ class KubeApi:
                 headers[auth["key"]] = auth["value"]
         kwargs: dict[str, Any] = {} if self._timeout is None else {"timeout": self._timeout}
         encoded = None if body is None else json.dumps(body).encode()
-        try:
-            response = self._pool.request(method, self._configuration.host + path, body=encoded,
-                                          headers=headers, preload_content=True, **kwargs)
-        except (OSError, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
-            raise ApiError(operation, None, type(e).__name__, str(e)) from e
+        for throttled in range(MAX_THROTTLED_RETRIES + 1):
+            try:
+                response = self._pool.request(method, self._configuration.host + path, body=encoded,
+                                              headers=headers, preload_content=True, **kwargs)
+            except (OSError, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
+                raise ApiError(operation, None, type(e).__name__, str(e)) from e
+            if response.status != HTTP_TOO_MANY_REQUESTS or throttled == MAX_THROTTLED_RETRIES:
+                break
+            # Priority and fairness turned the request away before handling it (its queue for our flow
+            # was full): wait as told, in this thread, holding the request's slot, so the operator's
+            # load on the apiserver drops while it is throttled, and send the same request again.
+            self._on_error(operation, str(HTTP_TOO_MANY_REQUESTS))
+            self._sleep(retry_after_seconds(response.headers.get("Retry-After"), throttled))
         if response.status >= 400:
             raise ApiError(operation, response.status, str(response.reason),
                            _message(response.status, response.reason, response.data))
@@ -143,7 +171,8 @@ class KubeApi:
         return any(r.get("name") == POD_GROUP_PLURAL for r in json.loads(data).get("resources", []))
 
     async def create(self, namespace: str, body: dict) -> None:
-        """Create a Pod, Service, ServiceAccount, Role, RoleBinding or PodGroup (the kinds the operator makes). A
+        """Create a Pod, Service, ConfigMap, ServiceAccount, Role, RoleBinding or PodGroup (the kinds the
+        operator makes). A
         refusal, 409 AlreadyExists included, is raised as ApiError: the caller decides what it means."""
         prefix, collection, operation = _COLLECTIONS[body["kind"]]
         await self._call(operation, "POST", f"{prefix}/namespaces/{namespace}/{collection}?fieldValidation=Strict",
@@ -156,6 +185,14 @@ class KubeApi:
             body["gracePeriodSeconds"] = 0
         try:
             await self._call("delete_namespaced_pod", "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+    async def delete_config_map(self, namespace: str, name: str) -> None:
+        try:
+            await self._call("delete_namespaced_config_map", "DELETE",
+                             f"/api/v1/namespaces/{namespace}/configmaps/{name}", None)
         except ApiError as e:
             if e.status != 404:
                 raise

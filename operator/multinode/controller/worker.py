@@ -21,7 +21,9 @@ from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.goodput import LostCause
 from multinode.api.timestamps import parse_time
+from multinode.controller.attempt_env import AttemptEnvs
 from multinode.controller.creates import create_stream
+from multinode.controller.index_keys import mirror_key
 from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.queue import WorkQueue
@@ -50,17 +52,6 @@ MAX_GONE_PER_JOB = 256  # disrupted pods remembered per job after their deletion
 # took a quarter of the operator's CPU during a start, CPU the apiserver needed (docs/benchmarks.md).
 REST_FACTOR = 3.0
 MAX_REST_SECONDS = 1.0
-
-
-def mirror_key(namespace: str, job: str) -> tuple[str, str, str]:
-    """The pod index holds node pods under (namespace, job) and a job's mirror pod under this key."""
-    return (namespace, job, "mirror")
-
-
-def node_jobs_key(node: str) -> tuple[str, str, str]:
-    """...and under this key the (namespace, job) of every node pod bound to `node` (no namespace is
-    named ""): a node's Ready change finds the jobs it concerns without walking every pod."""
-    return ("", "node", node)
 
 
 @dataclass(frozen=True)
@@ -126,6 +117,7 @@ class Reconciler:
         self.written: dict[str, TrainingJobStatus] = {}
         # Pods created (or found existing, 409) but not seen by the pod index yet: name → when.
         self.expected: dict[JobKey, dict[str, float]] = {}
+        self.attempt_envs = AttemptEnvs(kube)
         # Why deleted pods were disrupted, from their last watch event (the scheduler preempts and deletes at once).
         self.gone: dict[JobKey, dict[str, str]] = {}
         self._failures: dict[JobKey, int] = {}
@@ -155,6 +147,7 @@ class Reconciler:
         self.queue.forget(key)
         self._failures.pop(key, None)
         self.expected.pop(key, None)
+        self.attempt_envs.forget(key)
         self.gone.pop(key, None)
         self.probe.forget(key)
         if uid:
@@ -289,6 +282,8 @@ class Reconciler:
                 if not counts_as_created(e.status):
                     raise
         wanted = self._not_expected(key, pod_names(result.pods_to_create), indexed)
+        if wanted and result.attempt_env is not None:
+            await self.attempt_envs.ensure(namespace, key, result.attempt_env, result.stale_attempt_env)
         outcomes = await create_stream(self.kube, namespace, only_named(result.pods_to_create, wanted),
                                        2 * self.settings.api_concurrency)
         expected, now = self.expected.setdefault(key, {}), time.monotonic()

@@ -75,6 +75,10 @@ class Plan:
     objects_to_create: list[dict[str, Any]] = field(default_factory=list)
     # A PodStream when planned (rendered as read); a plain list (or []) where a policy clears it.
     pods_to_create: Sequence[dict[str, Any]] = field(default_factory=list)
+    # The attempt's shared env (a ConfigMap), created before pods_to_create, which read it; and the name of
+    # the previous attempt's, deleted once the new one exists (its pods are gone or going).
+    attempt_env: dict[str, Any] | None = None
+    stale_attempt_env: str | None = None
     pods_to_delete: list[str] = field(default_factory=list)
     # Deleted without waiting for a kubelet (grace period 0): terminating pods on nodes that are not Ready.
     pods_to_force_delete: list[str] = field(default_factory=list)

@@ -44,7 +44,13 @@ from multinode.reconcile.startup import startup_timeout
 from multinode.reconcile.status_report import change_phase, fill_node_statuses, set_conditions
 from multinode.reconcile.stragglers import judge_stragglers, straggler_failure
 from multinode.reconcile.success import judge, leader_succeeded
-from multinode.render import RenderSettings, render_headless_service, render_node_pod
+from multinode.render import (
+    RenderSettings,
+    attempt_env_name,
+    render_attempt_env,
+    render_headless_service,
+    render_node_pod,
+)
 from multinode.render.mirror import render_mirror_objects
 from multinode.render.names import job_name, pod_name
 
@@ -209,11 +215,14 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
-    attempt, restarts, name = status.attempt, status.restarts, job_name(job)
+    attempt, name = status.attempt, job_name(job)
     result.pods_to_create = PodStream(
         missing, lambda i: pod_name(name, i, attempt),
-        lambda i: render_node_pod(job, i, attempt, settings, restarts=restarts, resume_from=resume, image=image,
+        lambda i: render_node_pod(job, i, attempt, settings, resume_from=resume, image=image,
                                   node_selector=node_selector, excluded_nodes=excluded, pod_group=group))
+    result.attempt_env = render_attempt_env(job, status.attempt, restarts=status.restarts)
+    if status.attempt > 0:
+        result.stale_attempt_env = attempt_env_name(job, status.attempt - 1)
     return None
 
 

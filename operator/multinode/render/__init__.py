@@ -6,7 +6,8 @@ Imports only multinode.api; never talks to Kubernetes.
 from __future__ import annotations
 
 from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, node_hostname
-from multinode.render.env import operator_env
+from multinode.render.attempt_env import attempt_env_name, render_attempt_env
+from multinode.render.env import attempt_env, node_env, operator_env
 from multinode.render.names import (
     node_dns_name,
     owner_reference,
@@ -24,12 +25,16 @@ __all__ = [
     "PREFLIGHT_CONTAINER",
     "TRAINER_CONTAINER",
     "RenderSettings",
+    "attempt_env",
+    "attempt_env_name",
     "node_dns_name",
+    "node_env",
     "node_hostname",
     "operator_env",
     "owner_reference",
     "pod_group_name",
     "pod_name",
+    "render_attempt_env",
     "render_headless_service",
     "render_node_pod",
     "render_pod_group",

@@ -40,11 +40,35 @@ def rendezvous_id(job_uid: str, attempt: int) -> str:
     return f"{job_uid}-a{attempt}"
 
 
-def operator_env(
-    job: TrainingJob, index: int, attempt: int, *, restarts: int = 0, resume_from: str = ""
-) -> list[dict[str, Any]]:
-    """Variables multinode sets on node `index` of `attempt`, without the user's."""
-    check_node(job, index, attempt)
+# Per pod: what differs between the pods of one attempt. Everything else a pod's trainer sees from
+# multinode is the same for every pod of the attempt and lives in the attempt's ConfigMap (attempt_env,
+# render/attempt_env.py), read through envFrom: at 1000 nodes that is 1000 copies fewer of ~1.3 KB that the
+# apiserver stores twice per pod (spec and managedFields) and every watcher decodes on every pod event.
+# The checkpoint to resume from stays per pod too: the planner reads it back from the pods it observes.
+PER_POD_STORAGE_ENV = frozenset({EnvName.MULTINODE_RESUME_FROM, EnvName.BT_LOAD_CHECKPOINT_DIR})
+
+
+def node_env(job: TrainingJob, index: int, *, resume_from: str = "") -> list[dict[str, Any]]:
+    """The variables of node `index` that its pod carries inline (the rest come from attempt_env)."""
+    check_node(job, index, 0)
+    env = [
+        _value(EnvName.NODE_RANK, index),
+        _value(EnvName.PET_NODE_RANK, index),
+        _value(EnvName.MULTINODE_NODE_INDEX, index),
+        _value(EnvName.BT_NODE_RANK, index),
+        _field_ref(EnvName.MULTINODE_POD_NAME, "metadata.name"),
+        _field_ref(EnvName.MULTINODE_HOST_NODE, "spec.nodeName"),
+    ]
+    env.extend(_value(name, value) for name, value in storage_env(job, restarts=0, resume_from=resume_from)
+               if name in PER_POD_STORAGE_ENV)
+    return env
+
+
+def attempt_env(job: TrainingJob, attempt: int, *, restarts: int = 0) -> dict[str, str]:
+    """The variables shared by every pod of `attempt`, name → value: the data of the attempt's ConfigMap.
+    Per attempt, not per job: the rendezvous port and id change with each attempt, and a pod of an older
+    attempt must never read a newer attempt's values."""
+    check_node(job, 0, attempt)
     spec = job.spec
     identity = job_identity(job)
     leader = node_dns_name(job, 0)
@@ -52,50 +76,54 @@ def operator_env(
     rdzv_id = rendezvous_id(identity.uid, attempt)
     nodes = spec.num_nodes
     procs = effective_num_proc_per_node(spec)
-
-    env = [
-        _value(EnvName.MASTER_ADDR, leader),
-        _value(EnvName.MASTER_PORT, port),
-        _value(EnvName.NNODES, nodes),
-        _value(EnvName.NODE_RANK, index),
-        _value(EnvName.NPROC_PER_NODE, procs),
+    pairs: list[tuple[str, object]] = [
+        (EnvName.MASTER_ADDR, leader),
+        (EnvName.MASTER_PORT, port),
+        (EnvName.NNODES, nodes),
+        (EnvName.NPROC_PER_NODE, procs),
         # Total processes, not pods (Kubeflow v1 sets the pod count here).
-        _value(EnvName.WORLD_SIZE, world_size(spec)),
+        (EnvName.WORLD_SIZE, world_size(spec)),
         # torchrun takes the default of every --flag from PET_<FLAG>, so a bare
         # `torchrun train.py` joins the gang with no arguments.
-        _value(EnvName.PET_NNODES, nodes),
-        _value(EnvName.PET_NODE_RANK, index),
-        _value(EnvName.PET_NPROC_PER_NODE, procs),
-        _value(EnvName.PET_MASTER_ADDR, leader),
-        _value(EnvName.PET_MASTER_PORT, port),
+        (EnvName.PET_NNODES, nodes),
+        (EnvName.PET_NPROC_PER_NODE, procs),
+        (EnvName.PET_MASTER_ADDR, leader),
+        (EnvName.PET_MASTER_PORT, port),
         # torchrun's --rdzv-id: a c10d rendezvous of one attempt never admits another attempt's node.
-        _value(EnvName.PET_RDZV_ID, rdzv_id),
-        _value(EnvName.MULTINODE_JOB_NAME, identity.name),
-        _value(EnvName.MULTINODE_NAMESPACE, identity.namespace),
-        _value(EnvName.MULTINODE_NODE_INDEX, index),
-        _value(EnvName.MULTINODE_ATTEMPT, attempt),
-        _value(EnvName.MULTINODE_RDZV_ID, rdzv_id),
-        _value(EnvName.MULTINODE_SERVICE, service_name(identity.name)),
-        _field_ref(EnvName.MULTINODE_POD_NAME, "metadata.name"),
-        _field_ref(EnvName.MULTINODE_HOST_NODE, "spec.nodeName"),
+        (EnvName.PET_RDZV_ID, rdzv_id),
+        (EnvName.MULTINODE_JOB_NAME, identity.name),
+        (EnvName.MULTINODE_NAMESPACE, identity.namespace),
+        (EnvName.MULTINODE_ATTEMPT, attempt),
+        (EnvName.MULTINODE_RDZV_ID, rdzv_id),
+        (EnvName.MULTINODE_SERVICE, service_name(identity.name)),
         # Baseten Training names, so scripts written for it run unchanged.
-        _value(EnvName.BT_TRAINING_JOB_NAME, identity.name),
-        _value(EnvName.BT_NODE_RANK, index),
-        _value(EnvName.BT_GROUP_SIZE, nodes),
-        _value(EnvName.BT_LEADER_ADDR, leader),
-        _value(EnvName.BT_NUM_GPUS, spec.resources_per_node.gpus),
+        (EnvName.BT_TRAINING_JOB_NAME, identity.name),
+        (EnvName.BT_GROUP_SIZE, nodes),
+        (EnvName.BT_LEADER_ADDR, leader),
+        (EnvName.BT_NUM_GPUS, spec.resources_per_node.gpus),
         # Without it Python buffers stdout and a hung rank's last words never reach the logs.
-        _value(EnvName.PYTHONUNBUFFERED, 1),
+        (EnvName.PYTHONUNBUFFERED, 1),
         # Set on every job, so a trainer's heartbeats (multinode.progress) show whether or not hang
         # detection is on; the operator reads them only with spec.hangDetection.
-        _value(EnvName.MULTINODE_PROGRESS_MARKER, PROGRESS_MARKER),
+        (EnvName.MULTINODE_PROGRESS_MARKER, PROGRESS_MARKER),
     ]
-    env.extend(_value(name, value) for name, value in storage_env(job, restarts=restarts, resume_from=resume_from))
-    env.extend(_nccl_env(job))
-    return env
+    pairs.extend((name, value) for name, value in storage_env(job, restarts=restarts, resume_from="")
+                 if name not in PER_POD_STORAGE_ENV)
+    pairs.extend(_nccl_pairs(job))
+    return {str(name): str(value) for name, value in pairs}
 
 
-def _nccl_env(job: TrainingJob) -> list[dict[str, Any]]:
+def operator_env(
+    job: TrainingJob, index: int, attempt: int, *, restarts: int = 0, resume_from: str = ""
+) -> list[dict[str, Any]]:
+    """Every variable multinode gives node `index` of `attempt`, without the user's: the attempt's shared
+    ones (its ConfigMap) and the node's own (inline in its pod). What the trainer process sees."""
+    check_node(job, index, attempt)
+    shared = [_value(name, value) for name, value in attempt_env(job, attempt, restarts=restarts).items()]
+    return shared + node_env(job, index, resume_from=resume_from)
+
+
+def _nccl_pairs(job: TrainingJob) -> list[tuple[str, object]]:
     nccl = job.spec.network.nccl
     if nccl is None:
         return []
@@ -105,7 +133,7 @@ def _nccl_env(job: TrainingJob) -> list[dict[str, Any]]:
         (EnvName.NCCL_DEBUG, nccl.debug),
         (EnvName.NCCL_DEBUG_SUBSYS, nccl.debug_subsys),
     ]
-    return [_value(name, value) for name, value in pairs if value is not None]
+    return [(name, value) for name, value in pairs if value is not None]
 
 
 def user_env(job: TrainingJob) -> list[dict[str, Any]]:

@@ -13,10 +13,10 @@ from multinode.api.constants import (
     SHM_MOUNT_PATH,
     SHM_VOLUME_NAME,
     TRAINER_CONTAINER,
-    EnvName,
     node_hostname,
 )
-from multinode.render.env import operator_env, user_env
+from multinode.render.attempt_env import env_from_attempt
+from multinode.render.env import node_env, user_env
 from multinode.render.health import checked_device_limits, checks_rdma, checks_shm, exclude_nodes, health_args
 from multinode.render.storage import CACHE_VOLUME, job_cache_dir, node_storage_mounts, storage_volumes
 from multinode.render.names import (
@@ -37,9 +37,6 @@ PREFLIGHT_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"cpu": "100m", "memory": "128Mi"},
 }
-# What `multinode preflight` reads (peers_from_env) and nothing more: every variable is in the pod twice
-# (spec and managedFields) and in every watch event of it, which the operator and the apiserver decode.
-PREFLIGHT_ENV = (EnvName.MULTINODE_JOB_NAME, EnvName.MULTINODE_NAMESPACE, EnvName.MULTINODE_SERVICE, EnvName.NNODES)
 
 
 def _without_empty(mapping: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +73,8 @@ def _rdma_security_context(job: TrainingJob) -> dict[str, Any] | None:
     return {"capabilities": {"add": ["IPC_LOCK"]}}
 
 
-def _trainer_container(job: TrainingJob, env: list[dict[str, Any]], image: str) -> dict[str, Any]:
+def _trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: list[dict[str, Any]],
+                       image: str) -> dict[str, Any]:
     spec = job.spec
     mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}, *node_storage_mounts(job)]
     mounts.extend(_dump_all(spec.pod_template.volume_mounts))
@@ -89,6 +87,9 @@ def _trainer_container(job: TrainingJob, env: list[dict[str, Any]], image: str) 
             "command": spec.command,
             "args": spec.args,
             "workingDir": spec.working_dir,
+            # The attempt's shared variables first: `env` (the node's own, then the user's) may refer to
+            # them as $(NAME), and the kubelet expands against envFrom and the entries before.
+            "envFrom": env_from,
             "env": env,
             "resources": _trainer_resources(job),
             "volumeMounts": mounts,
@@ -97,7 +98,7 @@ def _trainer_container(job: TrainingJob, env: list[dict[str, Any]], image: str) 
     )
 
 
-def _preflight_container(job: TrainingJob, env: list[dict[str, Any]], settings: RenderSettings) -> dict[str, Any]:
+def _preflight_container(job: TrainingJob, env_from: list[dict[str, Any]], settings: RenderSettings) -> dict[str, Any]:
     args = ["--timeout", str(settings.preflight_timeout_seconds), *health_args(job)]
     cache_dir = job_cache_dir(job)
     mounts = []
@@ -115,8 +116,9 @@ def _preflight_container(job: TrainingJob, env: list[dict[str, Any]], settings: 
         "image": settings.operator_image,
         "command": ["multinode", "preflight"],
         "args": args,
-        # The rendezvous facts it needs only: user env may reference secrets it has no business reading.
-        "env": [e for e in env if e["name"] in PREFLIGHT_ENV],
+        # The attempt's shared variables (it reads the peers' names from them), never the user's env: that
+        # may reference secrets it has no business reading.
+        "envFrom": env_from,
         "resources": resources,
         "volumeMounts": mounts,
         # Same memlock rights as the trainer, or the memlock check would judge a different container.
@@ -172,14 +174,14 @@ def render_node_pod(
     attempt: int,
     settings: RenderSettings | None = None,
     *,
-    restarts: int = 0,
     resume_from: str = "",
     image: str | None = None,
     node_selector: dict[str, str] | None = None,
     excluded_nodes: Sequence[str] = (),
     pod_group: str | None = None,
 ) -> dict[str, Any]:
-    """The pod of node `index` in gang attempt `attempt` (after `restarts` counted restarts).
+    """The pod of node `index` in gang attempt `attempt`. It reads the attempt's shared env from the
+    attempt's ConfigMap (render_attempt_env), which must exist before the pod starts.
 
     `resume_from` is the checkpoint path the attempt starts from ("" for none); `image` replaces
     spec.image (the pinned digest); `node_selector` is added to the job's (the chosen topology domain);
@@ -192,7 +194,7 @@ def render_node_pod(
     spec = job.spec
     template = spec.pod_template
     host_network = spec.network.host_network
-    ours = operator_env(job, index, attempt, restarts=restarts, resume_from=resume_from)
+    env_from = env_from_attempt(job, attempt)
 
     # User labels first: multinode's labels drive the Service selector and the
     # controller's bookkeeping, so they must win.
@@ -213,8 +215,9 @@ def render_node_pod(
             # The controller restarts the whole gang; a pod restarting alone cannot
             # rejoin a torch rendezvous that has moved on.
             "restartPolicy": "Never",
-            "initContainers": [_preflight_container(job, ours, settings)],
-            "containers": [_trainer_container(job, [*ours, *user_env(job)], image or spec.image)],
+            "initContainers": [_preflight_container(job, env_from, settings)],
+            "containers": [_trainer_container(job, env_from, [*node_env(job, index, resume_from=resume_from),
+                                                              *user_env(job)], image or spec.image)],
             "volumes": [_shm_volume(job), *storage_volumes(job), *_dump_all(template.volumes)],
             "nodeSelector": {**_node_selector(job), **(node_selector or {})},
             "tolerations": pod_tolerations(job),

@@ -33,8 +33,8 @@ def attempt_pods(core: client.CoreV1Api, ns: str, name: str, attempt: int) -> li
     return [p for p in jobs.job_pods(core, ns, name) if p.metadata.labels[LABEL_ATTEMPT] == str(attempt)]
 
 
-def env_of(pod) -> dict[str, str | None]:
-    return {e.name: e.value for e in pod.spec.containers[0].env}
+def env_of(core: client.CoreV1Api, pod) -> dict[str, str | None]:
+    return jobs.pod_env(core, pod)
 
 
 def wait_attempt_running(custom, ns: str, name: str, attempt: int) -> dict:
@@ -61,8 +61,8 @@ def test_retryable_failure_restarts_the_gang_and_the_next_attempt_resumes(
     assert record["reason"] == "PodFailed" and "retry-1-a0" in record["message"] and record["counted"]
     pods = attempt_pods(core, ns, "retry", 1)
     assert sorted(p.metadata.name for p in pods) == ["retry-0-a1", "retry-1-a1"]
-    assert {env_of(p)["MULTINODE_RESTART_COUNT"] for p in pods} == {"1"}
-    assert {env_of(p)["BT_RETRY_COUNT"] for p in pods} == {"1"}
+    assert {env_of(core, p)["MULTINODE_RESTART_COUNT"] for p in pods} == {"1"}
+    assert {env_of(core, p)["BT_RETRY_COUNT"] for p in pods} == {"1"}
     # The whole old gang is gone (the failed pod stays for its logs; nothing of attempt 0 runs).
     assert all(p.status.phase != "Running" for p in attempt_pods(core, ns, "retry", 0))
     # The digest attempt 0 ran is pinned for attempt 1: same code on every node, every attempt.

@@ -18,8 +18,8 @@ def custom(api: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api)
 
 
-def env_of(pod) -> dict[str, str]:
-    return {e.name: e.value for e in pod.spec.containers[0].env if e.value is not None}
+def env_of(core: client.CoreV1Api, pod) -> dict[str, str | None]:
+    return jobs.pod_env(core, pod)
 
 
 def test_four_node_job_runs_to_success_with_the_full_contract(
@@ -51,7 +51,7 @@ def test_four_node_job_runs_to_success_with_the_full_contract(
             assert limits["nvidia.com/gpu"] == "8" and limits["rdma/hca_shared_devices_a"] == "1"
             assert pod.spec.containers[0].security_context.capabilities.add == ["IPC_LOCK"]
             assert core.read_node(pod.spec.node_name).metadata.annotations["kwok.x-k8s.io/node"] == "fake"
-            env = env_of(pod)
+            env = env_of(core, pod)
             assert env["NODE_RANK"] == env["PET_NODE_RANK"] == env["BT_NODE_RANK"] == str(i)
             assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == env["BT_LEADER_ADDR"] == master
             assert (env["NNODES"], env["NPROC_PER_NODE"], env["WORLD_SIZE"], env["MASTER_PORT"]) == (

@@ -62,7 +62,7 @@ def test_mirror_pod_identity_reporting_and_final_sync(
     assert mounts == {CACHE_MOUNT: True, CKPT_MOUNT: False}
     assert mirror_pod.spec.containers[0].args[:4] == ["--source", f"{CACHE_MOUNT}/ckpt", "--dest", f"{CKPT_MOUNT}/ckpt"]
     node_pod = core.read_namespaced_pod("ckpt-0-a0", ns)
-    node_env = {e.name: e.value for e in node_pod.spec.containers[0].env}
+    node_env = jobs.pod_env(core, node_pod)
     assert node_env["BT_CHECKPOINT_DIR"] == f"{CACHE_MOUNT}/ckpt"
     assert "MULTINODE_RESUME_FROM" in node_env and not node_env["MULTINODE_RESUME_FROM"]  # "" is stored as absent
 
@@ -149,7 +149,7 @@ def test_a_job_resuming_from_another_gets_its_latest_mirrored_checkpoint(
     second = jobs.wait_phase(custom, ns, "second", "Running")
 
     for i in range(2):
-        env = {e.name: e.value for e in core.read_namespaced_pod(f"second-{i}-a0", ns).spec.containers[0].env}
+        env = jobs.pod_env(core, core.read_namespaced_pod(f"second-{i}-a0", ns))
         assert env["MULTINODE_RESUME_FROM"] == env["BT_LOAD_CHECKPOINT_DIR"] == path
     assert second["status"]["resumedFrom"] == path
 

@@ -32,8 +32,8 @@ class Lost:
     events: list
 
 
-def _env(pod: client.V1Pod) -> dict[str, str | None]:
-    return {e.name: e.value for e in pod.spec.containers[0].env}
+def _env(core: client.CoreV1Api, pod: client.V1Pod) -> dict[str, str | None]:
+    return jobs.pod_env(core, pod)
 
 
 def _attempt_running(custom: client.CustomObjectsApi, ns: str, attempt: int) -> dict | None:
@@ -73,6 +73,7 @@ def lost(stock_cluster, stock_core: client.CoreV1Api, stock_namespace: str, stoc
     _running_or_explain(custom, core, ns, 0, stock_operator, timeout=90)
     old = core.read_namespaced_pod(f"{NAME}-1-a0", ns)
     node = old.spec.node_name
+    old_env = _env(core, old)  # now: the next attempt deletes this attempt's shared env
 
     fail_nodes(core, [node])
     try:
@@ -80,7 +81,7 @@ def lost(stock_cluster, stock_core: client.CoreV1Api, stock_namespace: str, stoc
         gone = _pod_gone(core, ns, old.metadata.name) and ready_status(core, node) != "True"
         new_pods = [p for p in jobs.job_pods(core, ns, NAME) if p.metadata.labels[LABEL_ATTEMPT] == "1"]
         events = core.list_namespaced_event(ns).items
-        yield Lost(ns, node, job, gone, _env(old), new_pods, events)
+        yield Lost(ns, node, job, gone, old_env, new_pods, events)
     finally:
         clear_failure(core, [node])
 
@@ -120,7 +121,7 @@ def test_the_node_coming_back_brings_nothing_of_the_old_attempt(
     assert [ns["pod"] for ns in job["status"]["nodeStatuses"]] == [f"{NAME}-0-a1", f"{NAME}-1-a1"]
     # The fence: had the old pod's containers outlived the partition, they would knock on another port
     # under another rendezvous id than the new attempt's.
-    new = _env(next(p for p in lost.new_pods if p.metadata.name == f"{NAME}-1-a1"))
+    new = _env(stock_core, next(p for p in lost.new_pods if p.metadata.name == f"{NAME}-1-a1"))
     assert new["MASTER_PORT"] != lost.old_env["MASTER_PORT"]
     assert new["MULTINODE_RDZV_ID"] != lost.old_env["MULTINODE_RDZV_ID"]
     assert new["MASTER_ADDR"] == lost.old_env["MASTER_ADDR"], "names stay stable across attempts"

@@ -23,6 +23,7 @@ NAMESPACED_RIGHTS = {
     *(("", "pods", v) for v in ("list", "watch", "create", "delete")),
     ("", "pods/log", "get"),
     *(("", "services", v) for v in ("list", "watch", "create")),
+    *(("", "configmaps", v) for v in ("create", "delete")),
     ("", "serviceaccounts", "create"),
     ("rbac.authorization.k8s.io", "roles", "create"),
     ("rbac.authorization.k8s.io", "rolebindings", "create"),

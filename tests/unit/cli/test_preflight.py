@@ -14,8 +14,8 @@ import pytest
 
 from localcluster.harness.trainingjobs import stored_job
 from multinode.cli.preflight import peers_from_env
-from multinode.render import node_dns_name, render_node_pod
-from tests.support.pods import trainer_container_env
+from multinode.render import node_dns_name
+from tests.support.pods import node_env
 
 ISOLATE = 'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
 
@@ -86,7 +86,7 @@ def test_fails_after_the_deadline_naming_only_the_unresolvable_peers(hosts: Path
 def test_peers_from_the_env_contract_are_the_rendered_dns_names() -> None:
     # The init container derives names from env; they must be the names the renderer publishes.
     job = stored_job(3, name="llm", namespace="team-a", uid="u1", image="img:1")
-    env = {e["name"]: e["value"] for e in trainer_container_env(render_node_pod(job, 1, 0)) if "value" in e}
+    env = {e["name"]: e["value"] for e in node_env(job, 1, 0) if "value" in e}
 
     assert peers_from_env(env) == [node_dns_name(job, i) for i in range(3)]
 

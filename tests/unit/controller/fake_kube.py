@@ -19,6 +19,9 @@ class FakeKube:
     async def delete_pod(self, namespace: str, name: str, force: bool = False) -> None:
         pass
 
+    async def delete_config_map(self, namespace: str, name: str) -> None:
+        pass
+
     async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
         self.statuses.append(status)
 

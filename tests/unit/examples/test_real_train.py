@@ -1,6 +1,6 @@
 """examples/real/train.py for real: two torchrun launchers on loopback, as two node pods run it.
 
-Each launcher gets the env the operator renders for its node (render_node_pod), so a bare
+Each launcher gets the env the operator renders for its node (render_node_pod and its attempt's ConfigMap), so a bare
 `python -m torch.distributed.run train.py` has to find the gang from the PET_* variables alone. Only
 the leader's DNS name is swapped for 127.0.0.1. Torch comes from the host-built trainer env, the folder
 real-node pods mount; the first run on a machine installs it (about 5 GB, a few minutes).
@@ -21,8 +21,7 @@ import pytest
 from localcluster.trainerenv import INSTALL_TIMEOUT_SECONDS, ensure_trainer_env
 
 from localcluster.harness.trainingjobs import stored_job
-from multinode.render import render_node_pod
-from tests.support.pods import trainer_container_env
+from tests.support.pods import node_env as rendered_env
 
 TRAIN = Path(__file__).resolve().parents[3] / "examples" / "real" / "train.py"
 NODES = 2
@@ -47,8 +46,7 @@ def node_env(tmp_path: Path, index: int, port: int, resume_from: str) -> dict[st
     job = stored_job(NODES, name="real", uid="uid-1", image="debian:bookworm", network={"rendezvousPort": port},
                      cache={"claimName": "cache", "mountPath": str(tmp_path / "cache")},
                      checkpointing={"claimName": "backup", "mountPath": str(tmp_path / "mirror")})
-    pod = render_node_pod(job, index, 0, resume_from=resume_from)
-    env = {var["name"]: var["value"] for var in trainer_container_env(pod)
+    env = {var["name"]: var["value"] for var in rendered_env(job, index, 0, resume_from=resume_from)
            if "value" in var}  # the downward-API ones (pod and node name) only exist in a pod
     env["MASTER_ADDR"] = env["PET_MASTER_ADDR"] = "127.0.0.1"  # instead of real-0.real.ml.svc
     return env

@@ -6,7 +6,8 @@ from datetime import timedelta
 
 from multinode.api import Phase
 from multinode.reconcile.restarts import backoff_seconds
-from tests.unit.reconcile.planning import NOW, condition, env, fail_node_1, pod, run
+from multinode.render import attempt_env_name
+from tests.unit.reconcile.planning import NOW, condition, fail_node_1, pod, run
 from localcluster.harness.trainingjobs import stored_job
 
 
@@ -40,8 +41,13 @@ def test_blocking_recreate_waits_for_old_pods_then_for_the_backoff() -> None:
 
     next_attempt = run(job, [pod(1, "Failed", exit_code=1)], previous=restarting.status, now=NOW + timedelta(seconds=6))
     assert [p["metadata"]["name"] for p in next_attempt.pods_to_create] == ["llama-0-a1", "llama-1-a1"]
-    assert {env(p)["MULTINODE_RESTART_COUNT"] for p in next_attempt.pods_to_create} == {"1"}
-    assert {env(p)["BT_RETRY_COUNT"] for p in next_attempt.pods_to_create} == {"1"}
+    # The attempt's shared env (its ConfigMap, read by every new pod) counts the restart; the previous
+    # attempt's goes.
+    shared = next_attempt.attempt_env
+    assert shared is not None and shared["data"]["MULTINODE_RESTART_COUNT"] == shared["data"]["BT_RETRY_COUNT"] == "1"
+    assert {p["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"]
+            for p in next_attempt.pods_to_create} == {shared["metadata"]["name"]}
+    assert next_attempt.stale_attempt_env == attempt_env_name(job, 0)
     assert {p["metadata"]["labels"]["multinode.dev/attempt"] for p in next_attempt.pods_to_create} == {"1"}
     assert next_attempt.status.phase == Phase.PENDING
 

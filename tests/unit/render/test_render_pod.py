@@ -6,6 +6,7 @@ import pytest
 from localcluster.harness.trainingjobs import stored_job
 
 from multinode.render import RenderSettings, render_headless_service, render_node_pod
+from tests.support.pods import node_env, preflight_env
 
 
 def trainer(pod: dict[str, Any]) -> dict[str, Any]:
@@ -20,8 +21,8 @@ def preflight(pod: dict[str, Any]) -> dict[str, Any]:
     return container
 
 
-def env_of(container: dict[str, Any]) -> dict[str, Any]:
-    return {var["name"]: var.get("value", var.get("valueFrom")) for var in container["env"]}
+def env_of(env: list[dict[str, Any]]) -> dict[str, Any]:
+    return {var["name"]: var.get("value", var.get("valueFrom")) for var in env}
 
 
 def contains_none(value: Any) -> bool:
@@ -65,7 +66,7 @@ def test_gang_of_n_nodes(num_nodes: int) -> None:
         assert spec["hostname"] == f"llama-{index}"
         assert spec["subdomain"] == "llama"
         assert spec["restartPolicy"] == "Never"
-        env = env_of(trainer(pod))
+        env = env_of(node_env(job, index, 3))
         assert env["NODE_RANK"] == env["PET_NODE_RANK"] == str(index)
         assert env["MASTER_ADDR"] == "llama-0.llama.ml.svc"
         assert env["NNODES"] == str(num_nodes)
@@ -108,10 +109,10 @@ def test_gpu_limits() -> None:
 
 
 def test_cpu_job_has_no_gpu_key_and_one_process() -> None:
-    pod = render_node_pod(stored_job(resourcesPerNode={"gpus": 0, "cpu": "4"}), 0, 0)
-    container = trainer(pod)
+    job = stored_job(resourcesPerNode={"gpus": 0, "cpu": "4"})
+    container = trainer(render_node_pod(job, 0, 0))
     assert container["resources"] == {"limits": {"cpu": "4"}, "requests": {"cpu": "4"}}
-    assert env_of(container)["NPROC_PER_NODE"] == "1"
+    assert env_of(node_env(job, 0, 0))["NPROC_PER_NODE"] == "1"
 
 
 def test_custom_gpu_resource_cpu_and_memory() -> None:
@@ -236,16 +237,16 @@ def test_user_env_reaches_the_trainer_only() -> None:
     pod = render_node_pod(job, 1, 0)
     trainer_env = trainer(pod)["env"]
     assert trainer_env[-1]["name"] == "HF_TOKEN"
-    preflight_env = preflight(pod)["env"]
-    assert "HF_TOKEN" not in {e["name"] for e in preflight_env}
+    assert "env" not in preflight(pod)
+    assert "HF_TOKEN" not in {e["name"] for e in preflight_env(job, 1, 0)}
 
 
-def test_the_preflight_gets_exactly_what_it_reads() -> None:
+def test_the_preflight_reads_the_peers_from_the_attempts_shared_env() -> None:
     from multinode.cli.preflight import peers_from_env
 
     job = stored_job(num_nodes=3)
-    env = {e["name"]: e["value"] for e in preflight(render_node_pod(job, 1, 0))["env"]}
-    assert set(env) == {"MULTINODE_JOB_NAME", "MULTINODE_NAMESPACE", "MULTINODE_SERVICE", "NNODES"}
+    env = {e["name"]: e["value"] for e in preflight_env(job, 1, 0)}
+    assert {"MULTINODE_JOB_NAME", "MULTINODE_NAMESPACE", "MULTINODE_SERVICE", "NNODES"} <= set(env)
     assert peers_from_env(env) == [f"{job.metadata.name}-{i}.{job.metadata.name}.{job.metadata.namespace}.svc"
                                    for i in range(3)]
 
@@ -254,7 +255,8 @@ def test_preflight_init_container() -> None:
     settings = RenderSettings(
         operator_image="example.com/multinode:dev", preflight_timeout_seconds=90
     )
-    container = preflight(render_node_pod(stored_job(), 1, 2, settings))
+    job = stored_job()
+    container = preflight(render_node_pod(job, 1, 2, settings))
     assert container["image"] == "example.com/multinode:dev"
     assert container["command"] == ["multinode", "preflight"]
     assert container["args"] == ["--timeout", "90"]
@@ -262,7 +264,7 @@ def test_preflight_init_container() -> None:
         "requests": {"cpu": "50m", "memory": "64Mi"},
         "limits": {"cpu": "100m", "memory": "128Mi"},
     }
-    env = env_of(container)
+    env = env_of(preflight_env(job, 1, 2))
     assert env["MULTINODE_SERVICE"] == "llama" and env["NNODES"] == "2"
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from multinode.render import render_node_pod
 from localcluster.harness.trainingjobs import stored_job
+from tests.support.pods import node_env, preflight_env
 
 
-def env_of(container: dict) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+def env_of(env: list[dict]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in env if "value" in e}
 
 
 def checkpointed_job(**spec):
@@ -17,7 +18,7 @@ def checkpointed_job(**spec):
 
 def test_without_cache_no_storage_env_or_volumes() -> None:
     pod = render_node_pod(stored_job(2), 1, 0)
-    env = env_of(pod["spec"]["containers"][0])
+    env = env_of(node_env(stored_job(2), 1, 0))
 
     assert env["MULTINODE_RESTART_COUNT"] == env["BT_RETRY_COUNT"] == "0"
     assert not {k for k in env if "CACHE" in k or "CHECKPOINT" in k or "RESUME" in k}
@@ -41,8 +42,7 @@ def test_cache_and_checkpoint_volumes_are_mounted_rw_and_ro() -> None:
 
 
 def test_checkpoint_env_under_multinode_and_baseten_names() -> None:
-    pod = render_node_pod(checkpointed_job(), 1, 2, restarts=1, resume_from="/checkpoints/llama/checkpoint-300")
-    env = env_of(pod["spec"]["containers"][0])
+    env = env_of(node_env(checkpointed_job(), 1, 2, restarts=1, resume_from="/checkpoints/llama/checkpoint-300"))
 
     assert env["MULTINODE_CACHE_DIR"] == env["BT_PROJECT_CACHE_DIR"] == "/cache"
     assert (env["MULTINODE_JOB_CACHE_DIR"] == env["MULTINODE_CHECKPOINT_DIR"] == env["BT_CHECKPOINT_DIR"]
@@ -52,10 +52,10 @@ def test_checkpoint_env_under_multinode_and_baseten_names() -> None:
     assert env["MULTINODE_RESTART_COUNT"] == env["BT_RETRY_COUNT"] == "1"
     assert env["MULTINODE_ATTEMPT"] == "2"
     # The preflight only resolves peers: the resume path is the trainer's business.
-    assert "MULTINODE_RESUME_FROM" not in env_of(pod["spec"]["initContainers"][0])
+    assert "MULTINODE_RESUME_FROM" not in env_of(preflight_env(checkpointed_job(), 1, 2))
 
 
 def test_first_start_has_an_empty_resume_path() -> None:
-    env = env_of(render_node_pod(checkpointed_job(), 0, 0)["spec"]["containers"][0])
+    env = env_of(node_env(checkpointed_job(), 0, 0))
 
     assert env["MULTINODE_RESUME_FROM"] == "" and env["BT_LOAD_CHECKPOINT_DIR"] == ""

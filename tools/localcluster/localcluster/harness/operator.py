@@ -34,11 +34,14 @@ def leader_election_env(namespace: str, identity: str, *, lease: str = "multinod
 
 class OperatorProcess:
     def __init__(self, kubeconfig: str, namespaces: list[str], log_path: Path, extra_env: dict | None = None,
-                 token: str | None = None):
+                 token: str | None = None, profile_to: Path | None = None):
         self.kubeconfig = kubeconfig
         self.namespaces = namespaces
         self.log_path = log_path
         self.extra_env = extra_env or {}
+        # cProfile of the operator's main thread (kopf's event loop: watch decoding, dispatch, reconciles;
+        # not the request threads), written when it stops.
+        self.profile_to = profile_to
         self.port = _free_port()
         self.metrics_port = _free_port()
         self.proc: subprocess.Popen | None = None
@@ -48,7 +51,8 @@ class OperatorProcess:
         return f"127.0.0.1:{self.port}/healthz"
 
     def start(self, wait_ready: bool = True) -> None:
-        args = [sys.executable, "-m", "multinode.cli.main", "operator", "--liveness", f"http://{self.marker}",
+        profile = ["-m", "cProfile", "-o", str(self.profile_to)] if self.profile_to else []
+        args = [sys.executable, *profile, "-m", "multinode.cli.main", "operator", "--liveness", f"http://{self.marker}",
                 "--metrics-port", str(self.metrics_port), "--metrics-address", "127.0.0.1"]
         for ns in self.namespaces:
             args += ["--namespace", ns]

@@ -1,0 +1,37 @@
+"""The attempt's shared-env ConfigMap (render/attempt_env.py), created once before the attempt's pods."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from multinode.controller.kube import ApiError, KubeApi
+from multinode.reconcile.refusals import counts_as_created
+
+
+class AttemptEnvs:
+    """Remembers, per job, the ConfigMap it made last, so a reconcile that creates more pods of the same
+    attempt costs no request. After an operator restart the first create gets 409, which counts as
+    created. Nothing watches ConfigMaps: the operator never needs to read one."""
+
+    def __init__(self, kube: KubeApi):
+        self.kube = kube
+        self._made: dict[Hashable, str] = {}
+
+    async def ensure(self, namespace: str, key: Hashable, config_map: dict[str, Any], stale: str | None) -> None:
+        name = config_map["metadata"]["name"]
+        if self._made.get(key) == name:
+            return
+        try:
+            await self.kube.create(namespace, config_map)
+        except ApiError as e:
+            if not counts_as_created(e.status):
+                raise
+        self._made[key] = name
+        if stale is not None:
+            # The previous attempt's pods are gone or going; its ConfigMap would otherwise stay until the
+            # job is deleted (it is owned by the job, so that removes any one missed here).
+            await self.kube.delete_config_map(namespace, stale)
+
+    def forget(self, key: Hashable) -> None:
+        self._made.pop(key, None)
