@@ -167,10 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     from localcluster.binaries import read_versions
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    command = " ".join([".venv/bin/python -P tools/bench/gang.py", *(argv if argv is not None else sys.argv[1:])])
     args.out.write_text(json.dumps({
         "machine": machine(), "versions": read_versions(), "nodes": args.nodes, "runs_per_mode": args.runs,
         "gpus_per_pod": args.gpus, "modes": list(args.modes), "results": results, "ratio_gang_to_nogang": ratio,
-        "command": " ".join(["tools/bench/gang.py", *(argv if argv is not None else sys.argv[1:])])}, indent=2))
+        "command": command}, indent=2))
     print(f"wrote {args.out}")
     return 0
 
