@@ -149,6 +149,12 @@ def gang_table(data: dict) -> str:
         cells = [f"{results[m]['median_s'][key]:.2f}" if key in results[m]["median_s"] else "–" for m in modes]
         ratio = data["ratio_gang_to_nogang"].get(key)
         rows.append([label, *cells, *([f"{ratio:.2f}" if ratio else "–"] if both else [])])
+    for label, a, b in (("all created → first bound", "created", "first_bound"),
+                        ("all created → all bound", "created", "scheduled"),
+                        ("first bound → all bound", "first_bound", "scheduled")):
+        spans = {m: statistics.median(r[b] - r[a] for r in results[m]["runs"]) for m in modes}
+        rows.append([label, *(f"{spans[m]:.2f}" for m in modes),
+                     *([f"{spans['gang'] / spans['nogang']:.2f}" if spans["nogang"] > 0 else "–"] if both else [])])
     runs = [["runs, all pods bound (s)", *(" / ".join(f"{r['scheduled']:.2f}" for r in results[m]["runs"])
                                            for m in modes), *([""] if both else [])]]
     timing = _table(header, rows + runs, "--- " + "---: " * (len(modes) + both))
