@@ -57,7 +57,7 @@ MILESTONES = ("created", "first_bound", "scheduled", "running", "status")
 # duration, and whatever the scheduler exports about pod groups and workloads.
 KEEP = ("scheduler_schedule_attempts", "scheduler_scheduling_attempt_duration_seconds",
         "scheduler_pod_scheduling_sli_duration_seconds", "scheduler_pod_scheduling_attempts",
-        "scheduler_queue_incoming_pods", "scheduler_preemption_attempts")
+        "scheduler_queue_incoming_pods", "scheduler_preemption_attempts", "scheduler_plugin_evaluation_total")
 KEEP_WORDS = ("pod_group", "podgroup", "workload", "gang")
 
 

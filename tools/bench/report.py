@@ -134,6 +134,12 @@ GANG_SCHEDULER_ROWS = {
     "pod-group attempts": ("scheduler_podgroup_schedule_attempts_total", "", "{:.0f}"),
     "pod-group attempts' summed duration (s)": ("scheduler_podgroup_scheduling_attempt_duration_seconds_sum", "",
                                                 "{:.3f}"),
+    "pod-group algorithm's summed duration (s)": ("scheduler_podgroup_scheduling_algorithm_duration_seconds_sum", "",
+                                                  "{:.2f}"),
+    "Filter evaluations (NodeResourcesFit, pod × node)": ("scheduler_plugin_evaluation_total",
+                                                          "extension_point=Filter,plugin=NodeResourcesFit", "{:.0f}"),
+    "Score evaluations (NodeResourcesFit, pod × node)": ("scheduler_plugin_evaluation_total",
+                                                         "extension_point=Score,plugin=NodeResourcesFit", "{:.0f}"),
     "pods moved to the unschedulable queue": ("scheduler_queue_incoming_pods_total", "queue=unschedulable", "{:.0f}"),
     "pods moved to the active queue": ("scheduler_queue_incoming_pods_total", "queue=active", "{:.0f}"),
 }
@@ -158,8 +164,14 @@ def gang_table(data: dict) -> str:
     runs = [["runs, all pods bound (s)", *(" / ".join(f"{r['scheduled']:.2f}" for r in results[m]["runs"])
                                            for m in modes), *([""] if both else [])]]
     timing = _table(header, rows + runs, "--- " + "---: " * (len(modes) + both))
-    sched_rows = [[label, *(fmt.format(statistics.median(_sched(r, prefix, where) for r in results[m]["runs"]))
-                            for m in modes)]
+    def cell(m: str, prefix: str, where: str, fmt: str) -> str:
+        runs = results[m]["runs"]
+        # A series no run of either mode has was not collected (an older JSON): "–", not 0.
+        if not any(k.startswith(prefix + "{") for mode in modes for r in results[mode]["runs"] for k in r["scheduler"]):
+            return "–"
+        return fmt.format(statistics.median(_sched(r, prefix, where) for r in runs))
+
+    sched_rows = [[label, *(cell(m, prefix, where, fmt) for m in modes)]
                   for label, (prefix, where, fmt) in GANG_SCHEDULER_ROWS.items()]
     sched = _table(["kube-scheduler's metrics per run (median)", *(GANG_MODES[m] for m in modes)], sched_rows,
                    "--- " + "---: " * len(modes))
