@@ -101,6 +101,7 @@ bench: venv peers
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery.py --nodes 8 64 --trials 10
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/startup.py --sizes 16 128 1000 --runs 5 --runs-at-1000-for-kubeflow 2
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/floor.py --nodes 1000 --runs 3
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/gang.py --nodes 1000 --runs 3
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/load.py --jobs 100 --nodes-per-job 8 --runs 2 --rss-job-nodes 16 --systems ours jobset
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery_peers.py --nodes 8 64 --trials 5
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/node_loss.py --trials 5 --timings stock --after-timeout out-of-service

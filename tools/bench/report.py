@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
 MILESTONES = {"created": "all pods created", "scheduled": "all scheduled", "running": "all Running",
               "status": "job status Running"}
-SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "node_loss_admin", "mirror",
+SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "node_loss_admin", "gang", "mirror",
            "mirror_chaos", "failover", "huge", "plan_scale")
 
 
@@ -147,6 +148,70 @@ def _blocked_note(data: dict) -> str:
     return note
 
 
+GANG_MODES = {"gang": "native gang (PodGroup)", "nogang": "non-gang"}
+GANG_MILESTONES = {"created": "all pods created", "first_bound": "first pod bound", "scheduled": "all pods bound",
+                   "running": "all Running", "status": "job status Running",
+                   "group_scheduled": "PodGroupScheduled=True"}
+
+
+def _sched(run: dict, prefix: str, where: str = "") -> float:
+    """Sum of one scheduler series' deltas over a run, across its labels (`where`: a label it must carry)."""
+    return sum(v for k, v in run["scheduler"].items() if k.startswith(prefix + "{") and where in k)
+
+
+GANG_SCHEDULER_ROWS = {
+    "pod scheduling attempts": ("scheduler_schedule_attempts_total", "", "{:.0f}"),
+    "of them unschedulable": ("scheduler_schedule_attempts_total", "result=unschedulable", "{:.0f}"),
+    "pod attempts' summed duration (s)": ("scheduler_scheduling_attempt_duration_seconds_sum", "", "{:.2f}"),
+    "pod-group attempts": ("scheduler_podgroup_schedule_attempts_total", "", "{:.0f}"),
+    "pod-group attempts' summed duration (s)": ("scheduler_podgroup_scheduling_attempt_duration_seconds_sum", "",
+                                                "{:.3f}"),
+    "pod-group algorithm's summed duration (s)": ("scheduler_podgroup_scheduling_algorithm_duration_seconds_sum", "",
+                                                  "{:.2f}"),
+    "Filter evaluations (NodeResourcesFit, pod × node)": ("scheduler_plugin_evaluation_total",
+                                                          "extension_point=Filter,plugin=NodeResourcesFit", "{:.0f}"),
+    "Score evaluations (NodeResourcesFit, pod × node)": ("scheduler_plugin_evaluation_total",
+                                                         "extension_point=Score,plugin=NodeResourcesFit", "{:.0f}"),
+    "pods moved to the unschedulable queue": ("scheduler_queue_incoming_pods_total", "queue=unschedulable", "{:.0f}"),
+    "pods moved to the active queue": ("scheduler_queue_incoming_pods_total", "queue=active", "{:.0f}"),
+}
+
+
+def gang_table(data: dict) -> str:
+    results = {r["mode"]: r for r in data["results"]}
+    modes = [m for m in GANG_MODES if m in results]
+    both = len(modes) == 2
+    header = ["milestone", *(GANG_MODES[m] for m in modes), *(["gang/non-gang"] if both else [])]
+    rows = []
+    for key, label in GANG_MILESTONES.items():
+        cells = [f"{results[m]['median_s'][key]:.2f}" if key in results[m]["median_s"] else "–" for m in modes]
+        ratio = data["ratio_gang_to_nogang"].get(key)
+        rows.append([label, *cells, *([f"{ratio:.2f}" if ratio else "–"] if both else [])])
+    for label, a, b in (("all created → first bound", "created", "first_bound"),
+                        ("all created → all bound", "created", "scheduled"),
+                        ("first bound → all bound", "first_bound", "scheduled")):
+        spans = {m: statistics.median(r[b] - r[a] for r in results[m]["runs"]) for m in modes}
+        rows.append([label, *(f"{spans[m]:.2f}" for m in modes),
+                     *([f"{spans['gang'] / spans['nogang']:.2f}" if spans["nogang"] > 0 else "–"] if both else [])])
+    runs = [["runs, all pods bound (s)", *(" / ".join(f"{r['scheduled']:.2f}" for r in results[m]["runs"])
+                                           for m in modes), *([""] if both else [])]]
+    timing = _table(header, rows + runs, "--- " + "---: " * (len(modes) + both))
+    def cell(m: str, prefix: str, where: str, fmt: str) -> str:
+        runs = results[m]["runs"]
+        # A series no run of either mode has was not collected (an older JSON): "–", not 0.
+        if not any(k.startswith(prefix + "{") for mode in modes for r in results[mode]["runs"] for k in r["scheduler"]):
+            return "–"
+        return fmt.format(statistics.median(_sched(r, prefix, where) for r in runs))
+
+    sched_rows = [[label, *(cell(m, prefix, where, fmt) for m in modes)]
+                  for label, (prefix, where, fmt) in GANG_SCHEDULER_ROWS.items()]
+    sched = _table(["kube-scheduler's metrics per run (median)", *(GANG_MODES[m] for m in modes)], sched_rows,
+                   "--- " + "---: " * len(modes))
+    return (timing + f"\n\nMedians of {data['runs_per_mode']} runs per mode, seconds from the create request of one "
+            f"{data['nodes']}-node job ({data['gpus_per_pod']} GPUs per pod, one pod per node); a cluster per mode, "
+            f"{data['machine']}.\n\n" + sched + f"\n\nCommand: `{data['command']}`.")
+
+
 def floor_table(data: dict) -> str:
     header = ["pod shape", "create body (bytes)", f"{data['nodes']} pods created (median, s)", "pods/s", "runs (s)"]
     rows = [[s, data["create_body_bytes"][s], f"{m:.2f}", f"{data['nodes'] / m:.0f}",
@@ -227,12 +292,13 @@ def plan_scale_table(data: dict) -> str:
 
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table,
           "recovery_peers": recovery_peers_table, "recovery": recovery_table, "node_loss": node_loss_table,
-          "node_loss_admin": node_loss_table, "mirror": mirror_table,
+          "node_loss_admin": node_loss_table, "gang": gang_table, "mirror": mirror_table,
           "mirror_chaos": mirror_chaos_table, "failover": failover_table, "huge": huge_table,
           "plan_scale": plan_scale_table}
 FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
-        "recovery": "recovery", "node_loss": "node_loss", "node_loss_admin": "node_loss_admin", "mirror": "mirror",
-        "mirror_chaos": "mirror_chaos", "failover": "failover", "huge": "huge", "plan_scale": "plan_scale"}
+        "recovery": "recovery", "node_loss": "node_loss", "node_loss_admin": "node_loss_admin", "gang": "gang",
+        "mirror": "mirror", "mirror_chaos": "mirror_chaos", "failover": "failover", "huge": "huge",
+        "plan_scale": "plan_scale"}
 
 
 def replace_section(text: str, name: str, body: str) -> str:

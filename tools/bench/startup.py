@@ -63,13 +63,15 @@ class Harness:
     """A cluster with the systems under test running, one namespace each, and watches feeding one Clock."""
 
     def __init__(self, max_nodes: int, name: str | None = None, gpus_per_node: int = 8, by_attempt: bool = False,
-                 systems: tuple[str, ...] = ("ours", "jobset"), profile_to: Path | None = None):
+                 systems: tuple[str, ...] = ("ours", "jobset"), profile_to: Path | None = None,
+                 gang_scheduling: bool = True, audit_log: bool = True):
         # by_attempt: pods are keyed (system, job, attempt) instead of (system, job), for restart trials.
         self.by_attempt = by_attempt
         self.profile_to = profile_to
         self.systems = systems
         self.cluster = LocalCluster(ClusterConfig(
-            name=name or f"bench-{uuid.uuid4().hex[:6]}", die_with_parent=True, audit_log=True,
+            name=name or f"bench-{uuid.uuid4().hex[:6]}", die_with_parent=True, audit_log=audit_log,
+            gang_scheduling=gang_scheduling,
             node_monitor_grace_period=BENCH_NODE_MONITOR_GRACE,
             ready_timeout_seconds=max(120.0, max_nodes * 0.3),
             nodes=NodePoolConfig(count=max_nodes, gpus_per_node=gpus_per_node, rdma_per_node=0)))

@@ -79,6 +79,13 @@ def node_loss_report(bench_dir: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
+def gang_report(bench_dir: Path) -> dict:
+    out = bench_dir / "gang.json"
+    run_bench("gang.py", "--nodes", "8", "--runs", "1", "--out", str(out))
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
 def mirror_report(bench_dir: Path) -> dict:
     run_bench("mirror.py", "--scales", "0", "--small-files", "50", "--rounds", "1", "--dir", str(bench_dir))
     assert not (bench_dir / "cache").exists()   # the source trees are removed after the run
@@ -177,6 +184,27 @@ def test_recovery_benches_see_a_replacement_gang(recovery_reports: tuple[dict, d
     assert 0 < ours["failure_to_gang_s"]["median"] <= ours["failure_to_gang_s"]["p99"], ours
 
 
+def test_gang_bench_times_the_native_gang_beside_the_non_gang_path(gang_report: dict) -> None:
+    report = gang_report
+    results = {r["mode"]: r for r in report["results"]}
+    assert set(results) == {"gang", "nogang"} and report["nodes"] == 8
+    # Each side ran the path it claims: the operator's status says which, and only the gang has a PodGroup
+    # that the scheduler placed in one pod-group attempt.
+    assert [r["gang_mode"] for r in results["gang"]["runs"]] == ["PodGroup"]
+    assert [r["gang_mode"] for r in results["nogang"]["runs"]] == ["None"]
+    for mode, res in results.items():
+        med = res["median_s"]
+        assert 0 < med["created"] <= med["scheduled"] <= med["running"] <= med["status"], (mode, med)
+        assert 0 < med["first_bound"] <= med["scheduled"], (mode, med)
+        [run] = res["runs"]
+        assert run["scheduler"]["scheduler_schedule_attempts_total{result=scheduled}"] >= 8, (mode, run["scheduler"])
+    gang_sched = results["gang"]["runs"][0]["scheduler"]
+    assert gang_sched.get("scheduler_podgroup_schedule_attempts_total{result=scheduled}", 0) >= 1, gang_sched
+    # All or none: no member of the gang is bound before the PodGroup is scheduled, i.e. before all exist.
+    assert results["gang"]["median_s"]["first_bound"] >= results["gang"]["median_s"]["created"]
+    assert set(report["ratio_gang_to_nogang"]) >= {"created", "scheduled", "running"}
+
+
 def test_node_loss_bench_kills_kubelets_and_measures_both_sides(node_loss_report: dict) -> None:
     report = node_loss_report
     assert report["heartbeats_after_kill"] == {"node_status": 0, "lease": 0}, report["heartbeats_after_kill"]
@@ -223,7 +251,7 @@ def test_failover_bench_sees_the_standby_lead_and_act(failover_report: dict) -> 
 
 
 @pytest.mark.usefixtures("startup_report", "floor_report", "load_report", "recovery_reports", "node_loss_report",
-                         "mirror_report", "mirror_chaos_report", "failover_report", "huge_report",
+                         "gang_report", "mirror_report", "mirror_chaos_report", "failover_report", "huge_report",
                          "plan_scale_report")
 def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -> None:
     """tools/bench/report.py on the smoke runs' JSON: every generated section of a copy of the docs."""
@@ -232,10 +260,11 @@ def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -
     shutil.copy(REPO / "docs" / "benchmarks.md", docs / "benchmarks.md")
     run_bench("report.py", "--from", str(bench_dir), "--docs", str(docs))
     combined = json.loads((docs / "benchmarks.json").read_text())
-    assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "mirror",
+    assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "gang", "mirror",
                             "mirror_chaos", "failover", "huge", "plan_scale"}
     text = (docs / "benchmarks.md").read_text()
     assert text != (REPO / "docs" / "benchmarks.md").read_text()
     assert "| 4 | all pods created |" in text and "Kubeflow v1" in text
     assert "3 jobs × 2 pods, all Running" in text
     assert "| one 30-node job |" in text and "| step | 50 nodes (ms) | 200 nodes (ms) |" in text
+    assert "| all pods bound |" in text and "of one 8-node job" in text

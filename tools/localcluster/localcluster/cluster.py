@@ -243,10 +243,12 @@ class LocalCluster:
             "clientConnection": {"kubeconfig": kc, "qps": qps, "burst": qps * 2},
             "leaderElection": {"leaderElect": False},
         }))
+        # Its port is kept: benchmarks read the scheduler's own metrics (scheduler_metrics()).
+        state["scheduler_port"] = _free_port()
         self._launch(state, "kube-scheduler", [
             str(bins.kube_scheduler), f"--config={scheduler_config}",
             f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-            "--bind-address=127.0.0.1", f"--secure-port={_free_port()}", "--profiling=false",
+            "--bind-address=127.0.0.1", f"--secure-port={state['scheduler_port']}", "--profiling=false",
             *self._gang_args(),
         ])
         stage_files = [str(bins.kwok_stages / f) for f in KWOK_STAGE_FILES]
@@ -304,6 +306,15 @@ class LocalCluster:
         return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log_path}",
                 "--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-batch-max-wait=1s",
                 "--audit-log-maxsize=0"]
+
+    def scheduler_metrics(self) -> str:
+        """kube-scheduler's /metrics (Prometheus text), asked as the admin: the scheduler delegates the
+        token's check to the apiserver. Its serving certificate is self-signed, hence no verification."""
+        state = self._load_state()
+        req = urllib.request.Request(f"https://127.0.0.1:{state['scheduler_port']}/metrics",
+                                     headers={"Authorization": f"Bearer {state['token']}"})
+        with urllib.request.urlopen(req, context=ssl._create_unverified_context(), timeout=10) as resp:
+            return resp.read().decode()
 
     def _ssl_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.dir / "certs" / "apiserver.crt"))
