@@ -66,8 +66,10 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
 
 def test_maximal_job_sets_every_field_of_the_crd(crd: str) -> None:
     spec_schema = committed_schema(crd)["properties"]["spec"]
-    # resumeFrom takes one of trainingJob and path; VALID below covers path.
-    assert missing_fields(maximal_job("x")["spec"], spec_schema, "spec") == ["spec.checkpointing.resumeFrom.path"]
+    # resumeFrom takes one of trainingJob and path; a named gang scheduler excludes podGroup and
+    # podTemplate.schedulerName: VALID below covers them.
+    assert missing_fields(maximal_job("x")["spec"], spec_schema, "spec") == [
+        "spec.checkpointing.resumeFrom.path", "spec.scheduling.volcano", "spec.scheduling.coscheduling"]
 
 
 def test_maximal_job_is_accepted_as_sent(custom: client.CustomObjectsApi, admission_namespace: str) -> None:
@@ -104,6 +106,10 @@ VALID = [
                  id="toleration-match-all"),
     pytest.param(training_job("labels", 2, podTemplate={"labels": {"empty": "", "a": "A_b.c-1"}}),
                  id="label-values-edge"),
+    pytest.param(training_job("volcano", 2, scheduling={"volcano": {"queue": "research.a-1", "schedulerName": "vc"}}),
+                 id="volcano-every-field"),
+    pytest.param(training_job("cosched", 2, scheduling={"coscheduling": {
+        "schedulerName": "scheduler-plugins-scheduler", "scheduleTimeoutSeconds": 60}}), id="coscheduling-every-field"),
 ]
 
 
