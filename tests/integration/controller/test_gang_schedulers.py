@@ -69,8 +69,15 @@ def scheduling_status(custom: client.CustomObjectsApi, namespace: str, job: str)
     return (jobs.get_job(custom, namespace, job).get("status") or {}).get("scheduling") or {}
 
 
-def restart_by_deleting_a_pod(core: client.CoreV1Api, kubeconfig: str, namespace: str, job: str) -> None:
-    """Delete one pod of attempt 0: a lost pod, so the gang restarts (uncounted) as attempt 1."""
+def restart_by_deleting_a_pod(custom: client.CustomObjectsApi, core: client.CoreV1Api, kubeconfig: str,
+                              namespace: str, job: str) -> None:
+    """Delete one pod of attempt 0 once the status lists it: a lost pod, so the gang restarts (uncounted) as
+    attempt 1. (A pod deleted before the operator recorded it is only created again.)"""
+    def listed() -> bool:
+        nodes = (jobs.get_job(custom, namespace, job).get("status") or {}).get("nodeStatuses") or []
+        return sum(1 for n in nodes if n.get("pod") and n.get("phase")) == 3
+
+    wait_for(listed, timeout=30, what="the status listing the 3 pods of attempt 0")
     [first, *_] = pods_of(kubeconfig, namespace, job, 0)
     core.delete_namespaced_pod(first["metadata"]["name"], namespace)
 
@@ -125,7 +132,9 @@ def test_the_operator_makes_the_schedulers_group_per_attempt_and_joins_the_pods(
         # The native PodGroup API is served on this cluster, yet no native group is made: one gang.
         assert not custom.list_namespaced_custom_object("scheduling.k8s.io", "v1alpha2", ns, "podgroups")["items"]
 
-        restart_by_deleting_a_pod(core, kubeconfig, ns, name)
+        restart_by_deleting_a_pod(custom, core, kubeconfig, ns, name)
+        wait_for(lambda: (jobs.get_job(custom, ns, name).get("status") or {}).get("attempt") == 1, timeout=60,
+                 what="the gang restarted as attempt 1")
         wait_for(lambda: set(groups(custom, kind, ns, name)) == {"gang-a1"}, timeout=60,
                  what="attempt 1's PodGroup made and attempt 0's deleted")
         pods = wait_for(lambda: p if len(p := pods_of(kubeconfig, ns, name, 1)) == 3 else None, timeout=30,
