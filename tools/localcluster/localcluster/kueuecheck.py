@@ -68,6 +68,13 @@ def _config(work: Path) -> Path:
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": ["batch/job"], "externalFrameworks": ["TrainingJob.v1alpha1.multinode.dev"]},
     }
+    # Without its internal cert management Kueue v0.17 reads the metrics server's certificate from a fixed
+    # path (cmd/kueue/main.go: /etc/kueue/metrics/certs) and exits when it is missing (met on the first run).
+    metrics = Path("/etc/kueue/metrics/certs")
+    if not (metrics / "tls.crt").exists():
+        metrics.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.crt", "tls.key"):
+            (metrics / name).write_bytes((certs / name).read_bytes())
     path = work / "kueue.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
