@@ -150,8 +150,10 @@ def test_apiserver_serves_the_committed_schema_with_every_cel_rule(api: client.A
     immutable = len(TrainingJobSpec.model_fields) - len(TrainingJobSpec.MUTABLE_FIELDS)
     # One transition rule per immutable spec field, plus: job name, env name reserved,
     # env value/valueFrom, volume name dshm, mount path /dev/shm, checkpointing needs cache,
-    # distinct cache/checkpoint mount paths, resumeFrom one-of, a failure rule sets a matcher.
-    assert rules(served) == immutable + 9
+    # distinct cache/checkpoint mount paths, resumeFrom one-of, a failure rule sets a matcher; and the gang
+    # scheduler's five: podGroup or a gang scheduler, podTemplate.schedulerName or one, volcano or
+    # coscheduling, each of them frozen.
+    assert rules(served) == immutable + 14
 
 
 def test_committed_crd_compiles_within_the_cel_cost_budget(kubeconfig: str, crd: str) -> None:

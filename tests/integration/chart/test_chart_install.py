@@ -154,9 +154,7 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
                            ("patch", "trainingjobs.multinode.dev/status"), ("create", "pods"), ("delete", "pods"),
                            ("create", "services"), ("create", "serviceaccounts"),
                            ("create", "roles.rbac.authorization.k8s.io"), ("create", "events"), ("get", "pods/log"),
-                           *((v, "podgroups.scheduling.k8s.io") for v in ("list", "watch", "create", "delete")),
-                           *((v, f"podgroups.{g}") for g in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
-                             for v in ("list", "create", "delete"))]:
+                           *((v, "podgroups.scheduling.k8s.io") for v in ("list", "watch", "create", "delete"))]:
         assert release.can(verb, resource, ns), (verb, resource)
     assert release.can("watch", "nodes")
     for verb, resource in [("get", "secrets"), ("list", "secrets"), ("patch", "trainingjobs.multinode.dev"),
@@ -165,9 +163,7 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
                            ("list", "namespaces"), ("create", "clusterroles.rbac.authorization.k8s.io"),
                            ("escalate", "roles.rbac.authorization.k8s.io"), ("bind", "roles.rbac.authorization.k8s.io"),
                            ("update", "deployments.apps"), ("patch", "podgroups.scheduling.k8s.io"),
-                           ("update", "podgroups.scheduling.k8s.io/status"), ("create", "workloads.scheduling.k8s.io"),
-                           ("watch", "podgroups.scheduling.volcano.sh"), ("patch", "podgroups.scheduling.x-k8s.io"),
-                           ("create", "queues.scheduling.volcano.sh")]:
+                           ("update", "podgroups.scheduling.k8s.io/status"), ("create", "workloads.scheduling.k8s.io")]:
         assert not release.can(verb, resource, ns), (verb, resource)
 
 
