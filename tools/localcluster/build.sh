@@ -3,7 +3,7 @@
 #
 #   tools/localcluster/build.sh [component...]     components: kubernetes etcd kwok helm, and for real
 #                                                  nodes debs containerd runc cni coredns pause
-#                                                  deviceplugin (default: all of these); jobset, kubeflow
+#                                                  deviceplugin gangcrds (default: all of these); jobset, kubeflow
 #                                                  (the benchmark peers, built by `make peers`)
 #
 # Each component is built once per version into $CACHE/bin/<component>-<version>/ and skipped when the
@@ -202,6 +202,38 @@ build_deviceplugin() {
   local_main deviceplugin "$KUBE_VERSION" "$here/deviceplugin" fake-device-plugin "k8s.io/kubelet@v0.${KUBE_VERSION#v1.}"
 }
 
+# The gang schedulers' CRDs (spec.scheduling.volcano / coscheduling tests): no scheduler is built, only the
+# CRDs of their PodGroups, into $CACHE/bin/gang-crds-<volcano>-<scheduler-plugins>/. volcano.sh/apis ships
+# Go types only (volcano.sh/volcano, which has the YAML, is not on the module proxy), so its CRDs are
+# generated with controller-gen, as Volcano's own hack/generate-yaml.sh does; scheduler-plugins ships its
+# CRD YAML in config/crd/bases.
+build_gangcrds() {
+  local out="$CACHE/bin/gang-crds-$VOLCANO_APIS_VERSION-$SCHEDULER_PLUGINS_VERSION"
+  local gen_dir="$CACHE/bin/controller-gen-$CONTROLLER_TOOLS_VERSION"
+  if [ -f "$out/scheduling.volcano.sh_podgroups.yaml" ] && [ -f "$out/scheduling.x-k8s.io_podgroups.yaml" ]; then
+    log "gang CRDs $VOLCANO_APIS_VERSION $SCHEDULER_PLUGINS_VERSION: cached"; return
+  fi
+  if ! have_all "$gen_dir" controller-gen; then
+    log "controller-gen $CONTROLLER_TOOLS_VERSION: compiling"
+    mkdir -p "$gen_dir.tmp"
+    GOBIN="$gen_dir.tmp" go install -trimpath -ldflags "-s -w" \
+      "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"
+    rm -rf "$gen_dir"; mv "$gen_dir.tmp" "$gen_dir"
+  fi
+  local mod="$CACHE/src/volcano-apis-$VOLCANO_APIS_VERSION" pkg=volcano.sh/apis/pkg/apis/scheduling/v1beta1
+  wrapper_module "$mod" multinode.dev/localcluster/volcanoapis
+  printf 'package volcanoapis\n\nimport _ "%s"\n' "$pkg" > "$mod/imports.go"
+  (cd "$mod" && go get "volcano.sh/apis@$VOLCANO_APIS_VERSION")
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  (cd "$mod" && "$gen_dir/controller-gen" crd:crdVersions=v1 "paths=$pkg" "output:crd:dir=$out.tmp")
+  local dir
+  dir=$(go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  cp "$dir/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" "$out.tmp/"
+  chmod -R u+w "$out.tmp"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
 # Optional, for the peer benchmarks only: a Go controller `manager` and the CRDs of its module.
 # build_peer <name> <version> <module> <main package> <CRD folder in the module>
 # A wrapper module, not `go install pkg@version`: that asks the proxy for the module's version list
@@ -234,9 +266,15 @@ build_kubeflow() {
     github.com/kubeflow/training-operator/cmd/training-operator.v1 manifests/base/crds
 }
 
+# Kueue, optional (not built by `make test`): its controller manager and CRDs, for checking the suspend
+# contract against a real Kueue by hand (docs/user-guide.md#kueue).
+build_kueue() {
+  build_peer kueue "$KUEUE_VERSION" sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue config/components/crd/bases
+}
+
 components=("$@")
 [ ${#components[@]} -gt 0 ] ||
-  components=(debs etcd kwok helm kubernetes containerd runc cni coredns pause deviceplugin)
+  components=(debs etcd kwok helm kubernetes containerd runc cni coredns pause deviceplugin gangcrds)
 start=$(date +%s)
 for c in "${components[@]}"; do
   t=$(date +%s)

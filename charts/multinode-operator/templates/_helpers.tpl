@@ -104,6 +104,10 @@ tests/integration/chart runs a job end to end under exactly these rules.
 - apiGroups: ["scheduling.k8s.io"]
   resources: ["podgroups"]
   verbs: ["list", "watch", "create", "delete"]
+{{- /* spec.scheduling.volcano / coscheduling: that scheduler's PodGroup per attempt; earlier ones listed by the job's label and deleted (not watched). */}}
+- apiGroups: ["scheduling.volcano.sh", "scheduling.x-k8s.io"]
+  resources: ["podgroups"]
+  verbs: ["list", "create", "delete"]
 {{- if .Values.rbac.ownerReferencesPermissionEnforcement }}
 - apiGroups: ["multinode.dev"]
   resources: ["trainingjobs/finalizers"]

@@ -40,6 +40,9 @@ class Reason(StrEnum):
     GANG_PLACED = "GangPlaced"
     WAITING_FOR_CAPACITY = "WaitingForCapacity"
     PARTIAL_GANG_RELEASED = "PartialGangReleased"
+    # spec.scheduling names Volcano or coscheduling, and the apiserver serves no PodGroup of that kind (its
+    # CRD is not installed): nothing is created until it is.
+    GANG_SCHEDULER_NOT_INSTALLED = "GangSchedulerNotInstalled"
     # Starting: why the pods are not all running
     IMAGE_PULL_FAILING = "ImagePullFailing"
     CRASH_LOOPING = "CrashLooping"

@@ -38,6 +38,17 @@ POD_GROUP_API_GROUP = "scheduling.k8s.io"
 POD_GROUP_API_VERSION = "v1alpha2"
 POD_GROUP_PLURAL = "podgroups"
 POD_GROUP_KIND = "PodGroup"
+# Gang schedulers users run (spec.scheduling.volcano / coscheduling): each has a PodGroup kind of its own,
+# which the operator creates per attempt, and a key on the pod that names the group. Checked against
+# volcano.sh/apis v1.14.0 (scheduling/v1beta1: KubeGroupNameAnnotationKey) and sigs.k8s.io/scheduler-plugins
+# v0.34.7 (apis/scheduling/v1alpha1: PodGroupLabel).
+VOLCANO_API_GROUP = "scheduling.volcano.sh"
+VOLCANO_API_VERSION = "v1beta1"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+DEFAULT_VOLCANO_SCHEDULER = "volcano"
+COSCHEDULING_API_GROUP = "scheduling.x-k8s.io"
+COSCHEDULING_API_VERSION = "v1alpha1"
+COSCHEDULING_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 # Multus reads this pod annotation to attach secondary (usually InfiniBand/RoCE) networks.
 ANNOTATION_MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"

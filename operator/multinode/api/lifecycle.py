@@ -134,14 +134,3 @@ class PodGroup(ApiModel):
 
     min_member: int | None = Field(None, ge=1, description="Pods that must be placeable together; default "
                                                            "numNodes.")
-
-
-class SchedulingSpec(ApiModel):
-    """Gang scheduling. Every job is a gang without asking: with the native PodGroup API when the apiserver
-    serves it, else the operator keeps no partial gang for long."""
-
-    partial_gang_timeout_seconds: int = Field(
-        120, ge=1, le=86400,
-        description="Only where the apiserver serves no PodGroup (status.scheduling.gang None): an attempt with "
-                    "some pods bound and others unschedulable this long releases every pod (the bound ones "
-                    "hold GPUs) and tries again after failurePolicy.backoff. Not a restart.")

@@ -27,10 +27,10 @@ from multinode.api.base import (
 from multinode.api.cel import add_rules, cel_rule, immutable_fields_rules
 from multinode.api.checkpointing import CacheSpec, CheckpointingSpec
 from multinode.api.health import HealthCheckSpec
-from multinode.api.lifecycle import (CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, SchedulingSpec,
-                                     Topology)
+from multinode.api.lifecycle import CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, Topology
 from multinode.api.network import NetworkSpec
 from multinode.api.progress import HangDetection
+from multinode.api.scheduling import SchedulingSpec
 from multinode.api.constants import (
     DEFAULT_GPU_RESOURCE_NAME,
 )
@@ -135,6 +135,8 @@ class PodTemplate(ApiModel):
 
 
 # Rules between spec fields; each names the field it is about.
+_NO_GANG_SCHEDULER = ("(!has(self.scheduling) || (!has(self.scheduling.volcano) && "
+                      "!has(self.scheduling.coscheduling)))")
 CROSS_FIELD_RULES = [
     cel_rule("!has(self.checkpointing) || has(self.cache)",
              "spec.checkpointing requires spec.cache: checkpoints are mirrored from the shared cache",
@@ -142,6 +144,14 @@ CROSS_FIELD_RULES = [
     cel_rule("!has(self.checkpointing) || !has(self.cache) || self.checkpointing.mountPath != self.cache.mountPath",
              "spec.checkpointing.mountPath must differ from spec.cache.mountPath",
              field_path=".checkpointing.mountPath"),
+    # One gang: the deprecated spec.podGroup (labels only) or a named gang scheduler, which both join the pods.
+    cel_rule(f"!has(self.podGroup) || {_NO_GANG_SCHEDULER}",
+             "spec.podGroup is deprecated and cannot be combined with spec.scheduling.volcano or "
+             "spec.scheduling.coscheduling: remove spec.podGroup", field_path=".podGroup"),
+    cel_rule(f"!has(self.podTemplate) || !has(self.podTemplate.schedulerName) || {_NO_GANG_SCHEDULER}",
+             "spec.podTemplate.schedulerName cannot be combined with a gang scheduler: set "
+             "spec.scheduling.volcano.schedulerName or spec.scheduling.coscheduling.schedulerName",
+             field_path=".podTemplate.schedulerName"),
 ]
 
 
@@ -280,12 +290,15 @@ class TrainingJobSpec(ApiModel):
     health_check: HealthCheckSpec = Field(default_factory=HealthCheckSpec, json_schema_extra=_DEFAULT_EMPTY_OBJECT,
                                           description="Node health checks before training, and excluding failed nodes.")
     pod_group: PodGroup | None = Field(
-        None, description="Set gang-scheduling labels/annotations for an out-of-tree gang scheduler "
-                          "(scheduler-plugins coscheduling, Volcano) instead of the native PodGroup."
+        None, description="Deprecated: use spec.scheduling.volcano or spec.scheduling.coscheduling, which also "
+                          "create the scheduler's PodGroup. Only labels/annotations for an out-of-tree gang "
+                          "scheduler (scheduler-plugins coscheduling, Volcano), which must find its PodGroup "
+                          "elsewhere; no native PodGroup is made."
     )
     scheduling: SchedulingSpec = Field(
         default_factory=SchedulingSpec,
-        description="Gang scheduling (always on): the partial-gang timeout where PodGroups are not served.",
+        description="Gang scheduling (always on): the partial-gang timeout where PodGroups are not served, or a "
+                    "gang scheduler the cluster runs (volcano, coscheduling).",
         json_schema_extra=_DEFAULT_EMPTY_OBJECT,
     )
     hang_detection: HangDetection | None = Field(

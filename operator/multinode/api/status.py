@@ -46,7 +46,10 @@ class GangMode(StrEnum):
 
     # The native scheduling.k8s.io PodGroup (Kubernetes 1.36 alpha): the scheduler binds all or none.
     POD_GROUP = "PodGroup"
-    # spec.podGroup: labels for an out-of-tree gang scheduler (coscheduling, Volcano), which gangs them.
+    # spec.scheduling.volcano / coscheduling: that scheduler's PodGroup per attempt, made by the operator.
+    VOLCANO = "Volcano"
+    COSCHEDULING = "Coscheduling"
+    # spec.podGroup (deprecated): labels for an out-of-tree gang scheduler, which gangs them; no group made.
     EXTERNAL = "External"
     # The apiserver does not serve PodGroups: pods are bound one by one; the operator releases a partial
     # gang after spec.scheduling.partialGangTimeoutSeconds.
@@ -56,10 +59,13 @@ class GangMode(StrEnum):
 class SchedulingStatus(ApiModel):
     """How the current attempt is scheduled as a gang."""
 
-    gang: GangMode = Field(description="PodGroup (native gang scheduling), External (spec.podGroup: an "
-                                       "out-of-tree gang scheduler) or None (the apiserver serves no PodGroup; "
-                                       "partial gangs are released after a timeout).")
-    pod_group: str | None = Field(None, max_length=253, description="The attempt's PodGroup (gang PodGroup).")
+    gang: GangMode = Field(description="PodGroup (native gang scheduling), Volcano or Coscheduling "
+                                       "(spec.scheduling names that scheduler; the operator made its PodGroup), "
+                                       "External (spec.podGroup: labels for an out-of-tree gang scheduler) or "
+                                       "None (the apiserver serves no PodGroup; partial gangs are released after "
+                                       "a timeout).")
+    pod_group: str | None = Field(None, max_length=253, description="The attempt's PodGroup (gang PodGroup, "
+                                                                   "Volcano or Coscheduling).")
     partial_since: str | None = Field(None, description="Gang None: since when some pods are bound and others "
                                                         "unschedulable.", json_schema_extra=_DATE_TIME)
     releases: int = Field(0, ge=0, description="Partial gangs released so far (not restarts).")

@@ -29,7 +29,8 @@ from kubernetes import client, config
 
 from multinode import __version__
 from multinode.api import GROUP, KIND, PLURAL, VERSION
-from multinode.api.constants import POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL
+from multinode.api.constants import (LABEL_ATTEMPT, LABEL_JOB_NAME, POD_GROUP_API_GROUP, POD_GROUP_API_VERSION,
+                                     POD_GROUP_PLURAL)
 from multinode.api.timestamps import rfc3339
 
 JSON = "application/json"
@@ -67,6 +68,15 @@ _COLLECTIONS = {
 }
 
 
+def _collection(body: dict) -> tuple[str, str, str]:
+    """Where `body` is created: a PodGroup of another group than the native one is a gang scheduler's
+    (Volcano's, coscheduling's: spec.scheduling), under its own apiVersion."""
+    api_version = body.get("apiVersion", "")
+    if body["kind"] == "PodGroup" and api_version != f"{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}":
+        return f"/apis/{api_version}", POD_GROUP_PLURAL, "create_namespaced_pod_group"
+    return _COLLECTIONS[body["kind"]]
+
+
 class ApiError(Exception):
     """A call to the apiserver failed: the only error that leaves this module (the client's own types stay
     inside it). `status` is the HTTP status, or None when no answer came (a timeout, a broken connection:
@@ -76,6 +86,9 @@ class ApiError(Exception):
     def __init__(self, operation: str, status: int | None, reason: str, message: str):
         super().__init__(f"{operation}: {status or reason}: {message}")
         self.operation, self.status, self.reason, self.message = operation, status, reason, message
+        # For a refused create: the apiVersion of the object refused (a 404 on a gang scheduler's PodGroup
+        # means its CRD is not installed).
+        self.api_version: str | None = None
 
     @property
     def code(self) -> str:
@@ -174,9 +187,39 @@ class KubeApi:
         """Create a Pod, Service, ConfigMap, ServiceAccount, Role, RoleBinding or PodGroup (the kinds the
         operator makes). A
         refusal, 409 AlreadyExists included, is raised as ApiError: the caller decides what it means."""
-        prefix, collection, operation = _COLLECTIONS[body["kind"]]
-        await self._call(operation, "POST", f"{prefix}/namespaces/{namespace}/{collection}?fieldValidation=Strict",
-                         body)
+        prefix, collection, operation = _collection(body)
+        try:
+            await self._call(operation, "POST",
+                             f"{prefix}/namespaces/{namespace}/{collection}?fieldValidation=Strict", body)
+        except ApiError as e:
+            e.api_version = body.get("apiVersion")
+            raise
+
+    async def prune_gang_groups(self, namespace: str, api_version: str, job: str, attempt: int) -> list[str]:
+        """Delete job `job`'s PodGroups of `api_version` (a gang scheduler's) from attempts before `attempt`;
+        the names deleted. Nothing when the kind is not served (its CRD was uninstalled)."""
+        path = f"/apis/{api_version}/namespaces/{namespace}/{POD_GROUP_PLURAL}"
+        try:
+            data = await self._call("list_namespaced_pod_group", "GET",
+                                    f"{path}?labelSelector={LABEL_JOB_NAME}%3D{job}", None)
+        except ApiError as e:
+            if e.status == 404:
+                return []
+            raise
+        stale = []
+        for item in json.loads(data).get("items", []):
+            meta = item.get("metadata") or {}
+            seen = (meta.get("labels") or {}).get(LABEL_ATTEMPT, "")
+            if seen.isdigit() and int(seen) < attempt and not meta.get("deletionTimestamp"):
+                stale.append(meta["name"])
+        for name in stale:
+            try:
+                await self._call("delete_namespaced_pod_group", "DELETE", f"{path}/{name}",
+                                 {"propagationPolicy": "Background"})
+            except ApiError as e:
+                if e.status != 404:
+                    raise
+        return stale
 
     async def delete_pod(self, namespace: str, name: str, force: bool = False) -> None:
         """force: grace period 0, the object goes at once, for a pod whose kubelet will never confirm."""

@@ -231,7 +231,8 @@ class Reconciler:
         try:
             await self._apply_creates(job, result, {p.name for p in pods})
         except ApiError as e:
-            refused = creation_refused(job, result, pods, e.status, e.message, now=datetime.now(timezone.utc))
+            refused = creation_refused(job, result, pods, e.status, e.message, now=datetime.now(timezone.utc),
+                                       api_version=e.api_version)
             if refused.plan is not None:
                 result = refused.plan
                 if refused.retry:  # say why on the job before the retry
@@ -245,6 +246,9 @@ class Reconciler:
                                for name in result.pods_to_force_delete),
                              *(self.kube.delete_pod_group(namespace, name)
                                for name in result.pod_groups_to_delete))
+        prune = result.gang_groups_to_prune
+        if prune is not None:  # after the attempt's own group was made (_apply_creates)
+            await self.kube.prune_gang_groups(namespace, prune.api_version, prune.job, prune.attempt)
         await self._write_status(job, previous or job.status, result)
         if result.delete_job:
             await self.kube.delete_job(namespace, job_name)

@@ -6,8 +6,11 @@ created and kept for the attempt (its pods must all join the same group, or none
 - `PodGroup` where the apiserver serves scheduling.k8s.io/v1alpha2 PodGroups (the controller asks discovery
   once at start): one PodGroup per attempt with gang minCount numNodes (render/pod_group.py says why per
   attempt); the scheduler binds all pods or none, and the group's PodGroupScheduled condition says why not.
-- `External` when spec.podGroup asks for an out-of-tree gang scheduler's labels (coscheduling, Volcano):
-  that scheduler gangs the pods; the operator creates no PodGroup of its own, two gangs would fight.
+- `Volcano` or `Coscheduling` when spec.scheduling names that gang scheduler: the operator creates its
+  PodGroup per attempt (render/gang_group.py), before the pods, and deletes the earlier attempts' ones;
+  the pods carry its key and schedulerName, and no native PodGroup is made (two gangs would fight).
+- `External` when spec.podGroup (deprecated) asks for an out-of-tree gang scheduler's labels: that
+  scheduler gangs the pods with a group it finds elsewhere; the operator creates no PodGroup.
 - `None` otherwise: pods are bound one by one, and gang_fallback.py keeps no partial gang for long.
 """
 
@@ -24,13 +27,20 @@ from multinode.api.status import GangMode, SchedulingStatus
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod
-from multinode.reconcile.outcome import Plan, Verdict
+from multinode.reconcile.outcome import GroupPrune, Plan, Verdict
 from multinode.render import pod_group_name, render_pod_group
+from multinode.render.gang_group import GANG_GROUP_API_VERSIONS, named_gang_scheduler, render_gang_group
 from multinode.render.names import job_identity
 
 # The scheduler's words on a pod that waits only for the rest of its gang: true of every member but one,
 # so the job's message quotes another pod's (the one that says which resource is short) when there is one.
 WAITING_FOR_GANG = "waiting for minCount pods"
+
+
+# The mechanisms whose attempts have a PodGroup: the native one, or the one of the gang scheduler named.
+GROUP_MODES = (GangMode.POD_GROUP, *GANG_GROUP_API_VERSIONS)
+# How each mechanism is named in the status' words.
+_BY = {GangMode.POD_GROUP: "the scheduler", GangMode.VOLCANO: "Volcano", GangMode.COSCHEDULING: "coscheduling"}
 
 
 @dataclass(frozen=True)
@@ -78,15 +88,18 @@ def choose_gang(job: TrainingJob, status: TrainingJobStatus, current: Mapping[in
     releases = kept.releases if kept is not None else 0
     next_try = kept.next_try_time if kept is not None else None
     joined = next((p.pod_group for p in current.values() if p.pod_group), None)
+    named = named_gang_scheduler(job)
     if joined is not None:
         mode = GangMode.POD_GROUP
+    elif named is not None:
+        mode = named
     elif job.spec.pod_group is not None:
         mode = GangMode.EXTERNAL
     elif gang_api and not current:
         mode = GangMode.POD_GROUP
     else:
         mode = GangMode.NONE
-    group = joined or (pod_group_name(job_identity(job).name, status.attempt) if mode == GangMode.POD_GROUP else None)
+    group = joined or (pod_group_name(job_identity(job).name, status.attempt) if mode in GROUP_MODES else None)
     return SchedulingStatus(gang=mode, pod_group=group, partial_since=None, releases=releases, next_try_time=next_try)
 
 
@@ -98,8 +111,15 @@ def delete_old_pod_groups(status: TrainingJobStatus, groups: Iterable[ObservedPo
 
 def ensure_pod_group(job: TrainingJob, status: TrainingJobStatus, groups: Iterable[ObservedPodGroup],
                      result: Plan) -> ObservedPodGroup | None:
-    """The attempt's PodGroup as observed; created (before its pods) when it is not there."""
+    """The attempt's native PodGroup as observed; created (before its pods) when it is not there. A gang
+    scheduler's PodGroup is not watched: it is created (again: AlreadyExists counts as created) while the
+    attempt's pods are, and the earlier attempts' ones are deleted then."""
     scheduling = status.scheduling
+    if scheduling is not None and scheduling.gang in GANG_GROUP_API_VERSIONS:
+        result.objects_to_create.append(render_gang_group(job, status.attempt, scheduling.gang))
+        result.gang_groups_to_prune = GroupPrune(GANG_GROUP_API_VERSIONS[scheduling.gang], job_identity(job).name,
+                                                 status.attempt)
+        return None
     if scheduling is None or scheduling.gang != GangMode.POD_GROUP:
         return None
     found = next((g for g in groups if g.name == scheduling.pod_group and not g.terminating), None)
@@ -137,22 +157,29 @@ def _pods_message(pods: list[ObservedPod]) -> str:
 
 def gang_verdict(job: TrainingJob, status: TrainingJobStatus, current: Mapping[int, ObservedPod],
                  groups: Iterable[ObservedPodGroup], verdict: Verdict, now: datetime) -> Verdict:
-    """The GangScheduled condition of a native gang, and a Pending verdict that says the gang does not fit."""
+    """The GangScheduled condition of an attempt with a PodGroup, and a Pending verdict that says the native
+    gang does not fit (a gang scheduler's own words are on its pods, which the verdict quotes)."""
     scheduling = status.scheduling
-    if scheduling is None or scheduling.gang != GangMode.POD_GROUP:
+    if scheduling is None or scheduling.gang not in GROUP_MODES:
         return verdict
     n = job.spec.num_nodes
     group = next((g for g in groups if g.name == scheduling.pod_group), None)
     bound = [p for p in current.values() if p.node]
+    by = _BY[scheduling.gang]
     if len(bound) == n:
-        ok, reason, message = True, Reason.GANG_PLACED, f"PodGroup {scheduling.pod_group} placed all {n} pods together"
+        ok, reason = True, Reason.GANG_PLACED
+        message = (f"PodGroup {scheduling.pod_group} placed all {n} pods together"
+                   if scheduling.gang == GangMode.POD_GROUP
+                   else f"{by} placed all {n} pods of PodGroup {scheduling.pod_group} together")
     elif group is not None and group.scheduled == "False":
         ok, reason = False, Reason.GANG_UNSCHEDULABLE
         message = (f"the gang of {n} pods does not fit, none is bound (no GPU held); PodGroup {group.name}: "
                    f"{group.message or group.reason}{_pods_message(sorted(current.values(), key=lambda p: p.index))}")
     else:
         ok, reason = False, Reason.WAITING_FOR_SCHEDULING
-        message = f"PodGroup {scheduling.pod_group}: waiting for the scheduler to place all {n} pods together"
+        message = f"PodGroup {scheduling.pod_group}: waiting for {by} to place all {n} pods together"
+        if scheduling.gang != GangMode.POD_GROUP:
+            message += _pods_message(sorted(current.values(), key=lambda p: p.index))
     set_gang_condition(job, status, ok, reason, message, now)
     if reason == Reason.GANG_UNSCHEDULABLE and verdict.reason in (Reason.UNSCHEDULABLE, Reason.WAITING_FOR_SCHEDULING):
         return Verdict(verdict.phase, reason, message)

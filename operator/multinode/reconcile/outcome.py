@@ -68,6 +68,17 @@ def only_named(pods: Sequence[dict[str, Any]], names: set[str]) -> Sequence[dict
     return pods.only(names) if isinstance(pods, PodStream) else [p for p in pods if p["metadata"]["name"] in names]
 
 
+@dataclass(frozen=True)
+class GroupPrune:
+    """Delete the gang scheduler's PodGroups (`api_version`) of job `job` from attempts before `attempt`. The
+    operator does not watch those kinds (their CRDs may come and go), so the controller lists them by the
+    job's label when it applies this."""
+
+    api_version: str
+    job: str
+    attempt: int
+
+
 @dataclass
 class Plan:
     service: dict[str, Any] | None = None
@@ -84,6 +95,8 @@ class Plan:
     pods_to_force_delete: list[str] = field(default_factory=list)
     # Native PodGroups of earlier attempts (reconcile/gang.py).
     pod_groups_to_delete: list[str] = field(default_factory=list)
+    # A gang scheduler's PodGroups (Volcano, coscheduling) of earlier attempts, when the next one's is made.
+    gang_groups_to_prune: GroupPrune | None = None
     status: TrainingJobStatus = field(default_factory=TrainingJobStatus)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None

@@ -21,7 +21,6 @@ from datetime import datetime
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import Reason
 from multinode.api.lifecycle import CleanPodPolicy
-from multinode.api.status import GangMode
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import lifecycle
 from multinode.reconcile.checkpointing import mirror_needs, resume_path
@@ -30,8 +29,8 @@ from multinode.reconcile.failures import Failure, lost_failure, lost_indices, po
 from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.goodput import account
 from multinode.reconcile.hang import hang_failure
-from multinode.reconcile.gang import (ObservedPodGroup, choose_gang, delete_old_pod_groups, ensure_pod_group,
-                                      gang_verdict, placed_domain, scheduler_places_domain)
+from multinode.reconcile.gang import (GROUP_MODES, ObservedPodGroup, choose_gang, delete_old_pod_groups,
+                                      ensure_pod_group, gang_verdict, placed_domain, scheduler_places_domain)
 from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.image_consistency import check_digests, pinned_image
 from multinode.reconcile.node_loss import NodeDown, evicted_failure, force_delete_stranded, not_ready_failure
@@ -201,7 +200,7 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
         return None
     excluded = excluded_node_names(status, now)
     status.scheduling = choose_gang(job, status, current, observed.gang_api)
-    group = status.scheduling.pod_group if status.scheduling.gang == GangMode.POD_GROUP else None
+    group = status.scheduling.pod_group if status.scheduling.gang in GROUP_MODES else None
     handed = scheduler_places_domain(job, status, ensure_pod_group(job, status, observed.pod_groups, result))
     if handed is None:
         # The group's watch event brings the next pass, which creates the pods; the timer is there so that a
@@ -215,11 +214,11 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
-    attempt, name = status.attempt, job_name(job)
+    attempt, name, gang = status.attempt, job_name(job), status.scheduling.gang
     result.pods_to_create = PodStream(
         missing, lambda i: pod_name(name, i, attempt),
         lambda i: render_node_pod(job, i, attempt, settings, resume_from=resume, image=image,
-                                  node_selector=node_selector, excluded_nodes=excluded, pod_group=group))
+                                  node_selector=node_selector, excluded_nodes=excluded, pod_group=group, gang=gang))
     result.attempt_env = render_attempt_env(job, status.attempt, restarts=status.restarts)
     if status.attempt > 0:
         result.stale_attempt_env = attempt_env_name(job, status.attempt - 1)

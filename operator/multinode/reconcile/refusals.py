@@ -10,6 +10,9 @@ decisions are here, as pure functions, so they are tested with plain values:
 - 400/422 Invalid: a passed-through volume, affinity or valueFrom of the wrong shape or with an unknown
   field (strict field validation refuses it). A manifest rendered from an admitted spec will not get
   better, so the job fails with the apiserver's message, which names the field.
+- 404 NotFound on a gang scheduler's PodGroup (spec.scheduling.volcano / coscheduling): the apiserver
+  serves no such kind, its CRD is not installed. The job stays Pending with `GangSchedulerNotInstalled`
+  and no pod is created (none would be ganged); retried with backoff, so installing the CRD is enough.
 - anything else (5xx, a timeout, a broken connection): retried with backoff, the job's status untouched.
 """
 
@@ -28,6 +31,7 @@ from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Plan
 from multinode.reconcile.status_report import fail_job
+from multinode.render.gang_group import GANG_GROUP_API_VERSIONS
 
 
 class Refusal(enum.Enum):
@@ -63,8 +67,17 @@ class RefusedCreation:
 
 
 def creation_refused(job: TrainingJob, result: Plan, pods: Iterable[ObservedPod], status: int | None,
-                     message: str, *, now: datetime) -> RefusedCreation:
-    """The plan `result` could not create an object: the apiserver answered `status` with `message`."""
+                     message: str, *, now: datetime, api_version: str | None = None) -> RefusedCreation:
+    """The plan `result` could not create an object (of `api_version`, when known): the apiserver answered
+    `status` with `message`."""
+    if status == HTTPStatus.NOT_FOUND and api_version in GANG_GROUP_API_VERSIONS.values():
+        scheduler = next(m for m, v in GANG_GROUP_API_VERSIONS.items() if v == api_version)
+        why = (f"spec.scheduling names {scheduler}, but the apiserver serves no {api_version} PodGroup (is "
+               f"{scheduler} installed, with its CRDs?): {message}; no pod is created until it does, retrying")
+        for type_ in (ConditionType.GANG_SCHEDULED, ConditionType.RUNNING):
+            set_condition(result.status.conditions, type_, "False", Reason.GANG_SCHEDULER_NOT_INSTALLED, why,
+                          now=rfc3339(now), generation=job.metadata.generation)
+        return RefusedCreation(plan=result, retry=True)
     refusal = classify(status)
     if refusal is Refusal.FORBIDDEN:
         set_condition(result.status.conditions, ConditionType.RUNNING, "False", Reason.POD_CREATION_FORBIDDEN,

@@ -13,10 +13,14 @@ from multinode.api.constants import (
     SHM_MOUNT_PATH,
     SHM_VOLUME_NAME,
     TRAINER_CONTAINER,
+    COSCHEDULING_GROUP_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
     node_hostname,
 )
+from multinode.api.status import GangMode
 from multinode.render.attempt_env import env_from_attempt
 from multinode.render.env import node_env, user_env
+from multinode.render.gang_group import gang_pod_keys, gang_scheduler_name
 from multinode.render.health import checked_device_limits, checks_rdma, checks_shm, exclude_nodes, health_args
 from multinode.render.storage import CACHE_VOLUME, job_cache_dir, node_storage_mounts, storage_volumes
 from multinode.render.names import (
@@ -142,15 +146,14 @@ def _annotations(job: TrainingJob) -> dict[str, str]:
     return annotations
 
 
-# Gang schedulers: scheduler-plugins' coscheduling reads the label, Volcano the annotation. Each expects
-# a PodGroup object of that name (with minMember) from the cluster's scheduler integration.
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+# spec.podGroup (deprecated): scheduler-plugins' coscheduling reads the label, Volcano the annotation. Each
+# expects a PodGroup object of that name (with minMember) from the cluster's scheduler integration; with
+# spec.scheduling.volcano / coscheduling the operator makes it (render/gang_group.py).
 MIN_MEMBER_ANNOTATION = "multinode.dev/pod-group-min-member"
 
 
 def pod_group_labels(job: TrainingJob) -> dict[str, str]:
-    return {POD_GROUP_LABEL: job_name(job)} if job.spec.pod_group is not None else {}
+    return {COSCHEDULING_GROUP_LABEL: job_name(job)} if job.spec.pod_group is not None else {}
 
 
 def pod_group_annotations(job: TrainingJob) -> dict[str, str]:
@@ -179,6 +182,7 @@ def render_node_pod(
     node_selector: dict[str, str] | None = None,
     excluded_nodes: Sequence[str] = (),
     pod_group: str | None = None,
+    gang: GangMode | None = None,
 ) -> dict[str, Any]:
     """The pod of node `index` in gang attempt `attempt`. It reads the attempt's shared env from the
     attempt's ConfigMap (render_attempt_env), which must exist before the pod starts.
@@ -186,7 +190,8 @@ def render_node_pod(
     `resume_from` is the checkpoint path the attempt starts from ("" for none); `image` replaces
     spec.image (the pinned digest); `node_selector` is added to the job's (the chosen topology domain);
     `excluded_nodes` are nodes the pod must not run on (status.excludedNodes).
-    `pod_group` is the attempt's native PodGroup the pod joins (render/pod_group.py).
+    `pod_group` is the attempt's PodGroup the pod joins: the native one (render/pod_group.py) unless `gang`
+    names a gang scheduler, Volcano or Coscheduling (render/gang_group.py).
     """
     check_node(job, index, attempt)
     settings = settings or RenderSettings()
@@ -198,13 +203,16 @@ def render_node_pod(
 
     # User labels first: multinode's labels drive the Service selector and the
     # controller's bookkeeping, so they must win.
-    labels = {**(template.labels or {}), **pod_group_labels(job), **node_labels(identity.name, index, attempt)}
+    native = pod_group if gang in (None, GangMode.POD_GROUP) else None
+    gang_labels, gang_annotations = gang_pod_keys(gang, pod_group)
+    labels = {**(template.labels or {}), **pod_group_labels(job), **gang_labels,
+              **node_labels(identity.name, index, attempt)}
     metadata = _without_empty(
         {
             "name": pod_name(identity.name, index, attempt),
             "namespace": identity.namespace,
             "labels": labels,
-            "annotations": {**_annotations(job), **pod_group_annotations(job)},
+            "annotations": {**_annotations(job), **pod_group_annotations(job), **gang_annotations},
             "ownerReferences": [owner_reference(job)],
         }
     )
@@ -223,7 +231,7 @@ def render_node_pod(
             "tolerations": pod_tolerations(job),
             "affinity": exclude_nodes(template.affinity, excluded_nodes),
             "priorityClassName": template.priority_class_name,
-            "schedulerName": template.scheduler_name,
+            "schedulerName": template.scheduler_name or gang_scheduler_name(job, gang),
             "serviceAccountName": template.service_account_name,
             "imagePullSecrets": _dump_all(template.image_pull_secrets),
             "hostNetwork": True if host_network else None,
@@ -231,7 +239,7 @@ def render_node_pod(
             # miss the cluster DNS names the rendezvous depends on.
             "dnsPolicy": "ClusterFirstWithHostNet" if host_network else None,
             # core/v1 PodSchedulingGroup (1.36): the scheduler holds the pod until the group's minCount fit.
-            "schedulingGroup": {"podGroupName": pod_group} if pod_group else None,
+            "schedulingGroup": {"podGroupName": native} if native else None,
         }
     )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}

@@ -66,8 +66,10 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
 
 def test_maximal_job_sets_every_field_of_the_crd(crd: str) -> None:
     spec_schema = committed_schema(crd)["properties"]["spec"]
-    # resumeFrom takes one of trainingJob and path; VALID below covers path.
-    assert missing_fields(maximal_job("x")["spec"], spec_schema, "spec") == ["spec.checkpointing.resumeFrom.path"]
+    # resumeFrom takes one of trainingJob and path; a named gang scheduler excludes podGroup and
+    # podTemplate.schedulerName: VALID below covers them.
+    assert missing_fields(maximal_job("x")["spec"], spec_schema, "spec") == [
+        "spec.checkpointing.resumeFrom.path", "spec.scheduling.volcano", "spec.scheduling.coscheduling"]
 
 
 def test_maximal_job_is_accepted_as_sent(custom: client.CustomObjectsApi, admission_namespace: str) -> None:
@@ -105,6 +107,10 @@ VALID = [
                  id="toleration-match-all"),
     pytest.param(training_job("labels", 2, podTemplate={"labels": {"empty": "", "a": "A_b.c-1"}}),
                  id="label-values-edge"),
+    pytest.param(training_job("volcano", 2, scheduling={"volcano": {"queue": "research.a-1", "schedulerName": "vc"}}),
+                 id="volcano-every-field"),
+    pytest.param(training_job("cosched", 2, scheduling={"coscheduling": {
+        "schedulerName": "scheduler-plugins-scheduler", "scheduleTimeoutSeconds": 60}}), id="coscheduling-every-field"),
 ]
 
 
@@ -145,8 +151,10 @@ def test_apiserver_serves_the_committed_schema_with_every_cel_rule(api: client.A
     immutable = len(TrainingJobSpec.model_fields) - len(TrainingJobSpec.MUTABLE_FIELDS)
     # One transition rule per immutable spec field, plus: job name, env name reserved,
     # env value/valueFrom, volume name dshm, mount path /dev/shm, checkpointing needs cache,
-    # distinct cache/checkpoint mount paths, resumeFrom one-of, a failure rule sets a matcher.
-    assert rules(served) == immutable + 9
+    # distinct cache/checkpoint mount paths, resumeFrom one-of, a failure rule sets a matcher; and the gang
+    # scheduler's five: podGroup or a gang scheduler, podTemplate.schedulerName or one, volcano or
+    # coscheduling, each of them frozen.
+    assert rules(served) == immutable + 14
 
 
 def test_committed_crd_compiles_within_the_cel_cost_budget(kubeconfig: str, crd: str) -> None:

@@ -7,6 +7,7 @@ One job is created for real; each update is a server-side dry run against it, so
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -148,3 +149,35 @@ def test_metadata_labels_stay_editable(custom: client.CustomObjectsApi, admissio
     assert updated["metadata"]["labels"]["stage"] == "eval"
     assert updated["metadata"]["generation"] == stored_job["metadata"]["generation"]  # spec untouched
     assert current(custom, admission_namespace)["metadata"]["labels"]["stage"] == "eval"
+
+
+GANG_SCHEDULER_UPDATES = [
+    pytest.param({"volcano": {"queue": "research"}}, {"volcano": {"queue": "other"}}, "volcano",
+                 id="volcano-queue-change"),
+    pytest.param({"volcano": {}}, {}, "volcano", id="volcano-remove"),
+    pytest.param({"coscheduling": {"schedulerName": "s"}}, {"coscheduling": {"schedulerName": "s",
+                                                                             "scheduleTimeoutSeconds": 5}},
+                 "coscheduling", id="coscheduling-timeout-add"),
+    pytest.param({}, {"coscheduling": {"schedulerName": "s"}}, "coscheduling", id="coscheduling-add"),
+]
+
+
+@pytest.mark.parametrize(("created", "updated", "field"), GANG_SCHEDULER_UPDATES)
+def test_the_gang_scheduler_is_frozen_while_the_timeout_is_not(custom: client.CustomObjectsApi,
+                                                               admission_namespace: str, created: dict,
+                                                               updated: dict, field: str) -> None:
+    # spec.scheduling may change (partialGangTimeoutSeconds); the gang scheduler it names may not.
+    name = f"gang-{field}-{uuid.uuid4().hex[:6]}"
+    body = training_job(name, 2, scheduling=copy.deepcopy(created))
+    stored = create(custom, admission_namespace, body, dry_run=False)
+    try:
+        stored["spec"]["scheduling"]["partialGangTimeoutSeconds"] = 30
+        stored = replace(custom, admission_namespace, stored, dry_run=False)
+        assert stored["spec"]["scheduling"]["partialGangTimeoutSeconds"] == 30
+        stored["spec"]["scheduling"] = {"partialGangTimeoutSeconds": 30, **updated}
+        rejection = replace_rejected(custom, admission_namespace, stored)
+        assert rejection.status == 422, rejection
+        assert rejection.fields == (f"spec.scheduling.{field}",), rejection
+        assert f"spec.scheduling.{field} is immutable" in rejection.message
+    finally:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, admission_namespace, PLURAL, name)

@@ -114,6 +114,10 @@ def test_full_example_covers_every_field(schema: dict[str, Any]) -> None:
     example_paths = set(value_paths(full_trainingjob()))
     # Exclusive alternatives (CEL allows one of them) come from a second object.
     example_paths |= set(value_paths({"spec": {"checkpointing": {"resumeFrom": {"path": "/checkpoints/x"}}}}))
+    # A named gang scheduler excludes spec.podGroup and podTemplate.schedulerName, and each other.
+    example_paths |= set(value_paths({"spec": {"scheduling": {"volcano": {"queue": "q", "schedulerName": "v"}}}}))
+    example_paths |= set(value_paths({"spec": {"scheduling": {"coscheduling": {
+        "schedulerName": "s", "scheduleTimeoutSeconds": 60}}}}))
     schema_paths = {
         path for path, _ in walk_properties(schema) if path.startswith((".spec", ".status"))
     }

@@ -29,6 +29,8 @@ NAMESPACED_RIGHTS = {
     ("rbac.authorization.k8s.io", "rolebindings", "create"),
     ("", "events", "create"),
     *(("scheduling.k8s.io", "podgroups", v) for v in ("list", "watch", "create", "delete")),
+    *((g, "podgroups", v) for g in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
+      for v in ("list", "create", "delete")),
 }
 CLUSTER_RIGHTS = {("", "nodes", "list"), ("", "nodes", "watch")}
 # Leader election, in the release namespace only (a Role of its own): create any Lease, get and update its own.

@@ -103,3 +103,17 @@ def bin_path_dirs() -> list[Path]:
     """Folders to put first on PATH so `kubectl` and `helm` are the pinned ones."""
     b = locate()
     return [b.kubectl.parent, b.helm.parent]
+
+
+def gang_crds_dir() -> Path:
+    """The gang schedulers' CRDs (Volcano's PodGroup and Queue, scheduler-plugins' PodGroup): build.sh gangcrds."""
+    v = read_versions()
+    return cache_dir() / "bin" / f"gang-crds-{v['VOLCANO_APIS_VERSION']}-{v['SCHEDULER_PLUGINS_VERSION']}"
+
+
+def ensure_gang_crds() -> Path:
+    """gang_crds_dir(), made first when it is not there (seconds once controller-gen is cached)."""
+    folder = gang_crds_dir()
+    if not (folder / "scheduling.x-k8s.io_podgroups.yaml").exists():
+        subprocess.run([str(BUILD_SCRIPT), "gangcrds"], check=True)
+    return folder

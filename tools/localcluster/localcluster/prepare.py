@@ -33,7 +33,7 @@ from localcluster import binaries
 # build the images need. Both take seconds.
 FIRST = ("debs", "pause")
 KUBERNETES_LANE = ("kubernetes",)
-REST_LANE = ("etcd", "kwok", "helm", "containerd", "runc", "cni", "coredns", "deviceplugin")
+REST_LANE = ("etcd", "kwok", "helm", "containerd", "runc", "cni", "coredns", "deviceplugin", "gangcrds")
 PEERS = ("jobset", "kubeflow")
 GO_CHATTER = ("go: downloading ", "go: added ", "go: upgraded ", "go: finding ")
 FAILURE_TAIL_LINES = 20
