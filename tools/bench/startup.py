@@ -149,6 +149,8 @@ class Harness:
     def create(self, system: str, name: str, num_nodes: int, gpus: int, **spec) -> None:
         if system == "ours":
             body = training_job(name, num_nodes, gpus=gpus, **spec)
+            # Like the peers' pods, not ganged: the native gang's own cost is tools/bench/gang.py's figure.
+            body["spec"].setdefault("scheduling", {"nativePodGroup": False})
             body["spec"].setdefault("failurePolicy",
                                     {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
         elif system == "jobset":

@@ -95,7 +95,7 @@ def choose_gang(job: TrainingJob, status: TrainingJobStatus, current: Mapping[in
         mode = named
     elif job.spec.pod_group is not None:
         mode = GangMode.EXTERNAL
-    elif gang_api and not current:
+    elif gang_api and not current and job.spec.scheduling.native_pod_group:
         mode = GangMode.POD_GROUP
     else:
         mode = GangMode.NONE

@@ -141,6 +141,6 @@ def maximal_job(name: str) -> dict:
                             "exclusionSeconds": 7200},
             "hangDetection": {"timeoutSeconds": 1800,
                               "stragglers": {"factor": 1.5, "forSeconds": 600, "action": "Exclude"}},
-            "scheduling": {"partialGangTimeoutSeconds": 300},
+            "scheduling": {"partialGangTimeoutSeconds": 300, "nativePodGroup": False},
         },
     }

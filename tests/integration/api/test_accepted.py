@@ -60,7 +60,7 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
         "imageConsistency": {"pinDigest": True, "onMismatch": "FailAttempt"},
         "healthCheck": {"enabled": True, "gpus": True, "rdma": True, "shm": True,
                         "memlockFloorBytes": 68719476736, "exclusionSeconds": 3600},
-        "scheduling": {"partialGangTimeoutSeconds": 120},
+        "scheduling": {"partialGangTimeoutSeconds": 120, "nativePodGroup": True},
     }
 
 

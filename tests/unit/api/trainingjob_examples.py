@@ -135,7 +135,7 @@ def full_trainingjob() -> dict[str, Any]:
                             "exclusionSeconds": 7200},
             "hangDetection": {"timeoutSeconds": 600,
                               "stragglers": {"factor": 2.0, "forSeconds": 300, "action": "Report"}},
-            "scheduling": {"partialGangTimeoutSeconds": 300},
+            "scheduling": {"partialGangTimeoutSeconds": 300, "nativePodGroup": False},
         },
         "status": {
             "observedGeneration": 1,

@@ -32,6 +32,15 @@ def test_a_new_job_gets_a_pod_group_per_attempt_created_before_its_pods_which_jo
     assert (result.status.scheduling.gang, result.status.scheduling.pod_group) == (GangMode.POD_GROUP, "llama-a0")
 
 
+def test_a_job_that_turns_the_native_gang_off_gets_no_pod_group_and_the_fallback() -> None:
+    job = stored_job(3, scheduling={"nativePodGroup": False, "partialGangTimeoutSeconds": 60})
+    result = run(job, [], gang_api=True)
+    assert result.objects_to_create == []
+    assert not any(p["spec"].get("schedulingGroup") for p in result.pods_to_create)
+    assert result.status.scheduling is not None
+    assert (result.status.scheduling.gang, result.status.scheduling.pod_group) == (GangMode.NONE, None)
+
+
 def test_an_observed_pod_group_is_not_created_again() -> None:
     first = run(stored_job(2), [], gang_api=True)
     again = run(stored_job(2), [pod(0, "Pending", node=None)], previous=first.status, gang_api=True,
