@@ -13,19 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from multinode.api import LABEL_ATTEMPT, TrainingJob
+from multinode.api import TrainingJob
 from multinode.api.constants import (
     COSCHEDULING_API_GROUP,
     COSCHEDULING_API_VERSION,
     COSCHEDULING_GROUP_LABEL,
-    POD_GROUP_KIND,
     VOLCANO_API_GROUP,
     VOLCANO_API_VERSION,
     VOLCANO_GROUP_ANNOTATION,
 )
 from multinode.api.status import GangMode
-from multinode.render.names import common_labels, job_identity, owner_reference
-from multinode.render.pod_group import pod_group_name
+from multinode.render.pod_group import attempt_group
 
 # The apiVersion of each gang scheduler's PodGroup.
 GANG_GROUP_API_VERSIONS = {
@@ -46,7 +44,6 @@ def named_gang_scheduler(job: TrainingJob) -> GangMode | None:
 
 def render_gang_group(job: TrainingJob, attempt: int, mode: GangMode) -> dict[str, Any]:
     """The attempt's PodGroup for `mode` (Volcano or Coscheduling): minMember numNodes."""
-    identity = job_identity(job)
     spec: dict[str, Any] = {"minMember": job.spec.num_nodes}
     scheduling = job.spec.scheduling
     if mode == GangMode.VOLCANO:
@@ -61,17 +58,7 @@ def render_gang_group(job: TrainingJob, attempt: int, mode: GangMode) -> dict[st
             spec["scheduleTimeoutSeconds"] = scheduling.coscheduling.schedule_timeout_seconds
     else:
         raise ValueError(f"no gang scheduler's PodGroup for gang mode {mode}")
-    return {
-        "apiVersion": GANG_GROUP_API_VERSIONS[mode],
-        "kind": POD_GROUP_KIND,
-        "metadata": {
-            "name": pod_group_name(identity.name, attempt),
-            "namespace": identity.namespace,
-            "labels": {**common_labels(identity.name), LABEL_ATTEMPT: str(attempt)},
-            "ownerReferences": [owner_reference(job)],
-        },
-        "spec": spec,
-    }
+    return attempt_group(job, attempt, GANG_GROUP_API_VERSIONS[mode], spec)
 
 
 def gang_scheduler_name(job: TrainingJob, mode: GangMode | None) -> str | None:

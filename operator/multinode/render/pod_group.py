@@ -28,7 +28,6 @@ def pod_group_name(job_name: str, attempt: int) -> str:
 def render_pod_group(job: TrainingJob, attempt: int) -> dict[str, Any]:
     """The attempt's PodGroup: gang policy with minCount numNodes, so the scheduler binds every node's pod or
     none of them; with spec.topology, all in one domain of its label."""
-    identity = job_identity(job)
     # Preempted as a whole (disruptionMode PodGroup): one pod of a gang taken is the whole gang restarted, so
     # the scheduler should weigh the whole gang as one victim. Both this and the priority need
     # WorkloadAwarePreemption; without it the apiserver drops them and the pods' own priority applies.
@@ -40,8 +39,15 @@ def render_pod_group(job: TrainingJob, attempt: int) -> dict[str, Any]:
         # All members in one domain of the label (TopologyAwareWorkloadScheduling; the apiserver drops it
         # when that gate is off, which the operator reads back from the stored group: reconcile/gang.py).
         spec["schedulingConstraints"] = {"topology": [{"key": job.spec.topology.same_domain_label}]}
+    return attempt_group(job, attempt, f"{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}", spec)
+
+
+def attempt_group(job: TrainingJob, attempt: int, api_version: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A PodGroup of any gang scheduler for one attempt: `<job>-a<attempt>`, the attempt's label, owned by
+    the job."""
+    identity = job_identity(job)
     return {
-        "apiVersion": f"{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}",
+        "apiVersion": api_version,
         "kind": POD_GROUP_KIND,
         "metadata": {
             "name": pod_group_name(identity.name, attempt),
