@@ -161,8 +161,9 @@ def test_startup_bench_runs_all_three_systems(startup_report: dict) -> None:
 def test_floor_bench_times_both_pod_shapes(floor_report: dict) -> None:
     report = floor_report
     assert set(report["median_s"]) == {"multinode", "jobset"} and all(v > 0 for v in report["median_s"].values())
-    # The operator's pods carry the env contract and the preflight: bigger than the Job controller's.
-    assert report["create_body_bytes"]["multinode"] > report["create_body_bytes"]["jobset"]
+    # The attempt's shared env lives in a ConfigMap (envFrom), so a pod body is no larger than the Job
+    # controller's, preflight and all (issue 18's target).
+    assert report["create_body_bytes"]["multinode"] <= report["create_body_bytes"]["jobset"]
 
 
 def test_load_bench_measures_throughput_and_memory(load_report: dict) -> None:
@@ -247,7 +248,9 @@ def test_failover_bench_sees_the_standby_lead_and_act(failover_report: dict) -> 
     assert min(kill["leading_s"]["all"]) >= 4 - 0.5 * 1.2, kill
     # Stopped: released, so the standby took over within a few retry periods of the old leader's exit, long
     # before the 4 s Lease could have expired.
-    assert all(s is not None and s < 2.5 for s in term["exit_to_leading_s"]), term
+    # (None: the standby led before the old leader's exit was even seen.)
+    assert all(s is None or s < 2.5 for s in term["exit_to_leading_s"]), term
+    assert term["leading_s"]["worst"] < 4, term
 
 
 @pytest.mark.usefixtures("startup_report", "floor_report", "load_report", "recovery_reports", "node_loss_report",

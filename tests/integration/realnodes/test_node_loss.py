@@ -43,10 +43,15 @@ def _running_on(core: client.CoreV1Api, namespace: str, attempt: int) -> set[str
 
 
 def _operator_node(core: client.CoreV1Api, operator_namespace: str) -> str:
+    """The node of the replica that leads (the chart runs two; the Lease names the leader's pod)."""
     pods = [p for p in core.list_namespaced_pod(operator_namespace).items
             if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
-    assert len(pods) == 1, [p.metadata.name for p in pods]
-    return pods[0].spec.node_name
+    lease = client.CoordinationV1Api(core.api_client).read_namespaced_lease("mn-multinode-operator",
+                                                                           operator_namespace)
+    holder = lease.spec.holder_identity or ""
+    leaders = [p for p in pods if holder.startswith(p.metadata.name + "_")]
+    assert len(leaders) == 1, (holder, [p.metadata.name for p in pods])
+    return leaders[0].spec.node_name
 
 
 def _cordon(core: client.CoreV1Api, node: str, cordoned: bool) -> None:

@@ -84,7 +84,7 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
                 log = core.read_namespaced_pod_log("nodns-0-a0", namespace, container="preflight")
             except client.ApiException:
                 return None
-            return log if "waiting for 1/3 peers" in log else None
+            return log if log and "waiting for 1/3 peers" in log else None
 
         # Which of the three stays unscheduled is the scheduler's choice: the log names some peer.
         peers = [f"nodns-{i}.nodns.{namespace}.svc" for i in (1, 2)]
