@@ -74,7 +74,8 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
          "--set", "operator.preflightTimeoutSeconds=20", "--wait", "--kubeconfig", kc, timeout=240)
     try:
         # Three 8-GPU nodes on two real nodes: node 2 stays Pending, so its name never resolves.
-        _create(custom, namespace, real_job("nodns", 3, "print('never')", gpus=8,
+        # Not ganged (a native gang would bind none of the three), so two run and wait for the third's name.
+        _create(custom, namespace, real_job("nodns", 3, "print('never')", gpus=8, scheduling={"nativePodGroup": False},
                                             failurePolicy={"maxRestarts": 0}))
 
         # While it waits, the preflight says which peer it waits for (node 2 is Pending: the job's
