@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 
 from kubernetes import client
+from multinode.api import LABEL_JOB_NAME
 from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 from localcluster.images import TRAINER_IMAGE
 from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
@@ -110,6 +112,19 @@ def clients(cluster: LocalCluster) -> tuple[client.CoreV1Api, client.CustomObjec
 
 def pod_log(core: client.CoreV1Api, namespace: str, name: str) -> str:
     return core.read_namespaced_pod_log(name, namespace)
+
+
+def attempt_logs(core: client.CoreV1Api, namespace: str, job: str, attempt: int) -> dict[int, str]:
+    """The logs of job `job`'s pods of `attempt` whose trainer has started, by node index."""
+    logs = {}
+    for pod in core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={job}").items:
+        match = re.fullmatch(rf"{job}-(\d+)-a{attempt}", pod.metadata.name)
+        if match and pod.status.phase in ("Running", "Succeeded", "Failed"):
+            try:
+                logs[int(match.group(1))] = pod_log(core, namespace, pod.metadata.name)
+            except client.ApiException:
+                pass  # the container has not started yet
+    return logs
 
 
 

@@ -39,6 +39,7 @@ from peers import BENCH_NODE_MONITOR_GRACE, RawWatch, identity, machine, rss_now
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
 from localcluster.harness.trainingjobs import training_job
+from localcluster.harness.waiting import wait_for
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 
@@ -152,11 +153,8 @@ class Bench:
         self.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL,
                                                                propagation_policy="Background")
         self.core.delete_collection_namespaced_pod(self.ns, grace_period_seconds=0)
-        deadline = time.monotonic() + timeout
-        while json.loads(self.core.list_namespaced_pod(self.ns, limit=1, _preload_content=False).data)["items"]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"pods still there after {timeout}s")
-            time.sleep(0.5)
+        wait_for(lambda: not json.loads(self.core.list_namespaced_pod(self.ns, limit=1, _preload_content=False).data)[
+            "items"], timeout=timeout, what="the bench's pods gone", interval=0.5)
 
     def stop(self) -> None:
         for w in self.watches:

@@ -15,14 +15,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
-from kubernetes import client
 from localcluster import LocalCluster
 
 from localcluster.harness.kube import kubectl
 from localcluster.harness.waiting import wait_for
-from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from multinode.api import GROUP, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.realnodes import clients, pod_log
+from tests.support.realnodes import attempt_logs, clients
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "real"
 NAME = "hang-resume"
@@ -67,17 +66,6 @@ def _steps(log: str) -> list[int]:
     return [int(m) for m in re.findall(r"^step=(\d+) rank=\d+ loss=", log, re.M)]
 
 
-def _attempt_logs(core: client.CoreV1Api, namespace: str, attempt: int) -> dict[int, str]:
-    logs = {}
-    for pod in core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={NAME}").items:
-        match = re.fullmatch(rf"{NAME}-(\d+)-a{attempt}", pod.metadata.name)
-        if match and pod.status.phase in ("Running", "Succeeded", "Failed"):
-            try:
-                logs[int(match.group(1))] = pod_log(core, namespace, pod.metadata.name)
-            except client.ApiException:
-                pass  # the container has not started yet
-    return logs
-
 
 def test_a_hung_gang_resumes_from_the_latest_complete_checkpoint(
         operator_namespace: tuple[LocalCluster, str]) -> None:
@@ -121,7 +109,7 @@ def test_a_hung_gang_resumes_from_the_latest_complete_checkpoint(
 
     # The next attempt starts at the step after the checkpoint, on every rank, and finishes.
     def training(attempt: int) -> dict[int, str] | None:
-        logs = _attempt_logs(core, namespace, attempt)
+        logs = attempt_logs(core, namespace, NAME, attempt)
         return logs if len(logs) == 2 and all(_steps(log) for log in logs.values()) else None
 
     logs = wait_for(lambda: training(1), timeout=300, what="both ranks of attempt 1 to log steps")
@@ -129,7 +117,7 @@ def test_a_hung_gang_resumes_from_the_latest_complete_checkpoint(
         assert f"resumed_from={at_restart['resumedFrom']} step={resumed_step}" in log, log
         assert _steps(log)[0] == resumed_step + 1, log
     final = jobs.wait_phase(custom, namespace, NAME, "Succeeded", timeout=300)
-    for log in _attempt_logs(core, namespace, 1).values():
+    for log in attempt_logs(core, namespace, NAME, 1).values():
         assert re.search(rf"^done step={STEPS}", log, re.M), log
     lost = final["status"]["goodput"]["lost"]
     assert (lost.get("hang", 0), lost.get("redone", 0)) == (hang, redone), lost  # one restart, counted once

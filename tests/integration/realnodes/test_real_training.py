@@ -12,10 +12,9 @@ from kubernetes import client
 from localcluster import LocalCluster
 from localcluster.faults import kill_worker_script
 
-from multinode.api import LABEL_JOB_NAME
 from tests.support import jobs
 from localcluster.harness.kube import kubectl, new_namespace
-from tests.support.realnodes import clients, pod_log
+from tests.support.realnodes import attempt_logs, clients
 from localcluster.harness.waiting import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "real"
@@ -26,18 +25,6 @@ KILL_WORKER = kill_worker_script("/app/train.py")
 def _status(custom: client.CustomObjectsApi, namespace: str) -> dict:
     return jobs.get_job(custom, namespace, JOB).get("status") or {}
 
-
-def _trainer_logs(core: client.CoreV1Api, namespace: str, attempt: int) -> dict[int, str]:
-    pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={JOB}").items
-    logs = {}
-    for pod in pods:
-        match = re.fullmatch(rf"{JOB}-(\d+)-a{attempt}", pod.metadata.name)
-        if match and pod.status.phase in ("Running", "Succeeded", "Failed"):
-            try:
-                logs[int(match.group(1))] = pod_log(core, namespace, pod.metadata.name)
-            except client.ApiException:
-                pass  # the container has not started yet
-    return logs
 
 
 def _steps(log: str) -> list[int]:
@@ -55,7 +42,7 @@ def test_the_real_example_trains_survives_a_killed_rank_and_resumes(
 
         # Rendezvous from the env alone: both ranks train, and the all-reduce sum of the ranks is right.
         def both_training(attempt: int):
-            logs = _trainer_logs(core, namespace, attempt)
+            logs = attempt_logs(core, namespace, JOB, attempt)
             return logs if len(logs) == 2 and all(_steps(log) for log in logs.values()) else None
 
         logs = wait_for(lambda: both_training(0), timeout=300, what="both ranks of attempt 0 to log steps")
@@ -84,7 +71,7 @@ def test_the_real_example_trains_survives_a_killed_rank_and_resumes(
 
         final = jobs.wait_phase(custom, namespace, JOB, "Succeeded", timeout=300)
         steps = int(yaml.safe_load((EXAMPLE / "trainingjob.yaml").read_text())["spec"]["env"][1]["value"])
-        for log in _trainer_logs(core, namespace, 1).values():
+        for log in attempt_logs(core, namespace, JOB, 1).values():
             assert re.search(rf"^done step={steps}", log, re.M), log
         assert final["status"]["checkpoints"]["latest"]["name"] == f"step-{steps}"
     finally:
