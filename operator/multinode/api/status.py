@@ -62,8 +62,8 @@ class SchedulingStatus(ApiModel):
     gang: GangMode = Field(description="PodGroup (native gang scheduling), Volcano or Coscheduling "
                                        "(spec.scheduling names that scheduler; the operator made its PodGroup), "
                                        "External (spec.podGroup: labels for an out-of-tree gang scheduler) or "
-                                       "None (the apiserver serves no PodGroup; partial gangs are released after "
-                                       "a timeout).")
+                                       "None (the apiserver serves no PodGroup, or spec.scheduling.nativePodGroup "
+                                       "is false; partial gangs are released after a timeout).")
     pod_group: str | None = Field(None, max_length=253, description="The attempt's PodGroup (gang PodGroup, "
                                                                    "Volcano or Coscheduling).")
     partial_since: str | None = Field(None, description="Gang None: since when some pods are bound and others "

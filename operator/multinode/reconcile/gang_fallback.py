@@ -28,7 +28,11 @@ from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Event, Plan, Verdict
 from multinode.reconcile.restarts import backoff_seconds, new_attempt
 
-NOT_GANGED = "not ganged: the apiserver serves no scheduling.k8s.io/v1alpha2 PodGroup"
+def not_ganged(job: TrainingJob) -> str:
+    """Why the job has no gang: said in every fallback message, so a user sees it is their choice or the cluster's."""
+    if not job.spec.scheduling.native_pod_group:
+        return "not ganged: spec.scheduling.nativePodGroup is false"
+    return "not ganged: the apiserver serves no scheduling.k8s.io/v1alpha2 PodGroup"
 
 
 def _fallback(status: TrainingJobStatus) -> bool:
@@ -50,7 +54,7 @@ def wait_before_retry(job: TrainingJob, status: TrainingJobStatus, older: Iterab
     result.come_back_in(wait if wait > 0 else None)
     gone = f"; {len(lingering)} released pods still terminating" if lingering else ""
     message = (f"waiting for capacity for {job.spec.num_nodes} nodes: released a partial gang "
-               f"({scheduling.releases} so far; {NOT_GANGED}); attempt {status.attempt} is created at "
+               f"({scheduling.releases} so far; {not_ganged(job)}); attempt {status.attempt} is created at "
                f"{scheduling.next_try_time}{gone}")
     set_gang_condition(job, status, False, Reason.PARTIAL_GANG_RELEASED, message, now)
     return Verdict(Phase.PENDING, Reason.PARTIAL_GANG_RELEASED, message)
@@ -71,13 +75,13 @@ def release_partial_gang(job: TrainingJob, status: TrainingJobStatus, current: M
     if not waiting:
         scheduling.partial_since = None
         if len(bound) == n:
-            set_gang_condition(job, status, True, Reason.GANG_PLACED, f"all {n} pods bound ({NOT_GANGED})", now)
+            set_gang_condition(job, status, True, Reason.GANG_PLACED, f"all {n} pods bound ({not_ganged(job)})", now)
         return None
     why = f"{waiting[0].name}: {waiting[0].unschedulable}"
     if not bound:
         scheduling.partial_since = None
         message = (f"waiting for capacity for {n} nodes: {len(waiting)}/{n} pods unschedulable, none bound "
-                   f"(no GPU held; {NOT_GANGED}); {why}")
+                   f"(no GPU held; {not_ganged(job)}); {why}")
         set_gang_condition(job, status, False, Reason.WAITING_FOR_CAPACITY, message, now)
         return Verdict(Phase.PENDING, Reason.WAITING_FOR_CAPACITY, message)
     since = parse_time(scheduling.partial_since, now) if scheduling.partial_since else now
@@ -87,7 +91,7 @@ def release_partial_gang(job: TrainingJob, status: TrainingJobStatus, current: M
     if left > 0:
         result.come_back_in(left)
         message = (f"waiting for capacity for {n} nodes: {len(bound)}/{n} pods bound, {len(waiting)} unschedulable "
-                   f"({NOT_GANGED}); the bound pods are released at {rfc3339(since + timedelta(seconds=timeout))} "
+                   f"({not_ganged(job)}); the bound pods are released at {rfc3339(since + timedelta(seconds=timeout))} "
                    f"unless all fit; {why}")
         set_gang_condition(job, status, False, Reason.WAITING_FOR_CAPACITY, message, now)
         return Verdict(Phase.PENDING, Reason.WAITING_FOR_CAPACITY, message)
@@ -109,7 +113,7 @@ def _release(job: TrainingJob, status: TrainingJobStatus, active: list[ObservedP
     result.come_back_in(delay)
     message = (f"waiting for capacity for {job.spec.num_nodes} nodes: attempt {released} held {bound} bound pods "
                f"for {job.spec.scheduling.partial_gang_timeout_seconds}s while the rest were unschedulable; "
-               f"released them all ({NOT_GANGED}); attempt {status.attempt} at {scheduling.next_try_time} "
+               f"released them all ({not_ganged(job)}); attempt {status.attempt} at {scheduling.next_try_time} "
                f"(release {scheduling.releases}, not a restart)")
     result.events.append(Event("Warning", Reason.PARTIAL_GANG_RELEASED, message))
     set_gang_condition(job, status, False, Reason.PARTIAL_GANG_RELEASED, message, now)

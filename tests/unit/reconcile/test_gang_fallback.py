@@ -111,3 +111,14 @@ def test_a_native_gang_is_never_released_by_the_fallback() -> None:
     assert first.status.scheduling.gang == GangMode.POD_GROUP
     result = run(j, partial(), previous=first.status, now=NOW + timedelta(hours=1), gang_api=True)
     assert result.pods_to_delete == [] and result.status.attempt == 0
+
+
+def test_the_wait_says_whether_the_cluster_or_the_job_turned_the_native_gang_off() -> None:
+    served_but_opted_out = stored_job(3, scheduling={"nativePodGroup": False})
+    result = run(served_but_opted_out, partial(), previous=started(served_but_opted_out), gang_api=True)
+    assert "not ganged: spec.scheduling.nativePodGroup is false" in condition(result.status, "GangScheduled").message
+
+    not_served = job()
+    result = run(not_served, partial(), previous=started(not_served), gang_api=False)
+    assert "the apiserver serves no scheduling.k8s.io/v1alpha2 PodGroup" in condition(result.status,
+                                                                                      "GangScheduled").message
