@@ -127,6 +127,33 @@ def attempt_logs(core: client.CoreV1Api, namespace: str, job: str, attempt: int)
     return logs
 
 
+# The chart's release in the real-node tests is named "mn": its operator pods and its leader Lease.
+OPERATOR_SELECTOR = "app.kubernetes.io/name=multinode-operator"
+OPERATOR_LEASE = "mn-multinode-operator"
+
+
+def leading_operator(core: client.CoreV1Api, namespace: str) -> client.V1Pod | None:
+    """The operator replica that holds the Lease (the chart runs two), or None while none of the live ones does."""
+    pods = [p for p in core.list_namespaced_pod(namespace, label_selector=OPERATOR_SELECTOR).items
+            if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+    lease = client.CoordinationV1Api(core.api_client).read_namespaced_lease(OPERATOR_LEASE, namespace)
+    holder = lease.spec.holder_identity or ""
+    leaders = [p for p in pods if holder.startswith(p.metadata.name + "_")]
+    return leaders[0] if len(leaders) == 1 else None
+
+
+def wait_operator_env(core: client.CoreV1Api, namespace: str, name: str, value: str,
+                      timeout: float = 180) -> client.V1Pod:
+    """After a `helm upgrade`: wait until no operator pod with another `name` is left (not even one
+    terminating) and a new one leads. `helm --wait` returns once the new pods are Ready, while an old leader
+    may still act for its grace period: a job created then would be reconciled with the old settings."""
+    def rolled_out() -> client.V1Pod | None:
+        pods = core.list_namespaced_pod(namespace, label_selector=OPERATOR_SELECTOR).items
+        env = [{e.name: e.value for e in p.spec.containers[0].env or []}.get(name) for p in pods]
+        return leading_operator(core, namespace) if pods and all(v == value for v in env) else None
+
+    return wait_for(rolled_out, timeout=timeout, what=f"every operator pod with {name}={value}, one leading")
+
 
 def real_job(name: str, num_nodes: int, script: str, *, gpus: int = 1, image: str = TRAINER_IMAGE, **spec) -> dict:
     """A TrainingJob for real nodes whose trainers run `script` with python3 (no torch needed)."""

@@ -17,7 +17,7 @@ from multinode.api.timestamps import parse_time
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
 from localcluster.harness.kube import new_namespace
-from tests.support.realnodes import REAL_NODES, clients, pod_log, real_job, real_node_name
+from tests.support.realnodes import REAL_NODES, clients, leading_operator, pod_log, real_job, real_node_name
 from localcluster.harness.waiting import wait_for
 
 JOB = "lossy"
@@ -44,14 +44,9 @@ def _running_on(core: client.CoreV1Api, namespace: str, attempt: int) -> set[str
 
 def _operator_node(core: client.CoreV1Api, operator_namespace: str) -> str:
     """The node of the replica that leads (the chart runs two; the Lease names the leader's pod)."""
-    pods = [p for p in core.list_namespaced_pod(operator_namespace).items
-            if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
-    lease = client.CoordinationV1Api(core.api_client).read_namespaced_lease("mn-multinode-operator",
-                                                                           operator_namespace)
-    holder = lease.spec.holder_identity or ""
-    leaders = [p for p in pods if holder.startswith(p.metadata.name + "_")]
-    assert len(leaders) == 1, (holder, [p.metadata.name for p in pods])
-    return leaders[0].spec.node_name
+    leader = leading_operator(core, operator_namespace)
+    assert leader is not None, "one live operator replica holds the Lease"
+    return leader.spec.node_name
 
 
 def _cordon(core: client.CoreV1Api, node: str, cordoned: bool) -> None:
