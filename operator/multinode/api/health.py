@@ -62,8 +62,9 @@ class HealthReason(StrEnum):
 class CollectiveBandwidthSpec(ApiModel):
     """A short ring all-reduce over TCP between the job's pods, in their preflights, before training."""
 
+    # Kubernetes' schema spells an exclusive bound as minimum plus exclusiveMinimum: true (api/progress.py).
     min_gbps: float = Field(
-        gt=0, le=10000,
+        gt=0, le=10000, json_schema_extra={"minimum": 0, "exclusiveMinimum": True},
         description="Floor, in Gbit/s, for each ring link between two pods. A node whose inbound and outbound "
                     "links are both below it fails with CollectiveBandwidthLow; its neighbours, which see only "
                     "one slow link each, pass.")
