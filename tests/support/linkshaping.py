@@ -75,12 +75,12 @@ def shaped_pod_link(pid: int, rate: str) -> Iterator[str]:
         finally:
             # Fails only when the pod is gone, and its namespace with it.
             subprocess.run(["nsenter", "-t", str(pid), "-n", "tc", "qdisc", "del", "dev", "eth0", "root"],
-                           capture_output=True, timeout=30)
+                           capture_output=True, timeout=30, check=False)
     finally:
-        subprocess.run(["tc", "qdisc", "del", "dev", veth, "root"], capture_output=True, timeout=30)
+        subprocess.run(["tc", "qdisc", "del", "dev", veth, "root"], capture_output=True, timeout=30, check=False)
         wait_for(lambda: not _link_exists(veth) or "tbf" not in qdiscs(veth), timeout=10,
                  what=f"the tbf qdisc on {veth} removed")
 
 
 def _link_exists(device: str) -> bool:
-    return subprocess.run(["ip", "link", "show", device], capture_output=True, timeout=30).returncode == 0
+    return subprocess.run(["ip", "link", "show", device], capture_output=True, timeout=30, check=False).returncode == 0
