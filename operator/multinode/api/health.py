@@ -30,6 +30,14 @@ MAX_EXCLUDED_NODES = 32
 MAX_HEALTH_MESSAGE = 1024
 # The key that marks a termination message as a health verdict (older preflights wrote plain text).
 HEALTH_KEY = "health"
+# spec.healthCheck.collectiveBandwidth bounds. The buffer is held in the preflight's memory about three times
+# over (input, result, the expected result): 1 GiB is past what a link floor needs and below what a GPU node
+# can spare for a moment.
+DEFAULT_COLLECTIVE_SIZE_MIB = 64
+MAX_COLLECTIVE_SIZE_MIB = 1024
+DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 60
+MIN_COLLECTIVE_TIMEOUT_SECONDS = 5
+MAX_COLLECTIVE_TIMEOUT_SECONDS = 600
 
 
 class HealthStatus(StrEnum):
@@ -45,6 +53,30 @@ class HealthReason(StrEnum):
     RDMA_DEVICES_MISSING = "RDMADevicesMissing"
     MEMLOCK_TOO_LOW = "MemlockTooLow"
     SHM_TOO_SMALL = "ShmTooSmall"
+    # The node's inbound and outbound ring links both measured below collectiveBandwidth.minGbps.
+    COLLECTIVE_BANDWIDTH_LOW = "CollectiveBandwidthLow"
+    # The ring all-reduce finished, but the node's reduced buffer has the wrong checksum.
+    COLLECTIVE_RESULT_WRONG = "CollectiveResultWrong"
+
+
+class CollectiveBandwidthSpec(ApiModel):
+    """A short ring all-reduce over TCP between the job's pods, in their preflights, before training."""
+
+    # Kubernetes' schema spells an exclusive bound as minimum plus exclusiveMinimum: true (api/progress.py).
+    min_gbps: float = Field(
+        gt=0, le=10000, json_schema_extra={"minimum": 0, "exclusiveMinimum": True},
+        description="Floor, in Gbit/s, for each ring link between two pods. A node whose inbound and outbound "
+                    "links are both below it fails with CollectiveBandwidthLow; its neighbours, which see only "
+                    "one slow link each, pass.")
+    size_mib: int = Field(
+        DEFAULT_COLLECTIVE_SIZE_MIB, alias="sizeMiB", ge=1, le=MAX_COLLECTIVE_SIZE_MIB,
+        description="Size of the all-reduced buffer in MiB; each link also carries this much alone to measure "
+                    "its rate. The preflight's memory limit grows by three times this.")
+    timeout_seconds: int = Field(
+        DEFAULT_COLLECTIVE_TIMEOUT_SECONDS, ge=MIN_COLLECTIVE_TIMEOUT_SECONDS, le=MAX_COLLECTIVE_TIMEOUT_SECONDS,
+        description="Time for the whole test after every peer's DNS name resolves: the ring connecting, the "
+                    "link rates and the all-reduce. A peer that has not connected by then fails the preflight "
+                    "with CollectivePeerUnreachable.")
 
 
 class HealthCheckSpec(ApiModel):
@@ -69,6 +101,25 @@ class HealthCheckSpec(ApiModel):
     exclusion_seconds: int = Field(
         DEFAULT_EXCLUSION_SECONDS, ge=60, le=MAX_EXCLUSION_SECONDS,
         description="How long a node that failed is kept out of the job's attempts (status.excludedNodes).")
+    collective_bandwidth: CollectiveBandwidthSpec | None = Field(
+        None, description="When set, the preflights of an attempt run a ring all-reduce across the nodes once "
+                          "every peer resolves, and fail a node whose ring links are both slower than minGbps. "
+                          "Off unless set.")
+
+
+class BandwidthFigures(ApiModel):
+    """What a node measured in the collective bandwidth test, in Gbit/s (nccl-tests' GB/s times 8)."""
+
+    model_config = ConfigDict(frozen=True, **ApiModel.model_config)
+
+    inbound_gbps: float = Field(ge=0, description="Rate of the ring link from the previous node into this one.")
+    outbound_gbps: float = Field(ge=0, description="Rate of the ring link from this node to the next one.")
+    algbw_gbps: float | None = Field(
+        None, ge=0, description="All-reduce algorithm bandwidth: buffer size / time. Absent when the all-reduce "
+                                "was skipped because a node's links were too slow.")
+    busbw_gbps: float | None = Field(
+        None, ge=0, description="All-reduce bus bandwidth, algbw * 2(n-1)/n as nccl-tests define it: comparable "
+                                "to a link's rate whatever the node count.")
 
 
 class NodeHealth(ApiModel):
@@ -79,9 +130,12 @@ class NodeHealth(ApiModel):
 
     status: HealthStatus = Field(description="Passed or Failed.")
     reason: str = Field(max_length=128, description="CamelCase: Healthy, GPUsNotVisible, RDMADevicesMissing, "
-                                                    "MemlockTooLow or ShmTooSmall.")
+                                                    "MemlockTooLow, ShmTooSmall, CollectiveBandwidthLow or "
+                                                    "CollectiveResultWrong.")
     message: str | None = Field(None, max_length=MAX_HEALTH_MESSAGE,
                                 description="What was found; in status.nodeStatuses only when it failed.")
+    bandwidth: BandwidthFigures | None = Field(
+        None, description="The collective bandwidth test's figures (healthCheck.collectiveBandwidth), passed or not.")
 
 
 class ExcludedNode(ApiModel):
@@ -93,9 +147,13 @@ class ExcludedNode(ApiModel):
     until: str = Field(description="RFC3339 time the exclusion ends.", json_schema_extra={"format": "date-time"})
 
 
-def health_message(status: HealthStatus, reason: str, message: str) -> str:
+def health_message(status: HealthStatus, reason: str, message: str,
+                   bandwidth: BandwidthFigures | None = None) -> str:
     """The termination message of a preflight that ran the health check."""
-    return json.dumps({HEALTH_KEY: status.value, "reason": reason, "message": message[:MAX_HEALTH_MESSAGE]})
+    data: dict[str, Any] = {HEALTH_KEY: status.value, "reason": reason, "message": message[:MAX_HEALTH_MESSAGE]}
+    if bandwidth is not None:
+        data["bandwidth"] = bandwidth.model_dump(by_alias=True, exclude_none=True)
+    return json.dumps(data)
 
 
 def parse_health_message(text: str | None) -> NodeHealth | None:
@@ -104,7 +162,9 @@ def parse_health_message(text: str | None) -> NodeHealth | None:
         return None
     try:
         data: Any = json.loads(text)
+        bandwidth = data.get("bandwidth")
         return NodeHealth(status=HealthStatus(data[HEALTH_KEY]), reason=str(data["reason"])[:128],
-                          message=str(data.get("message") or "")[:MAX_HEALTH_MESSAGE] or None)
+                          message=str(data.get("message") or "")[:MAX_HEALTH_MESSAGE] or None,
+                          bandwidth=BandwidthFigures.model_validate(bandwidth) if bandwidth is not None else None)
     except (ValueError, KeyError, TypeError):
         return None

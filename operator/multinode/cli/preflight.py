@@ -19,7 +19,7 @@ from pathlib import Path
 
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS, EnvName, node_dns_name
 from multinode.api.health import HealthStatus, health_message
-from multinode.cli import health
+from multinode.cli import bandwidth, health
 
 log = logging.getLogger("multinode.preflight")
 
@@ -106,6 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--make-dir", action="append", default=[], metavar="PATH",
                         help="create this directory first (the job's cache dir); repeatable")
     health.add_arguments(parser)
+    bandwidth.add_arguments(parser)
 
 
 def make_dirs(paths: list[str]) -> str | None:
@@ -119,26 +120,45 @@ def make_dirs(paths: list[str]) -> str | None:
     return None
 
 
-def check_health(args: argparse.Namespace) -> tuple[bool, str | None]:
-    """Run the node health check the arguments ask for: (passed, the verdict's termination message)."""
+def check_health(args: argparse.Namespace) -> tuple[bool, health.Verdict | None]:
+    """Run the node health check the arguments ask for: (passed, its verdict; None when nothing was asked)."""
     request = health.request_from_args(args)
     if request.empty:
         return True, None
     verdict = health.evaluate(request, health.gather(request))
-    message = health_message(verdict.status, verdict.reason, verdict.message)
     if verdict.status == HealthStatus.FAILED:
         log.error("node health check failed: %s: %s", verdict.reason, verdict.message)
-        return False, message
+        return False, verdict
     log.info("node health check passed: %s", verdict.message)
-    return True, message
+    return True, verdict
+
+
+def check_bandwidth(request: bandwidth.BandwidthRequest, names: list[str],
+                    local: health.Verdict | None) -> tuple[bool, str]:
+    """Run the collective bandwidth test after the local checks passed: (passed, the termination message)."""
+    log.info("collective bandwidth test: node %d of %d, %d MiB, floor %g Gbit/s per link, %gs",
+             request.rank, len(names), request.size_bytes // bandwidth.MIB, request.min_gbps, request.timeout)
+    found = bandwidth.check(request, names)
+    if isinstance(found, str):
+        log.error("%s", found)
+        return False, found
+    verdict, figures = found
+    if verdict.status == HealthStatus.FAILED:
+        log.error("node health check failed: %s: %s", verdict.reason, verdict.message)
+        return False, health_message(verdict.status, verdict.reason, verdict.message, figures)
+    log.info("node health check passed: %s", verdict.message)
+    words = verdict.message if local is None else f"{local.message}; {verdict.message}"
+    return True, health_message(HealthStatus.PASSED, verdict.reason, words, figures)
 
 
 def run(args: argparse.Namespace) -> int:
     # Health first: it takes a moment and fails the node at once, before peers wait on its DNS name.
     healthy, verdict = check_health(args)
+    message = None if verdict is None else health_message(verdict.status, verdict.reason, verdict.message)
     if not healthy:
-        _write_termination_message(verdict or "")
+        _write_termination_message(message or "")
         return 1
+    collective_request = bandwidth.request_from_args(args)
     failure = make_dirs(args.make_dir)
     if failure:
         log.error("%s", failure)
@@ -147,9 +167,13 @@ def run(args: argparse.Namespace) -> int:
     names = args.peers.split(",") if args.peers else peers_from_env(dict(os.environ))
     log.info("waiting up to %.0fs for %d peers to resolve: %s", args.timeout, len(names), describe(names))
     missing = wait_for_peers(names, timeout=args.timeout, interval=args.interval)
+    if not missing and collective_request is not None:
+        passed, message = check_bandwidth(collective_request, names, verdict)
+        _write_termination_message(message)
+        return 0 if passed else 1
     if not missing:
-        if verdict is not None:  # the operator records a passed check in status.nodeStatuses too
-            _write_termination_message(verdict)
+        if message is not None:  # the operator records a passed check in status.nodeStatuses too
+            _write_termination_message(message)
         return 0
     message = (f"PeerDNSUnresolved: {len(missing)}/{len(names)} peers did not resolve within "
                f"{args.timeout:.0f}s: {describe(missing)}")

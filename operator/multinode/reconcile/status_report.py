@@ -48,7 +48,7 @@ def change_phase(status: TrainingJobStatus, before: TrainingJobStatus, verdict: 
 
 def _row_health(health: NodeHealth | None) -> NodeHealth | None:
     # A passed verdict's words would repeat the request on every row: the row keeps them only when the check
-    # failed.
+    # failed. Its figures (the collective bandwidth test's) stay either way.
     if health is None or health.status == HealthStatus.FAILED or health.message is None:
         return health
     return health.model_copy(update={"message": None})

@@ -33,6 +33,33 @@ def health_args(job: TrainingJob) -> list[str]:
     return args
 
 
+def collective_args(job: TrainingJob, index: int) -> list[str]:
+    """`multinode preflight` arguments of the collective bandwidth test ([] when it is off). The port and the
+    ring's id are the attempt's MASTER_PORT and MULTINODE_RDZV_ID, which the preflight reads from its env."""
+    check = job.spec.health_check
+    bandwidth = check.collective_bandwidth
+    if not check.enabled or bandwidth is None:
+        return []
+    return ["--collective-min-gbps", f"{bandwidth.min_gbps:g}", "--collective-size-mib", str(bandwidth.size_mib),
+            "--collective-timeout", str(bandwidth.timeout_seconds), "--node-index", str(index)]
+
+
+# The test's Python moves the buffer with two threads and reduces it on the CPU: under the preflight's usual
+# 0.1 CPU it would measure its CFS quota, not the links. Memory holds the input, the result and chunk copies.
+COLLECTIVE_CPU_LIMIT = "2"
+COLLECTIVE_MEMORY_FACTOR = 4
+
+
+def collective_limits(job: TrainingJob, memory_mib: int) -> dict[str, str]:
+    """The preflight's CPU and memory limits while it runs the collective test ({} when it is off), given
+    its usual memory limit in MiB."""
+    check = job.spec.health_check
+    bandwidth = check.collective_bandwidth
+    if not check.enabled or bandwidth is None:
+        return {}
+    return {"cpu": COLLECTIVE_CPU_LIMIT, "memory": f"{memory_mib + COLLECTIVE_MEMORY_FACTOR * bandwidth.size_mib}Mi"}
+
+
 def checked_device_limits(job: TrainingJob) -> dict[str, str]:
     """The trainer's device limits the preflight also asks for, so the check sees the trainer's devices.
 

@@ -21,7 +21,15 @@ from multinode.api.status import GangMode
 from multinode.render.attempt_env import env_from_attempt
 from multinode.render.env import node_env, user_env
 from multinode.render.gang_group import gang_pod_keys, gang_scheduler_name
-from multinode.render.health import checked_device_limits, checks_rdma, checks_shm, exclude_nodes, health_args
+from multinode.render.health import (
+    checked_device_limits,
+    checks_rdma,
+    checks_shm,
+    collective_args,
+    collective_limits,
+    exclude_nodes,
+    health_args,
+)
 from multinode.render.storage import CACHE_VOLUME, job_cache_dir, node_storage_mounts, storage_volumes
 from multinode.render.names import (
     check_node,
@@ -37,9 +45,10 @@ from multinode.render.tolerations import pod_tolerations
 
 # The preflight checks the node's health, resolves DNS names and creates the job's cache dir; keep it from
 # competing with the trainer for the node's CPU and memory.
+PREFLIGHT_MEMORY_LIMIT_MIB = 128
 PREFLIGHT_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
-    "limits": {"cpu": "100m", "memory": "128Mi"},
+    "limits": {"cpu": "100m", "memory": f"{PREFLIGHT_MEMORY_LIMIT_MIB}Mi"},
 }
 
 
@@ -102,8 +111,9 @@ def _trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: li
     )
 
 
-def _preflight_container(job: TrainingJob, env_from: list[dict[str, Any]], settings: RenderSettings) -> dict[str, Any]:
-    args = ["--timeout", str(settings.preflight_timeout_seconds), *health_args(job)]
+def _preflight_container(job: TrainingJob, index: int, env_from: list[dict[str, Any]],
+                         settings: RenderSettings) -> dict[str, Any]:
+    args = ["--timeout", str(settings.preflight_timeout_seconds), *health_args(job), *collective_args(job, index)]
     cache_dir = job_cache_dir(job)
     mounts = []
     if checks_shm(job):  # the health check measures the trainer's /dev/shm
@@ -115,6 +125,7 @@ def _preflight_container(job: TrainingJob, env_from: list[dict[str, Any]], setti
     resources = {kind: dict(values) for kind, values in PREFLIGHT_RESOURCES.items()}
     # The trainer's GPUs and RDMA devices, so the health check sees what the trainer will.
     resources["limits"].update(checked_device_limits(job))
+    resources["limits"].update(collective_limits(job, PREFLIGHT_MEMORY_LIMIT_MIB))
     return _without_empty({
         "name": PREFLIGHT_CONTAINER,
         "image": settings.operator_image,
@@ -223,7 +234,7 @@ def render_node_pod(
             # The controller restarts the whole gang; a pod restarting alone cannot
             # rejoin a torch rendezvous that has moved on.
             "restartPolicy": "Never",
-            "initContainers": [_preflight_container(job, env_from, settings)],
+            "initContainers": [_preflight_container(job, index, env_from, settings)],
             "containers": [_trainer_container(job, env_from, [*node_env(job, index, resume_from=resume_from),
                                                               *user_env(job)], image or spec.image)],
             "volumes": [_shm_volume(job), *storage_volumes(job), *_dump_all(template.volumes)],

@@ -49,6 +49,15 @@ INVALID = [
          "spec.hangDetection.stragglers.factor", "should be greater than 1"),
     case("straggler-action-Restart", job(hangDetection={"timeoutSeconds": 60, "stragglers": {"action": "Restart"}}),
          "spec.hangDetection.stragglers.action", 'Unsupported value: "Restart"'),
+    # the collective bandwidth test: a floor, a bounded buffer, a bounded time
+    case("collective-minGbps-zero", job(healthCheck={"collectiveBandwidth": {"minGbps": 0}}),
+         "spec.healthCheck.collectiveBandwidth.minGbps", "should be greater than 0"),
+    case("collective-minGbps-missing", job(healthCheck={"collectiveBandwidth": {"sizeMiB": 8}}),
+         "spec.healthCheck.collectiveBandwidth.minGbps", "Required value"),
+    case("collective-sizeMiB-4096", job(healthCheck={"collectiveBandwidth": {"minGbps": 10, "sizeMiB": 4096}}),
+         "spec.healthCheck.collectiveBandwidth.sizeMiB", "less than or equal to 1024"),
+    case("collective-timeout-1", job(healthCheck={"collectiveBandwidth": {"minGbps": 10, "timeoutSeconds": 1}}),
+         "spec.healthCheck.collectiveBandwidth.timeoutSeconds", "greater than or equal to 5"),
     # counts and ranges
     case("numNodes-zero", training_job("job", 0), "spec.numNodes", "greater than or equal to 1"),
     case("numNodes-negative", training_job("job", -3), "spec.numNodes", "greater than or equal to 1"),

@@ -122,3 +122,25 @@ def test_phase_values_match_printer_vocabulary() -> None:
         "Succeeded",
         "Failed",
     ]
+
+
+@pytest.mark.parametrize(("bandwidth", "field", "words"), [
+    ({"minGbps": 0}, "minGbps", "greater than 0"),
+    ({}, "minGbps", "Field required"),
+    ({"minGbps": 10, "sizeMiB": 0}, "sizeMiB", "greater than or equal to 1"),
+    ({"minGbps": 10, "sizeMiB": 4096}, "sizeMiB", "less than or equal to 1024"),
+    ({"minGbps": 10, "timeoutSeconds": 1}, "timeoutSeconds", "greater than or equal to 5"),
+    ({"minGbps": 10, "timeoutSeconds": 3600}, "timeoutSeconds", "less than or equal to 600"),
+])
+def test_collective_bandwidth_errors_name_the_field(bandwidth: dict, field: str, words: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        spec(healthCheck={"collectiveBandwidth": bandwidth})
+    [error] = caught.value.errors()
+    assert error["loc"] == ("healthCheck", "collectiveBandwidth", field) and words in error["msg"], error
+
+
+def test_collective_bandwidth_is_off_unless_set_and_defaults_its_size_and_time() -> None:
+    assert spec().health_check.collective_bandwidth is None
+    bandwidth = spec(healthCheck={"collectiveBandwidth": {"minGbps": 25}}).health_check.collective_bandwidth
+    assert bandwidth is not None
+    assert (bandwidth.min_gbps, bandwidth.size_mib, bandwidth.timeout_seconds) == (25, 64, 60)

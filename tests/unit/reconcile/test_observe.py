@@ -94,3 +94,20 @@ def test_the_trainers_start_time_is_read_for_hang_detection() -> None:
 
     assert observed({"running": {"startedAt": "2026-11-20T12:00:00Z"}}) == "2026-11-20T12:00:00Z"
     assert observed({"waiting": {"reason": "ContainerCreating"}}) is None
+
+
+def test_the_collective_bandwidth_figures_reach_the_node_s_status_row_passed_or_failed() -> None:
+    from multinode.api.health import BandwidthFigures, HealthStatus, health_message
+    from multinode.reconcile.status_report import _row
+
+    figures = BandwidthFigures(inbound_gbps=9.1, outbound_gbps=8.7, algbw_gbps=6.0, busbw_gbps=8.0)
+    passed = observe_pod(_preflight_ended(0, health_message(HealthStatus.PASSED, "Healthy", "busbw 8", figures)))
+    slow = BandwidthFigures(inbound_gbps=0.0098, outbound_gbps=0.0099)
+    failed = observe_pod(_preflight_ended(1, health_message(HealthStatus.FAILED, "CollectiveBandwidthLow",
+                                                            "both ring links of node 3 are below minGbps 1", slow)))
+
+    assert _row(passed).health.model_dump(by_alias=True, exclude_none=True) == {
+        "status": "Passed", "reason": "Healthy",
+        "bandwidth": {"inboundGbps": 9.1, "outboundGbps": 8.7, "algbwGbps": 6.0, "busbwGbps": 8.0}}
+    assert failed.unhealthy and (failed.reason, failed.health.bandwidth) == ("NodeUnhealthy", slow)
+    assert failed.message == "CollectiveBandwidthLow: both ring links of node 3 are below minGbps 1"

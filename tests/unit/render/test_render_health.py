@@ -93,3 +93,21 @@ def test_excluded_nodes_join_every_term_of_the_users_affinity_and_leave_it_uncha
 def test_no_excluded_nodes_keep_the_affinity_as_is() -> None:
     assert exclude_nodes(None, []) is None
     assert exclude_nodes({"podAffinity": {}}, []) == {"podAffinity": {}}
+
+
+def test_the_collective_bandwidth_test_gets_its_rank_a_core_and_room_for_its_buffer() -> None:
+    job = stored_job(3, healthCheck={"collectiveBandwidth": {"minGbps": 2.5, "sizeMiB": 16, "timeoutSeconds": 30}})
+    for index in range(3):
+        container = preflight(render_node_pod(job, index, 1))
+        assert container["args"] == ["--timeout", "300", "--collective-min-gbps", "2.5", "--collective-size-mib",
+                                     "16", "--collective-timeout", "30", "--node-index", str(index)]
+        # 128Mi as usual plus 4 x 16 MiB; two cores: it must measure the links, not its CPU quota.
+        assert container["resources"]["limits"] == {"cpu": "2", "memory": "192Mi"}
+        assert container["resources"]["requests"] == {"cpu": "50m", "memory": "64Mi"}
+
+
+def test_the_collective_test_is_off_with_the_health_check() -> None:
+    job = stored_job(3, healthCheck={"enabled": False, "collectiveBandwidth": {"minGbps": 2.5}})
+    container = preflight(render_node_pod(job, 0, 0))
+    assert container["args"] == ["--timeout", "300"]
+    assert container["resources"]["limits"] == {"cpu": "100m", "memory": "128Mi"}
