@@ -88,7 +88,7 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
                     log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="preflight")
                 except client.ApiException:
                     continue  # not bound, or the init container has not started yet
-                if "waiting for 1/3 peers" in log:
+                if log and "waiting for 1/3 peers" in log:
                     logs[pod.metadata.name] = log
             return logs if len(logs) == 2 else None
 
