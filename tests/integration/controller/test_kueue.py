@@ -81,7 +81,8 @@ def queue(core: client.CoreV1Api, custom: client.CustomObjectsApi, kueue_operato
 
     def active() -> bool:
         cq = custom.get_cluster_custom_object(group, version, "clusterqueues", cluster_queue)
-        return any(c["type"] == "Active" and c["status"] == "True" for c in (cq.get("status") or {}).get("conditions", []))
+        conditions = (cq.get("status") or {}).get("conditions", [])
+        return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
 
     wait_for(active, timeout=30, what=f"ClusterQueue {cluster_queue} Active")
     yield ns

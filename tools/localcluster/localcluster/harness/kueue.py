@@ -101,8 +101,8 @@ class KueueProcess:
         for crd in CONVERTED:
             # Polled, not `kubectl wait`: a CRD just applied may have no status.conditions yet, which it takes
             # for an error.
-            wait_for(lambda: "True" in kubectl(
-                self.kubeconfig, "get", f"crd/{crd}.kueue.x-k8s.io", "-o",
+            wait_for(lambda name=f"crd/{crd}.kueue.x-k8s.io": "True" in kubectl(
+                self.kubeconfig, "get", name, "-o",
                 "jsonpath={.status.conditions[?(@.type=='Established')].status}", check=False).stdout,
                 timeout=60, what=f"CRD {crd}.kueue.x-k8s.io Established")
         self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
