@@ -266,8 +266,8 @@ build_kubeflow() {
     github.com/kubeflow/training-operator/cmd/training-operator.v1 manifests/base/crds
 }
 
-# Kueue, optional (not built by `make test`): its controller manager and CRDs, for checking the suspend
-# contract against a real Kueue by hand (docs/user-guide.md#kueue).
+# Kueue: its controller manager and CRDs, for the test of the operator's Kueue integration
+# (tests/integration/controller/test_kueue.py; `make peers`, which `make test` runs, builds it).
 build_kueue() {
   build_peer kueue "$KUEUE_VERSION" sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue config/components/crd/bases
 }

@@ -58,7 +58,8 @@ app.kubernetes.io/part-of: multinode
 {{/*
 The operator's rights on namespaced resources: exactly its API calls (operator/multinode/controller).
 - trainingjobs: list/watch (kopf's watch feeds the index; the operator never GETs one), delete
-  (ttlSecondsAfterFinished).
+  (ttlSecondsAfterFinished), patch (spec.suspend only, for jobs queued in Kueue: started when Kueue
+  admits their Workload, stopped when it evicts it).
 - trainingjobs/status: patch (the operator's status); get as well, because the operator grants the
   mirror Role get+patch on it and the apiserver lets a Role be created only by someone who holds
   its rights (RBAC escalation check).
@@ -68,13 +69,16 @@ The operator's rights on namespaced resources: exactly its API calls (operator/m
   previous attempt's is deleted when the next starts). Never read.
 - serviceaccounts, roles, rolebindings: create (each checkpointed job's mirror identity).
 - events: create (phase changes; kopf's warnings).
-No get, update or patch of anything but the jobs' status, and never secrets.
+- workloads (kueue.x-k8s.io): list/watch (index), create and delete (one per queued job);
+  workloads/status: patch (Finished when the job ends, the admission cleared after an eviction).
+No get or update of anything but the jobs' status; patch only of the jobs' status, spec.suspend and
+Kueue Workloads' status; never secrets.
 tests/integration/chart runs a job end to end under exactly these rules.
 */}}
 {{- define "multinode-operator.namespacedRules" -}}
 - apiGroups: ["multinode.dev"]
   resources: ["trainingjobs"]
-  verbs: ["list", "watch", "delete"]
+  verbs: ["list", "watch", "delete", "patch"]
 - apiGroups: ["multinode.dev"]
   resources: ["trainingjobs/status"]
   verbs: ["get", "patch"]
@@ -108,6 +112,13 @@ tests/integration/chart runs a job end to end under exactly these rules.
 - apiGroups: ["scheduling.volcano.sh", "scheduling.x-k8s.io"]
   resources: ["podgroups"]
   verbs: ["list", "create", "delete"]
+{{- /* Kueue: a Workload per job with the label kueue.x-k8s.io/queue-name; its status when the job ends or is evicted. */}}
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["list", "watch", "create", "delete"]
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads/status"]
+  verbs: ["patch"]
 {{- if .Values.rbac.ownerReferencesPermissionEnforcement }}
 - apiGroups: ["multinode.dev"]
   resources: ["trainingjobs/finalizers"]
@@ -120,6 +131,13 @@ tests/integration/chart runs a job end to end under exactly these rules.
 - apiGroups: [""]
   resources: ["nodes"]
   verbs: ["list", "watch"]
+{{- /* Kueue: the admitted flavors' nodeLabels select the pods' nodes; a Workload's priority is its PriorityClass' value. */}}
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["resourceflavors"]
+  verbs: ["list", "watch"]
+- apiGroups: ["scheduling.k8s.io"]
+  resources: ["priorityclasses"]
+  verbs: ["get"]
 {{- end }}
 
 {{- define "multinode-operator.crdMetadata" -}}

@@ -24,6 +24,8 @@ class ConditionType(StrEnum):
     STRAGGLERS = "Stragglers"
     # Whether the attempt's pods were placed together (status.scheduling says by which mechanism).
     GANG_SCHEDULED = "GangScheduled"
+    # With the label kueue.x-k8s.io/queue-name: whether Kueue admitted the job's Workload.
+    KUEUE_ADMITTED = "KueueAdmitted"
 
 
 class Reason(StrEnum):
@@ -43,6 +45,12 @@ class Reason(StrEnum):
     # spec.scheduling names Volcano or coscheduling, and the apiserver serves no PodGroup of that kind (its
     # CRD is not installed): nothing is created until it is.
     GANG_SCHEDULER_NOT_INSTALLED = "GangSchedulerNotInstalled"
+    # KueueAdmitted: the job's Workload waits in its queue; Kueue admitted it (the job runs); Kueue evicted or
+    # preempted it (the job is suspended again and requeued); the apiserver serves no Kueue Workload.
+    QUEUED_IN_KUEUE = "QueuedInKueue"
+    ADMITTED_BY_KUEUE = "AdmittedByKueue"
+    EVICTED_BY_KUEUE = "EvictedByKueue"
+    KUEUE_NOT_INSTALLED = "KueueNotInstalled"
     # Starting: why the pods are not all running
     IMAGE_PULL_FAILING = "ImagePullFailing"
     CRASH_LOOPING = "CrashLooping"

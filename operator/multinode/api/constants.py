@@ -50,6 +50,19 @@ COSCHEDULING_API_GROUP = "scheduling.x-k8s.io"
 COSCHEDULING_API_VERSION = "v1alpha1"
 COSCHEDULING_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
+# Kueue (sigs.k8s.io/kueue) admits a job created suspended with the queue-name label by quota. The operator is
+# the job's Kueue integration (what Kueue's jobframework is for its built-in kinds): it creates the job's
+# Workload and starts or stops the job as Kueue admits or evicts it (reconcile/kueue.py). v1beta2 is the
+# storage version of Kueue v0.17's CRDs (v1beta1 is served too, through Kueue's conversion webhook).
+KUEUE_API_GROUP = "kueue.x-k8s.io"
+KUEUE_API_VERSION = "v1beta2"
+KUEUE_WORKLOAD_KIND = "Workload"
+KUEUE_WORKLOAD_PLURAL = "workloads"
+KUEUE_FLAVOR_PLURAL = "resourceflavors"
+LABEL_KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+# The Workload's one podSet: numNodes pods like the node pod.
+KUEUE_POD_SET = "node"
+
 # Multus reads this pod annotation to attach secondary (usually InfiniBand/RoCE) networks.
 ANNOTATION_MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
 # Label published by NVIDIA GPU Feature Discovery; spec.accelerator selects on it.

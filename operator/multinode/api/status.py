@@ -159,7 +159,7 @@ class TrainingJobStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced, "
-                    "Progressing, Stragglers, GangScheduled), one per type.",
+                    "Progressing, Stragglers, GangScheduled, KueueAdmitted), one per type.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],

@@ -23,8 +23,10 @@ from multinode.controller.index_keys import mirror_key, node_jobs_key
 from multinode.controller.worker import Indices, Reconciler
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import observe_mirror_pod, observe_pod
-from multinode.api.constants import POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL
+from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_FLAVOR_PLURAL, KUEUE_WORKLOAD_PLURAL,
+                                     POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
 from multinode.reconcile.gang import observe_pod_group
+from multinode.reconcile.kueue import observe_flavor, observe_workload
 from multinode.reconcile.placement import observe_node
 
 OWNED = {LABEL_JOB_NAME: kopf.PRESENT}
@@ -97,7 +99,7 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     @kopf.on.startup(registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def configure(settings: kopf.OperatorSettings, job_index: kopf.Index, pod_index: kopf.Index,
                         service_index: kopf.Index, node_index: kopf.Index, pod_group_index: kopf.Index,
-                        **_: Any) -> None:
+                        workload_index: kopf.Index, flavor_index: kopf.Index, **_: Any) -> None:
         configure_kopf(settings, config)
         own_metrics = metrics or OperatorMetrics()
         kube = KubeApi.connect(config.api_concurrency, timeout=config.api_timeout_seconds,
@@ -108,9 +110,14 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         gang_api = await kube.serves_pod_groups()
         logger.info("native gang scheduling (%s/%s PodGroups): %s", POD_GROUP_API_GROUP, POD_GROUP_API_VERSION,
                     "served" if gang_api else "not served; partial gangs are released after a timeout")
+        kueue_api = await kube.serves_kueue()
+        logger.info("Kueue (%s/%s Workloads): %s", KUEUE_API_GROUP, KUEUE_API_VERSION,
+                    "served; jobs with the label kueue.x-k8s.io/queue-name run when Kueue admits them" if kueue_api
+                    else "not served; jobs with a queue name say KueueNotInstalled")
         indices = Indices(jobs=job_index, pods=pod_index, services=service_index, nodes=node_index,
-                          pod_groups=pod_group_index)
-        r = holder["reconciler"] = Reconciler(kube, config, indices, own_metrics, gang_api=gang_api)
+                          pod_groups=pod_group_index, workloads=workload_index, flavors=flavor_index)
+        r = holder["reconciler"] = Reconciler(kube, config, indices, own_metrics, gang_api=gang_api,
+                                              kueue_api=kueue_api)
         own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue), lambda: list(r.figures.values()))
         r.start()
 
@@ -162,6 +169,23 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
                    registry=registry)
     async def pod_group_event(namespace: str, labels: kopf.Labels, **_: Any) -> None:
         reconciler().queue.add((namespace, labels[LABEL_JOB_NAME]))
+
+    # Kueue: the Workloads the operator made (one per queued job), and every ResourceFlavor's nodeLabels (the
+    # admitted flavors' labels select the pods' nodes). Not served without Kueue: kopf logs it and goes on.
+    @kopf.index(KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_PLURAL, labels=OWNED,  # type: ignore[arg-type]  # kopf's protocol: see build_registry
+                id="workload_index", registry=registry)
+    async def workload_index(namespace: str, body: kopf.Body, **_: Any) -> dict:
+        observed = observe_workload(body)
+        return {} if observed is None else {(namespace, observed.job_name): observed}
+
+    @kopf.on.event(KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_PLURAL, labels=OWNED,  # type: ignore[arg-type]  # kopf's protocol: see build_registry
+                   registry=registry)
+    async def workload_event(namespace: str, labels: kopf.Labels, **_: Any) -> None:
+        reconciler().queue.add((namespace, labels[LABEL_JOB_NAME]))
+
+    @kopf.index(KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_FLAVOR_PLURAL, id="flavor_index", registry=registry)
+    async def flavor_index(name: str, body: kopf.Body, **_: Any) -> dict:
+        return {name: observe_flavor(body)}
 
     @kopf.index("", "v1", "services", labels=OWNED, id="service_index", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def service_index(namespace: str, labels: kopf.Labels, name: str, **_: Any) -> dict:

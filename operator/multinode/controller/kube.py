@@ -29,8 +29,8 @@ from kubernetes import client, config
 
 from multinode import __version__
 from multinode.api import GROUP, KIND, PLURAL, VERSION
-from multinode.api.constants import (LABEL_ATTEMPT, LABEL_JOB_NAME, POD_GROUP_API_GROUP, POD_GROUP_API_VERSION,
-                                     POD_GROUP_PLURAL)
+from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_PLURAL, LABEL_ATTEMPT,
+                                     LABEL_JOB_NAME, POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
 from multinode.api.timestamps import rfc3339
 
 JSON = "application/json"
@@ -65,6 +65,7 @@ _COLLECTIONS = {
     "Event": ("/api/v1", "events", "create_namespaced_event"),
     "PodGroup": (f"/apis/{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}", POD_GROUP_PLURAL,
                  "create_namespaced_pod_group"),
+    "Workload": (f"/apis/{KUEUE_API_GROUP}/{KUEUE_API_VERSION}", KUEUE_WORKLOAD_PLURAL, "create_namespaced_workload"),
 }
 
 
@@ -182,6 +183,55 @@ class KubeApi:
         except ApiError:
             return False
         return any(r.get("name") == POD_GROUP_PLURAL for r in json.loads(data).get("resources", []))
+
+    async def serves_kueue(self) -> bool:
+        """Whether the apiserver serves Kueue's Workloads (Kueue's CRDs are installed). Asked once at start, as
+        for native PodGroups: any failure to ask counts as no, and jobs with a queue name say so."""
+        try:
+            data = await self._call("get_api_resources", "GET", f"/apis/{KUEUE_API_GROUP}/{KUEUE_API_VERSION}", None)
+        except ApiError:
+            return False
+        return any(r.get("name") == KUEUE_WORKLOAD_PLURAL for r in json.loads(data).get("resources", []))
+
+    async def patch_job_suspend(self, namespace: str, name: str, suspend: bool) -> None:
+        """Set spec.suspend: the job's Kueue integration starts (false) or stops (true) it, as Kueue's
+        jobframework does for the kinds it knows. The only write of a job's spec."""
+        try:
+            await self._call("patch_namespaced_custom_object", "PATCH", _job_path(namespace, name),
+                             {"spec": {"suspend": suspend}}, MERGE_PATCH)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+    async def patch_workload_status(self, namespace: str, name: str, resource_version: str, status: dict) -> None:
+        """Merge-patch a Kueue Workload's status, guarded by `resource_version` (409 when Kueue wrote it since:
+        the reconcile is retried with the newer object)."""
+        prefix, collection, _ = _COLLECTIONS["Workload"]
+        await self._call("patch_namespaced_workload_status", "PATCH",
+                         f"{prefix}/namespaces/{namespace}/{collection}/{name}/status",
+                         {"metadata": {"resourceVersion": resource_version}, "status": status}, MERGE_PATCH)
+
+    async def delete_workload(self, namespace: str, name: str) -> None:
+        prefix, collection, _ = _COLLECTIONS["Workload"]
+        try:
+            await self._call("delete_namespaced_workload", "DELETE",
+                             f"{prefix}/namespaces/{namespace}/{collection}/{name}",
+                             {"propagationPolicy": "Background"})
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+    async def priority_class_value(self, name: str) -> int | None:
+        """The value of PriorityClass `name` (a Kueue Workload's spec.priority); None when there is none."""
+        try:
+            data = await self._call("read_priority_class", "GET", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}",
+                                    None)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+        value = json.loads(data).get("value")
+        return int(value) if value is not None else None
 
     async def create(self, namespace: str, body: dict) -> None:
         """Create a Pod, Service, ConfigMap, ServiceAccount, Role, RoleBinding or PodGroup (the kinds the

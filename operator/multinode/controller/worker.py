@@ -31,6 +31,7 @@ from multinode.controller.settings import OperatorSettings
 from multinode.controller.status_patch import describe_validation_error, dump_status, status_patch
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
+from multinode.reconcile.kueue import queue_name
 from multinode.reconcile.node_loss import NodeDown, node_down
 from multinode.reconcile.outcome import only_named, pod_names
 from multinode.reconcile.placement import needs_nodes
@@ -65,6 +66,8 @@ class Indices:
     services: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → Service name
     nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode; name → its own
     pod_groups: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPodGroup
+    workloads: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedWorkload
+    flavors: Mapping[Hashable, Any] = field(default_factory=dict)  # ResourceFlavor name → its nodeLabels
 
 
 def _single(store: Any) -> Any:
@@ -100,8 +103,10 @@ def _exists(error: BaseException) -> bool:
 
 class Reconciler:
     def __init__(self, kube: KubeApi, settings: OperatorSettings, indices: Indices,
-                 metrics: OperatorMetrics | None = None, *, gang_api: bool = False):
+                 metrics: OperatorMetrics | None = None, *, gang_api: bool = False, kueue_api: bool = False):
         self.kube = kube
+        # Whether the apiserver serves Kueue's Workloads (asked once, at start, like gang_api).
+        self.kueue_api = kueue_api
         # Whether the apiserver serves native PodGroups (handlers.py asks discovery once, at start).
         self.gang_api = gang_api
         self.settings = settings
@@ -225,7 +230,8 @@ class Reconciler:
                             nodes=tuple(self.indices.nodes.get(None) or ()) if needs_nodes(job) else (),
                             down_nodes=self._down_nodes(pods),
                             progress=self.probe.progress(key), gone_disruptions=dict(self.gone.get(key) or {}),
-                            gang_api=self.gang_api, pod_groups=tuple(self.indices.pod_groups.get(key) or ()))
+                            gang_api=self.gang_api, pod_groups=tuple(self.indices.pod_groups.get(key) or ()),
+                            **await self._kueue_observed(job, key))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
@@ -246,15 +252,38 @@ class Reconciler:
                                for name in result.pods_to_force_delete),
                              *(self.kube.delete_pod_group(namespace, name)
                                for name in result.pod_groups_to_delete))
+        await asyncio.gather(*(self.kube.delete_workload(namespace, name) for name in result.workloads_to_delete))
+        if result.workload_status is not None:
+            write = result.workload_status
+            await self.kube.patch_workload_status(namespace, write.name, write.resource_version, write.status)
         prune = result.gang_groups_to_prune
         if prune is not None:  # after the attempt's own group was made (_apply_creates)
             await self.kube.prune_gang_groups(namespace, prune.api_version, prune.job, prune.attempt)
         await self._write_status(job, previous or job.status, result)
+        if result.job_suspend is not None and result.job_suspend != job.spec.suspend:
+            # Kueue admitted (false) or evicted (true) the job's Workload: after the status that says so.
+            await self.kube.patch_job_suspend(namespace, job_name, result.job_suspend)
         if result.delete_job:
             await self.kube.delete_job(namespace, job_name)
             return
         if result.requeue_after is not None:
             self.queue.add(key, delay=result.requeue_after)
+
+    async def _kueue_observed(self, job: TrainingJob, key: JobKey) -> dict[str, Any]:
+        """What the Kueue integration reads (reconcile/kueue.py): nothing for a job without a queue name."""
+        if not self.kueue_api or queue_name(job) is None:
+            return {"kueue_api": self.kueue_api}
+        workload = _single(self.indices.workloads.get(key))
+        flavors = {}
+        for name in workload.flavors if workload is not None else ():
+            labels = _single(self.indices.flavors.get(name))
+            if labels is not None:
+                flavors[name] = labels
+        priority = None
+        priority_class = job.spec.pod_template.priority_class_name
+        if workload is None and priority_class:  # read once, when the Workload is made
+            priority = await self.kube.priority_class_value(priority_class)
+        return {"kueue_api": True, "workload": workload, "flavors": flavors, "priority": priority}
 
     def _down_nodes(self, pods: list[ObservedPod]) -> dict[str, NodeDown]:
         """Of the nodes hosting this job's pods, those not Ready or gone: one lookup by name per node, so a

@@ -18,11 +18,12 @@ from multinode.reconcile.status_report import change_phase, fill_node_statuses
 
 
 def suspend(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
-            result: Plan, now: datetime) -> Plan:
-    """spec.suspend: nothing is created and the attempt's pods go."""
+            result: Plan, now: datetime, why: str = "spec.suspend is true") -> Plan:
+    """spec.suspend (or Kueue's not admitting the job, `why` says): nothing is created and the attempt's pods
+    go."""
     result.pods_to_create = []
     result.delete(p.name for p in current.values() if p.active)
-    verdict = Verdict(Phase.SUSPENDED, Reason.SUSPENDED, "spec.suspend is true; no pods run")
+    verdict = Verdict(Phase.SUSPENDED, Reason.SUSPENDED, f"{why}; no pods run")
     conditions: tuple[tuple[str, ConditionStatus], ...] = (
         (ConditionType.SUSPENDED, "True"), (ConditionType.RUNNING, "False"))
     for type_, value in conditions:

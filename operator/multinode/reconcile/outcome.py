@@ -79,6 +79,16 @@ class GroupPrune:
     attempt: int
 
 
+@dataclass(frozen=True)
+class WorkloadStatusWrite:
+    """A write of a Kueue Workload's status (reconcile/kueue.py): a merge patch guarded by the resourceVersion
+    read, since Kueue writes that status too (a conflict is retried with the next observation)."""
+
+    name: str
+    resource_version: str
+    status: dict[str, Any]
+
+
 @dataclass
 class Plan:
     service: dict[str, Any] | None = None
@@ -97,6 +107,11 @@ class Plan:
     pod_groups_to_delete: list[str] = field(default_factory=list)
     # A gang scheduler's PodGroups (Volcano, coscheduling) of earlier attempts, when the next one's is made.
     gang_groups_to_prune: GroupPrune | None = None
+    # Kueue (reconcile/kueue.py): spec.suspend to write (the job is started or stopped as Kueue admits or
+    # evicts its Workload), Workloads to delete, and a write of the Workload's status.
+    job_suspend: bool | None = None
+    workloads_to_delete: list[str] = field(default_factory=list)
+    workload_status: WorkloadStatusWrite | None = None
     status: TrainingJobStatus = field(default_factory=TrainingJobStatus)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None

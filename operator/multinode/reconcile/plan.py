@@ -33,6 +33,7 @@ from multinode.reconcile.gang import (GROUP_MODES, ObservedPodGroup, choose_gang
                                       ensure_pod_group, gang_verdict, placed_domain, scheduler_places_domain)
 from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.image_consistency import check_digests, pinned_image
+from multinode.reconcile.kueue import FLAVOR_WAIT_SECONDS, KueueGate, ObservedWorkload, finish_workload, kueue_gate
 from multinode.reconcile.node_loss import NodeDown, evicted_failure, force_delete_stranded, not_ready_failure
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
 from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, PodStream, Verdict
@@ -50,6 +51,7 @@ from multinode.render import (
     render_headless_service,
     render_node_pod,
 )
+from multinode.render.kueue_workload import render_workload
 from multinode.render.mirror import render_mirror_objects
 from multinode.render.names import job_name, pod_name
 
@@ -76,6 +78,12 @@ class Observed:
     # Whether the apiserver serves native PodGroups (asked once at start), and this job's PodGroups.
     gang_api: bool = False
     pod_groups: tuple[ObservedPodGroup, ...] = ()
+    # Kueue (reconcile/kueue.py): whether the apiserver serves its Workloads (asked once at start), this
+    # job's Workload, every ResourceFlavor's nodeLabels by name, and the value of the job's PriorityClass.
+    kueue_api: bool = False
+    workload: ObservedWorkload | None = None
+    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    priority: int | None = None
 
 
 def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | None, now: datetime,
@@ -101,6 +109,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
 
     if status.phase in TERMINAL_PHASES:
         delete_old_pod_groups(status, observed.pod_groups, result)
+        result.workload_status = finish_workload(job, status, observed.workload, now)
         return lifecycle.clean_up_finished(job, status, list(observed.pods), mirror, result, now)
 
     if not observed.service_exists:
@@ -120,8 +129,10 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     older = [p for p in older if p.name not in forced]
     current = {p.index: p for p in observed.pods if p.attempt == status.attempt and p.index < job.spec.num_nodes}
 
-    if job.spec.suspend:
-        return lifecycle.suspend(job, status, before, current, result, now)
+    gate = _kueue(job, status, observed, result, now, settings)
+    if job.spec.suspend or (gate is not None and gate.hold):
+        why = "spec.suspend is true" if job.spec.suspend and gate is None else "queued in Kueue, not admitted"
+        return lifecycle.suspend(job, status, before, current, result, now, why)
     if status.phase == Phase.SUSPENDED:
         lifecycle.resume(status, current, result)
         current = {}
@@ -139,7 +150,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     if waiting is not None:
         return _report(job, status, before, current, waiting, result, now)
 
-    blocked = _create_missing(job, status, before, current, observed, result, now, settings)
+    blocked = _create_missing(job, status, before, current, observed, result, now, settings, gate)
     delete_old_pod_groups(status, observed.pod_groups, result)
     running = {i for i, p in current.items() if p.phase == PodPhase.RUNNING}
     report_progress(job, status, observed.progress, running, now)
@@ -171,6 +182,22 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     return _report(job, status, before, current, verdict, result, now)
 
 
+def _kueue(job: TrainingJob, status: TrainingJobStatus, observed: Observed, result: Plan, now: datetime,
+           settings: RenderSettings) -> KueueGate | None:
+    """The job's Kueue integration (a job labelled with a queue name): its Workload, and whether it may run."""
+    gate = kueue_gate(job, status, observed.workload, served=observed.kueue_api, flavors=observed.flavors,
+                      pods=observed.pods, now=now)
+    if gate is None:
+        return None
+    if gate.create_workload:
+        result.objects_to_create.append(render_workload(job, settings, priority=observed.priority))
+    if gate.delete_workload:
+        result.workloads_to_delete.append(gate.delete_workload)
+    result.workload_status = gate.workload_status
+    result.job_suspend = gate.set_suspend
+    return gate
+
+
 def _report(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
             verdict: Verdict, result: Plan, now: datetime) -> Plan:
     fill_node_statuses(status, current, job.spec.num_nodes)
@@ -193,11 +220,14 @@ def _fail_attempt(job: TrainingJob, status: TrainingJobStatus, before: TrainingJ
 
 def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,
                     current: dict[int, ObservedPod], observed: Observed, result: Plan, now: datetime,
-                    settings: RenderSettings) -> Verdict | None:
+                    settings: RenderSettings, kueue: KueueGate | None = None) -> Verdict | None:
     """Render the attempt's missing pods; a Verdict when something keeps them from being created."""
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
     if not missing or lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt):
         return None
+    if kueue is not None and kueue.flavors_pending:
+        result.come_back_in(FLAVOR_WAIT_SECONDS)
+        return Verdict(Phase.PENDING, Reason.CREATING_PODS, "waiting to read the ResourceFlavors Kueue assigned")
     excluded = excluded_node_names(status, now)
     status.scheduling = choose_gang(job, status, current, observed.gang_api)
     group = status.scheduling.pod_group if status.scheduling.gang in GROUP_MODES else None
@@ -210,6 +240,9 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     node_selector, blocked = (None, None) if handed else attempt_node_selector(job, status, observed.nodes)
     if blocked is not None:
         return blocked
+    if kueue is not None and kueue.node_selector:
+        # Kueue's contract: the admitted flavors' nodeLabels select the nodes the pods run on.
+        node_selector = {**(node_selector or {}), **kueue.node_selector}
     resume = resume_path(job, status, list(current.values()), observed.resume_source_latest)
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)

@@ -13,6 +13,8 @@ decisions are here, as pure functions, so they are tested with plain values:
 - 404 NotFound on a gang scheduler's PodGroup (spec.scheduling.volcano / coscheduling): the apiserver
   serves no such kind, its CRD is not installed. The job stays Pending with `GangSchedulerNotInstalled`
   and no pod is created (none would be ganged); retried with backoff, so installing the CRD is enough.
+- 404 NotFound on a Kueue Workload (a job with the queue-name label): Kueue's CRDs are gone since the operator
+  started. The job says `KueueNotInstalled` (KueueAdmitted False) and stays suspended; retried with backoff.
 - anything else (5xx, a timeout, a broken connection): retried with backoff, the job's status untouched.
 """
 
@@ -31,6 +33,7 @@ from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Plan
 from multinode.reconcile.status_report import fail_job
+from multinode.reconcile.kueue import KUEUE_API_VERSION_FULL
 from multinode.render.gang_group import GANG_GROUP_API_VERSIONS
 
 
@@ -77,6 +80,12 @@ def creation_refused(job: TrainingJob, result: Plan, pods: Iterable[ObservedPod]
         for type_ in (ConditionType.GANG_SCHEDULED, ConditionType.RUNNING):
             set_condition(result.status.conditions, type_, "False", Reason.GANG_SCHEDULER_NOT_INSTALLED, why,
                           now=rfc3339(now), generation=job.metadata.generation)
+        return RefusedCreation(plan=result, retry=True)
+    if status == HTTPStatus.NOT_FOUND and api_version == KUEUE_API_VERSION_FULL:
+        why = (f"the apiserver serves no {KUEUE_API_VERSION_FULL} Workload (is Kueue installed, with its CRDs?): "
+               f"{message}; the job stays suspended, retrying")
+        set_condition(result.status.conditions, ConditionType.KUEUE_ADMITTED, "False", Reason.KUEUE_NOT_INSTALLED,
+                      why, now=rfc3339(now), generation=job.metadata.generation)
         return RefusedCreation(plan=result, retry=True)
     refusal = classify(status)
     if refusal is Refusal.FORBIDDEN:

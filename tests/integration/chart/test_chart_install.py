@@ -157,16 +157,22 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
                            ("patch", "trainingjobs.multinode.dev/status"), ("create", "pods"), ("delete", "pods"),
                            ("create", "services"), ("create", "serviceaccounts"),
                            ("create", "roles.rbac.authorization.k8s.io"), ("create", "events"), ("get", "pods/log"),
-                           *((v, "podgroups.scheduling.k8s.io") for v in ("list", "watch", "create", "delete"))]:
+                           *((v, "podgroups.scheduling.k8s.io") for v in ("list", "watch", "create", "delete")),
+                           ("patch", "trainingjobs.multinode.dev"),
+                           *((v, "workloads.kueue.x-k8s.io") for v in ("list", "watch", "create", "delete")),
+                           ("patch", "workloads.kueue.x-k8s.io/status")]:
         assert release.can(verb, resource, ns), (verb, resource)
     assert release.can("watch", "nodes")
-    for verb, resource in [("get", "secrets"), ("list", "secrets"), ("patch", "trainingjobs.multinode.dev"),
+    assert release.can("watch", "resourceflavors.kueue.x-k8s.io")
+    assert release.can("get", "priorityclasses.scheduling.k8s.io")
+    for verb, resource in [("get", "secrets"), ("list", "secrets"), ("update", "trainingjobs.multinode.dev"),
                            ("get", "trainingjobs.multinode.dev"), ("update", "trainingjobs.multinode.dev/status"),
                            ("update", "pods"), ("patch", "pods"), ("delete", "services"), ("get", "nodes"),
                            ("list", "namespaces"), ("create", "clusterroles.rbac.authorization.k8s.io"),
                            ("escalate", "roles.rbac.authorization.k8s.io"), ("bind", "roles.rbac.authorization.k8s.io"),
                            ("update", "deployments.apps"), ("patch", "podgroups.scheduling.k8s.io"),
-                           ("update", "podgroups.scheduling.k8s.io/status"), ("create", "workloads.scheduling.k8s.io")]:
+                           ("update", "podgroups.scheduling.k8s.io/status"), ("create", "workloads.scheduling.k8s.io"),
+                           ("update", "workloads.kueue.x-k8s.io/status"), ("patch", "workloads.kueue.x-k8s.io")]:
         assert not release.can(verb, resource, ns), (verb, resource)
     # The leader election Lease: created, read and renewed in the release namespace, its own name only.
     lease = f"leases.coordination.k8s.io/{release.fullname}"

@@ -18,7 +18,7 @@ REPOSITORY = "ghcr.io/multinode/multinode"
 
 # (apiGroup, resource, verb): exactly the operator's API calls (operator/multinode/controller), nothing more.
 NAMESPACED_RIGHTS = {
-    *(("multinode.dev", "trainingjobs", v) for v in ("list", "watch", "delete")),
+    *(("multinode.dev", "trainingjobs", v) for v in ("list", "watch", "delete", "patch")),
     *(("multinode.dev", "trainingjobs/status", v) for v in ("get", "patch")),
     *(("", "pods", v) for v in ("list", "watch", "create", "delete")),
     ("", "pods/log", "get"),
@@ -31,8 +31,11 @@ NAMESPACED_RIGHTS = {
     *(("scheduling.k8s.io", "podgroups", v) for v in ("list", "watch", "create", "delete")),
     *((g, "podgroups", v) for g in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
       for v in ("list", "create", "delete")),
+    *(("kueue.x-k8s.io", "workloads", v) for v in ("list", "watch", "create", "delete")),
+    ("kueue.x-k8s.io", "workloads/status", "patch"),
 }
-CLUSTER_RIGHTS = {("", "nodes", "list"), ("", "nodes", "watch")}
+CLUSTER_RIGHTS = {("", "nodes", "list"), ("", "nodes", "watch"), ("kueue.x-k8s.io", "resourceflavors", "list"),
+                  ("kueue.x-k8s.io", "resourceflavors", "watch"), ("scheduling.k8s.io", "priorityclasses", "get")}
 # Leader election, in the release namespace only (a Role of its own): create any Lease, get and update its own.
 LEASE_RIGHTS = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}
 LEASE_ROLE = "mn-multinode-operator-leader-election"

@@ -41,5 +41,6 @@ def test_the_startup_handler_takes_every_index_the_registry_declares() -> None:
     assert len(startup) == 1
     taken = set(inspect.signature(startup[0].fn).parameters)
     declared = {h.id for h in reg._indexing.get_all_handlers()}
-    assert declared == {"job_index", "pod_index", "service_index", "node_index", "pod_group_index"}
+    assert declared == {"job_index", "pod_index", "service_index", "node_index", "pod_group_index", "workload_index",
+                        "flavor_index"}
     assert declared <= taken

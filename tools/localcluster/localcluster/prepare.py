@@ -34,7 +34,7 @@ from localcluster import binaries
 FIRST = ("debs", "pause")
 KUBERNETES_LANE = ("kubernetes",)
 REST_LANE = ("etcd", "kwok", "helm", "containerd", "runc", "cni", "coredns", "deviceplugin", "gangcrds")
-PEERS = ("jobset", "kubeflow")
+PEERS = ("jobset", "kubeflow", "kueue")
 GO_CHATTER = ("go: downloading ", "go: added ", "go: upgraded ", "go: finding ")
 FAILURE_TAIL_LINES = 20
 
@@ -117,6 +117,7 @@ def prepare(images: bool, peers: bool, frameworks: bool = False) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", action="store_true",
                         help="also the real nodes' images and torch for their trainers")
-    parser.add_argument("--peers", action="store_true", help="also JobSet and Kubeflow (the benchmark peers)")
+    parser.add_argument("--peers", action="store_true",
+                        help="also JobSet and Kubeflow (the benchmark peers) and Kueue (its integration test)")
     parser.add_argument("--frameworks", action="store_true",
                         help="with --images: also HF Transformers and DeepSpeed (the real-framework checkpoint tests)")
