@@ -217,10 +217,12 @@ def main() -> int:
         b.start()
         print(f"cluster of {args.kwok_nodes} kwok nodes ({per_node} pods each) up in "
               f"{time.monotonic() - started:.0f}s", flush=True)
-        memory = many(b, args.rss_jobs, args.rss_job_nodes, args.timeout)
-        print(f"  {args.rss_jobs} jobs × {args.rss_job_nodes} pods: all Running in {memory['all_running_s']:.1f}s, "
-              f"operator peak RSS {memory['peak_rss_mb']:.0f} MB", flush=True)
-        b.delete_all(args.timeout)
+        memory = None
+        if args.rss_jobs:  # --rss-jobs 0: only the huge job
+            memory = many(b, args.rss_jobs, args.rss_job_nodes, args.timeout)
+            print(f"  {args.rss_jobs} jobs × {args.rss_job_nodes} pods: all Running in {memory['all_running_s']:.1f}s, "
+                  f"operator peak RSS {memory['peak_rss_mb']:.0f} MB", flush=True)
+            b.delete_all(args.timeout)
         one = huge(b, args.nodes, args.timeout)
         print(f"  one {args.nodes}-node job: " + ", ".join(f"{m} {one['milestones_s'][m]:.1f}s" for m in MILESTONES
                                                             if m in one["milestones_s"])
