@@ -117,6 +117,13 @@ def huge_report(bench_dir: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
+def restart_report(bench_dir: Path) -> dict:
+    out = bench_dir / "restart.json"
+    run_bench("restart.py", "--nodes", "4", "--restarts", "1", "--timeout", "120", "--out", str(out))
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
 def plan_scale_report(bench_dir: Path) -> dict:
     out = bench_dir / "plan_scale.json"
     run_bench("plan_scale.py", "--nodes", "50", "200", "--out", str(out))
@@ -130,6 +137,12 @@ def test_huge_bench_starts_one_big_job_and_many_small_ones_and_reads_the_rss(hug
     assert at["status"] > 0 and 0 < h["idle_rss_mb"] <= h["peak_rss_mb"], h
     assert 0 < h["status_bytes"] < 20_000, h
     assert m["jobs"] == 3 and m["all_running_s"] > 0 and 0 < m["idle_rss_mb"] <= m["peak_rss_mb"], m
+
+
+def test_restart_bench_sees_the_restarted_operator_reconcile(restart_report: dict) -> None:
+    (run,) = restart_report["runs"]
+    assert restart_report["nodes"] == 4 and 0 < run["first_reconcile_s"] <= run["settled_s"] + 2, run
+    assert 0 < run["cpu_at_first_s"] <= run["cpu_settled_s"], run
 
 
 def test_plan_scale_bench_times_every_step(plan_scale_report: dict) -> None:
