@@ -35,7 +35,7 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import BENCH_NODE_MONITOR_GRACE, RawWatch, identity, machine, rss_now_mb, rss_peak_mb
+from peers import BENCH_NODE_MONITOR_GRACE, RawWatch, identity, machine, rss_now_mb, rss_peak_mb, wait_established
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
 from localcluster.harness.trainingjobs import training_job
@@ -120,7 +120,7 @@ class Bench:
         self.api = c.api_client()
         self.core, self.custom = client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
         kubectl(kc, "apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-        kubectl(kc, "wait", "--for=condition=Established", "--timeout=60s", "crd/trainingjobs.multinode.dev")
+        wait_established(kc, "trainingjobs.multinode.dev")
         self.ns = new_namespace(self.core, prefix="huge")
         self.op_kc, _ = identity(c, self.core, client.RbacAuthorizationV1Api(self.api), "multinode-operator")
         self.watches = [

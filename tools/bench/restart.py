@@ -8,9 +8,10 @@ moment the new process is spawned:
   first_reconcile_s   until multinode_reconcile_duration_seconds counts one (polled every 50 ms)
   cpu_at_first_s      the process's CPU seconds (user + system, /proc/<pid>/stat) at that moment
   settled_s, cpu_settled_s   until its CPU stops growing (under 0.05 s in a 2 s window), and the CPU then
-The process's start (imports, about 1.5 s of CPU here) is in both. An operator restart lists every object
-it watches (the job's pods and the cluster's nodes): what it does with that initial list is what this
-measures. Writes .cache/bench/restart.json; tests/integration/bench runs a small smoke of it.
+The process's start (imports, about 1 s of CPU here) is in both. An operator restart lists every object it
+watches (the job's pods and the cluster's nodes): what it does with that initial list is what this measures.
+`--profile-operator PSTATS` runs the first restart under cProfile (its figures are then cProfile's).
+Writes .cache/bench/restart.json; tests/integration/bench runs a small smoke of it.
 """
 
 from __future__ import annotations
@@ -51,11 +52,11 @@ def reconciles(op: OperatorProcess) -> float:
     return sum(s.value for s in samples if s.name.endswith("_count"))
 
 
-def one_restart(h: Harness, label: str, timeout: float) -> dict:
+def one_restart(h: Harness, label: str, timeout: float, profile_to: Path | None = None) -> dict:
     assert h.operator is not None
     h.operator.stop()
     op = h.operator = OperatorProcess(h.operator.kubeconfig, h.operator.namespaces,
-                                      h.cluster.dir / "logs" / f"operator-{label}.log")
+                                      h.cluster.dir / "logs" / f"operator-{label}.log", profile_to=profile_to)
     t0 = time.monotonic()
     op.start(wait_ready=False)
     assert op.proc is not None
@@ -63,15 +64,18 @@ def one_restart(h: Harness, label: str, timeout: float) -> dict:
     wait_for(lambda: reconciles(op) > 0, timeout=timeout, what="the restarted operator's first reconcile",
              interval=0.05)
     first, cpu_first = time.monotonic() - t0, cpu_seconds(pid)
-    window: list[float] = [cpu_first]
+    samples: list[float] = []  # CPU seconds, one per window
 
     def settled() -> bool:
-        window.append(cpu_seconds(pid))
-        return window[-1] - window[-2] < CPU_SETTLED_BELOW_S
+        samples.append(cpu_seconds(pid))
+        return len(samples) > 1 and samples[-1] - samples[-2] < CPU_SETTLED_BELOW_S
 
     wait_for(settled, timeout=timeout, what="the restarted operator's CPU to settle", interval=CPU_SETTLED_WINDOW_S)
-    return {"first_reconcile_s": first, "cpu_at_first_s": cpu_first,
-            "settled_s": time.monotonic() - t0 - CPU_SETTLED_WINDOW_S, "cpu_settled_s": window[-1]}
+    result = {"first_reconcile_s": first, "cpu_at_first_s": cpu_first,
+              "settled_s": time.monotonic() - t0 - CPU_SETTLED_WINDOW_S, "cpu_settled_s": samples[-1]}
+    if profile_to is not None:
+        op.stop()  # cProfile writes its file at exit; the next restart (or the end) starts without it
+    return result
 
 
 def main() -> int:
@@ -80,6 +84,8 @@ def main() -> int:
     parser.add_argument("--restarts", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--profile-operator", type=Path, default=None, metavar="PSTATS",
+                        help="run the first restarted operator under cProfile (its event-loop thread), stats here")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through `finally`: cluster stopped
     h = Harness(args.nodes, systems=("ours",), audit_log=False)
@@ -91,7 +97,7 @@ def main() -> int:
         print(f"{args.nodes}-node job Running after {time.monotonic() - t0:.1f}s", flush=True)
         runs = []
         for i in range(args.restarts):
-            runs.append(one_restart(h, f"restart-{i}", args.timeout))
+            runs.append(one_restart(h, f"restart-{i}", args.timeout, args.profile_operator if i == 0 else None))
             print("  restart {}: first reconcile {first_reconcile_s:.2f}s (CPU {cpu_at_first_s:.2f}s), CPU settled "
                   "after {settled_s:.1f}s at {cpu_settled_s:.2f}s".format(i, **runs[-1]), flush=True)
     finally:

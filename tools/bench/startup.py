@@ -42,7 +42,7 @@ from peers import (
     BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL,
     JOBSET_VERSION, Clock, JobSetProcess,
     RawWatch, audit_counts, identity, install_jobset_crds, jobset_manifest, jobset_running, machine,
-    rss_peak_mb, summarize_counts, trainingjob_running,
+    rss_peak_mb, summarize_counts, trainingjob_running, wait_established,
 )
 import kubeflow
 from localcluster.harness.trainingjobs import training_job
@@ -90,7 +90,7 @@ class Harness:
         self.core, self.custom = client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
         rbac = client.RbacAuthorizationV1Api(self.api)
         kubectl(kc, "apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-        kubectl(kc, "wait", "--for=condition=Established", "--timeout=60s", "crd/trainingjobs.multinode.dev")
+        wait_established(kc, "trainingjobs.multinode.dev")
         self.ns = {s: new_namespace(self.core, prefix=s) for s in self.systems}
         op_kc, self.user["ours"] = identity(c, self.core, rbac, "multinode-operator")
         self.operator = OperatorProcess(op_kc, [self.ns["ours"]], c.dir / "logs" / "operator.log",

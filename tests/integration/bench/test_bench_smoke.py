@@ -268,7 +268,7 @@ def test_failover_bench_sees_the_standby_lead_and_act(failover_report: dict) -> 
 
 @pytest.mark.usefixtures("startup_report", "floor_report", "load_report", "recovery_reports", "node_loss_report",
                          "gang_report", "mirror_report", "mirror_chaos_report", "failover_report", "huge_report",
-                         "plan_scale_report")
+                         "plan_scale_report", "restart_report")
 def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -> None:
     """tools/bench/report.py on the smoke runs' JSON: every generated section of a copy of the docs."""
     docs = tmp_path / "docs"
@@ -277,10 +277,11 @@ def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -
     run_bench("report.py", "--from", str(bench_dir), "--docs", str(docs))
     combined = json.loads((docs / "benchmarks.json").read_text())
     assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "gang", "mirror",
-                            "mirror_chaos", "failover", "huge", "plan_scale"}
+                            "mirror_chaos", "failover", "huge", "plan_scale", "restart"}
     text = (docs / "benchmarks.md").read_text()
     assert text != (REPO / "docs" / "benchmarks.md").read_text()
     assert "| 4 | all pods created |" in text and "Kubeflow v1" in text
     assert "3 jobs × 2 pods, all Running" in text
     assert "| one 30-node job |" in text and "| step | 50 nodes (ms) | 200 nodes (ms) |" in text
+    assert "a 4-node job Running and 4 kwok nodes" in text
     assert "| all pods bound |" in text and "of one 8-node job" in text
