@@ -13,6 +13,7 @@ node). From raw watches in this process it measures, from the create request:
   running    all N pods are Running
   status     the job says so (TrainingJob phase Running; JobSet: every replicated Job ready; PyTorchJob:
              condition Running, which Kubeflow sets once the master pod runs)
+(and, per run in the JSON, first_created: the first pod exists, the controller's latency before its creates)
 and, from the audit log, the controllers' requests during each run (apply → status + 2 s): ours is the
 operator's identity; JobSet's is its controller plus kube-controller-manager's Job controller, which
 creates its pods; Kubeflow's is its operator. Prints medians and ratios ours/peer, writes
@@ -177,6 +178,8 @@ class Harness:
             if any(t is None for t in times):
                 return None
             out[m] = max(sorted(times)[:num_nodes]) - t0
+            if m == "created":  # how long before the first pod: the controller's own latency, apart from throughput
+                out["first_created"] = min(times) - t0
         st = self.clock.status.get(key, {}).get("running")
         if st is None:
             return None
