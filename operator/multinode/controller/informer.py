@@ -101,6 +101,8 @@ class Informer:
                 break
         version = str((page.get("metadata") or {}).get("resourceVersion") or "")
         self._hand_over(self._apply_list, entries, objects)
+        log.info("listed %d objects of %s%s at resourceVersion %s", len(objects), self.path,
+                 f" ({self.label_selector})" if self.label_selector else "", version)
         return version
 
     def _watch(self, version: str) -> str | None:
