@@ -36,6 +36,8 @@ from multinode.api.timestamps import rfc3339
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+# Deletes leave dependents to the garbage collector, in the background.
+BACKGROUND = {"propagationPolicy": "Background"}
 
 # A 429 (the apiserver's priority and fairness, or max-requests-inflight, shedding load) is retried here,
 # after the Retry-After it names (capped), this many times; then it is an ApiError like any other and
@@ -163,6 +165,16 @@ class KubeApi:
                 self._on_error(operation, e.code)
                 raise
 
+    async def _call_unless_gone(self, operation: str, method: str, path: str, body: Any,
+                                content_type: str = JSON) -> None:
+        """A write to an object that may be gone already (a 404): deleting it, or writing to a job that was
+        deleted; nothing is left to do then."""
+        try:
+            await self._call(operation, method, path, body, content_type)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
     async def serves_jobs(self) -> bool:
         """Whether discovery lists TrainingJobs yet. A CRD is Established a moment before discovery
         serves it; kopf scans discovery once at start and ignores CRDs it already listed, so an operator
@@ -198,12 +210,8 @@ class KubeApi:
     async def patch_job_suspend(self, namespace: str, name: str, suspend: bool) -> None:
         """Set spec.suspend: the job's Kueue integration starts (false) or stops (true) it, as Kueue's
         jobframework does for the kinds it knows. The only write of a job's spec."""
-        try:
-            await self._call("patch_namespaced_custom_object", "PATCH", _job_path(namespace, name),
-                             {"spec": {"suspend": suspend}}, MERGE_PATCH)
-        except ApiError as e:
-            if e.status != 404:
-                raise
+        await self._call_unless_gone("patch_namespaced_custom_object", "PATCH", _job_path(namespace, name),
+                                     {"spec": {"suspend": suspend}}, MERGE_PATCH)
 
     async def patch_workload_status(self, namespace: str, name: str, resource_version: str, status: dict) -> None:
         """Merge-patch a Kueue Workload's status, guarded by `resource_version` (409 when Kueue wrote it since:
@@ -215,13 +223,8 @@ class KubeApi:
 
     async def delete_workload(self, namespace: str, name: str) -> None:
         prefix, collection, _ = _COLLECTIONS["Workload"]
-        try:
-            await self._call("delete_namespaced_workload", "DELETE",
-                             f"{prefix}/namespaces/{namespace}/{collection}/{name}",
-                             {"propagationPolicy": "Background"})
-        except ApiError as e:
-            if e.status != 404:
-                raise
+        await self._call_unless_gone("delete_namespaced_workload", "DELETE",
+                                     f"{prefix}/namespaces/{namespace}/{collection}/{name}", BACKGROUND)
 
     async def priority_class_value(self, name: str) -> int | None:
         """The value of PriorityClass `name` (a Kueue Workload's spec.priority); None when there is none."""
@@ -265,60 +268,33 @@ class KubeApi:
             if seen.isdigit() and int(seen) < attempt and not meta.get("deletionTimestamp"):
                 stale.append(meta["name"])
         for name in stale:
-            try:
-                await self._call("delete_namespaced_pod_group", "DELETE", f"{path}/{name}",
-                                 {"propagationPolicy": "Background"})
-            except ApiError as e:
-                if e.status != 404:
-                    raise
+            await self._call_unless_gone("delete_namespaced_pod_group", "DELETE", f"{path}/{name}", BACKGROUND)
         return stale
 
     async def delete_pod(self, namespace: str, name: str, force: bool = False) -> None:
         """force: grace period 0, the object goes at once, for a pod whose kubelet will never confirm."""
-        body: dict[str, Any] = {"propagationPolicy": "Background"}
-        if force:
-            body["gracePeriodSeconds"] = 0
-        try:
-            await self._call("delete_namespaced_pod", "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
-        except ApiError as e:
-            if e.status != 404:
-                raise
+        body: dict[str, Any] = {**BACKGROUND, **({"gracePeriodSeconds": 0} if force else {})}
+        await self._call_unless_gone("delete_namespaced_pod", "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
+                                     body)
 
     async def delete_config_map(self, namespace: str, name: str) -> None:
-        try:
-            await self._call("delete_namespaced_config_map", "DELETE",
-                             f"/api/v1/namespaces/{namespace}/configmaps/{name}", None)
-        except ApiError as e:
-            if e.status != 404:
-                raise
+        await self._call_unless_gone("delete_namespaced_config_map", "DELETE",
+                                     f"/api/v1/namespaces/{namespace}/configmaps/{name}", None)
 
     async def delete_pod_group(self, namespace: str, name: str) -> None:
         prefix, collection, _ = _COLLECTIONS["PodGroup"]
-        try:
-            await self._call("delete_namespaced_pod_group", "DELETE",
-                             f"{prefix}/namespaces/{namespace}/{collection}/{name}",
-                             {"propagationPolicy": "Background"})
-        except ApiError as e:
-            if e.status != 404:
-                raise
+        await self._call_unless_gone("delete_namespaced_pod_group", "DELETE",
+                                     f"{prefix}/namespaces/{namespace}/{collection}/{name}", BACKGROUND)
 
     async def delete_job(self, namespace: str, name: str) -> None:
         """ttlSecondsAfterFinished: the job goes, its pods and Service follow by owner reference."""
-        try:
-            await self._call("delete_namespaced_custom_object", "DELETE", _job_path(namespace, name),
-                             {"propagationPolicy": "Background"})
-        except ApiError as e:
-            if e.status != 404:
-                raise
+        await self._call_unless_gone("delete_namespaced_custom_object", "DELETE", _job_path(namespace, name),
+                                     BACKGROUND)
 
     async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
         """Merge-patch .status through the status subresource (spec is never written)."""
-        try:
-            await self._call("patch_namespaced_custom_object_status", "PATCH", _job_path(namespace, name) + "/status",
-                             {"status": status}, MERGE_PATCH)
-        except ApiError as e:
-            if e.status != 404:  # the job is gone; nothing to report on
-                raise
+        await self._call_unless_gone("patch_namespaced_custom_object_status", "PATCH",
+                                     _job_path(namespace, name) + "/status", {"status": status}, MERGE_PATCH)
 
     async def read_log(self, namespace: str, pod: str, container: str, *, tail_lines: int, limit_bytes: int,
                        since_time: str | None = None) -> str:
