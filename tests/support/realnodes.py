@@ -142,6 +142,13 @@ def leading_operator(core: client.CoreV1Api, namespace: str) -> client.V1Pod | N
     return leaders[0] if len(leaders) == 1 else None
 
 
+def node_away_from_leader(core: client.CoreV1Api, namespace: str) -> int:
+    """The index of a real node that does not host the leading operator replica (the chart runs two, one per
+    real node): a test may change that node's devices or links while the leader goes on undisturbed."""
+    leader = wait_for(lambda: leading_operator(core, namespace), timeout=60, what="a leading operator replica")
+    return next(i for i in range(REAL_NODES) if real_node_name(i) != leader.spec.node_name)
+
+
 def wait_operator_env(core: client.CoreV1Api, namespace: str, name: str, value: str,
                       timeout: float = 180) -> client.V1Pod:
     """After a `helm upgrade`: wait until no operator pod with another `name` is left (not even one

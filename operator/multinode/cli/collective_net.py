@@ -92,9 +92,15 @@ def _send(sock: socket.socket, data: bytes | memoryview, ring: Ring, what: str) 
         raise PeerError(f"{what}: {e.strerror or e}") from None
 
 
+def _hello(ring_id: bytes, rank: int) -> bytes:
+    """What a node sends the next one first: the attempt's ring id and its own rank."""
+    return MAGIC + _RANK.pack(len(ring_id)) + ring_id + _RANK.pack(rank)
+
+
 def _handshake_ok(conn: socket.socket, ring_id: bytes, expected_rank: int) -> bool:
     conn.settimeout(HANDSHAKE_SECONDS)
-    want = len(MAGIC) + _RANK.size + len(ring_id) + _RANK.size
+    hello = _hello(ring_id, expected_rank)
+    want = len(hello)
     data = b""
     try:
         while len(data) < want:
@@ -104,7 +110,6 @@ def _handshake_ok(conn: socket.socket, ring_id: bytes, expected_rank: int) -> bo
             data += more
     except OSError:
         return False
-    hello = MAGIC + _RANK.pack(len(ring_id)) + ring_id + _RANK.pack(expected_rank)
     return data == hello
 
 
@@ -130,7 +135,7 @@ def _connect_next(address: tuple[str, int], ring_id: bytes, rank: int,
     """Connect to the next node and pass its handshake; retry until the deadline (its listener may not be up
     yet, or the one answering is a stale pod's). Returns the socket, or None and the last error."""
     last = "no answer"
-    hello = MAGIC + _RANK.pack(len(ring_id)) + ring_id + _RANK.pack(rank)
+    hello = _hello(ring_id, rank)
     while time.monotonic() < deadline:
         try:
             wait = max(0.1, min(HANDSHAKE_SECONDS, deadline - time.monotonic()))

@@ -35,7 +35,7 @@ from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import WorkloadStatusWrite
-from multinode.reconcile.restarts import RESTART_HISTORY
+from multinode.reconcile.restarts import record_restart
 
 KUEUE_API_VERSION_FULL = f"{KUEUE_API_GROUP}/{KUEUE_API_VERSION}"
 # Kueue's evictions after which jobframework sets the Workload's Requeued condition True (back in the queue
@@ -124,23 +124,13 @@ class KueueGate:
 
 
 def _condition(conditions: Iterable[Mapping[str, Any]], type_: str, status: str, reason: str, message: str,
-               now: str, generation: int | None) -> list[dict[str, Any]]:
+               now: str) -> list[dict[str, Any]]:
     """Kueue's conditions with one set (lastTransitionTime kept when the status does not change)."""
-    out, found = [], False
-    for c in conditions:
-        if c.get("type") == type_:
-            found = True
-            same = c.get("status") == status
-            out.append({**c, "status": status, "reason": reason, "message": message[:32768],
-                        "lastTransitionTime": c.get("lastTransitionTime") if same else now,
-                        **({"observedGeneration": generation} if generation is not None else {})})
-        else:
-            out.append(dict(c))
-    if not found:
-        out.append({"type": type_, "status": status, "reason": reason, "message": message[:32768],
-                    "lastTransitionTime": now,
-                    **({"observedGeneration": generation} if generation is not None else {})})
-    return out
+    out = [dict(c) for c in conditions]
+    old = next((c for c in out if c.get("type") == type_), None)
+    new = {**(old or {}), "type": type_, "status": status, "reason": reason, "message": message[:32768],
+           "lastTransitionTime": old.get("lastTransitionTime") if old and old.get("status") == status else now}
+    return [new if c is old else c for c in out] if old is not None else [*out, new]
 
 
 def finish_workload(job: TrainingJob, status: TrainingJobStatus, workload: ObservedWorkload | None,
@@ -155,7 +145,7 @@ def finish_workload(job: TrainingJob, status: TrainingJobStatus, workload: Obser
                  and c.status == "True"), None)
     if done is not None and done.message:
         message = done.message
-    conditions = _condition(workload.conditions, "Finished", "True", reason, message, rfc3339(now), None)
+    conditions = _condition(workload.conditions, "Finished", "True", reason, message, rfc3339(now))
     return WorkloadStatusWrite(workload.name, workload.resource_version, {"conditions": conditions})
 
 
@@ -170,10 +160,10 @@ def clear_admission(workload: ObservedWorkload, now: datetime) -> WorkloadStatus
     reason, message = workload.evicted or ("Pending", "the admission was removed")
     stamp = rfc3339(now)
     conditions = _condition(workload.conditions, "Requeued", "True" if reason in _REQUEUED_AT_ONCE else "False",
-                            reason, message, stamp, None)
-    conditions = _condition(conditions, "QuotaReserved", "False", "Pending", message, stamp, None)
+                            reason, message, stamp)
+    conditions = _condition(conditions, "QuotaReserved", "False", "Pending", message, stamp)
     conditions = _condition(conditions, "Admitted", "False", "NoReservation", "The workload has no reservation",
-                            stamp, None)
+                            stamp)
     return WorkloadStatusWrite(workload.name, workload.resource_version,
                                {"admission": None, "conditions": conditions})
 
@@ -243,7 +233,7 @@ def kueue_gate(job: TrainingJob, status: TrainingJobStatus, workload: ObservedWo
     if stops_attempt:
         record = RestartRecord(attempt=status.attempt, reason=Reason.EVICTED_BY_KUEUE, message=message[:4096],
                                counted=False, time=rfc3339(now))
-        status.restart_history = [*status.restart_history, record][-RESTART_HISTORY:]
+        record_restart(status, record)
     _set(job, status, False, Reason.EVICTED_BY_KUEUE, f"{message}; the job is suspended until Kueue admits it again",
          now)
     if workload.evicted is not None and workload.cluster_queue is not None and not _holding_pods(pods):

@@ -57,6 +57,11 @@ def apply_failure_policy(job: TrainingJob, status: TrainingJobStatus, failure: F
     return None
 
 
+def record_restart(status: TrainingJobStatus, record: RestartRecord) -> None:
+    """Add to status.restartHistory, which keeps the newest RESTART_HISTORY entries."""
+    status.restart_history = [*status.restart_history, record][-RESTART_HISTORY:]
+
+
 def begin_restart(job: TrainingJob, status: TrainingJobStatus, failure: Failure, decision: Decision,
                   now: datetime) -> str:
     """Move the job to the next attempt (phase Restarting); returns the event message."""
@@ -65,7 +70,7 @@ def begin_restart(job: TrainingJob, status: TrainingJobStatus, failure: Failure,
     delay = backoff_seconds(job, previous_restarts)
     record = RestartRecord(attempt=status.attempt, reason=failure.reason, message=failure.message[:4096],
                            counted=counted, time=rfc3339(now))
-    status.restart_history = [*status.restart_history, record][-RESTART_HISTORY:]
+    record_restart(status, record)
     if counted:
         status.restarts += 1
     else:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from multinode.api import TrainingJob
+from multinode.api.health import CollectiveBandwidthSpec
 
 # Nodes are excluded by name through matchFields: the kubernetes.io/hostname label is not always the
 # node's name (cloud providers), metadata.name is.
@@ -33,12 +34,17 @@ def health_args(job: TrainingJob) -> list[str]:
     return args
 
 
+def _collective(job: TrainingJob) -> CollectiveBandwidthSpec | None:
+    """The collective bandwidth test the job asks for; None when it is off."""
+    check = job.spec.health_check
+    return check.collective_bandwidth if check.enabled else None
+
+
 def collective_args(job: TrainingJob, index: int) -> list[str]:
     """`multinode preflight` arguments of the collective bandwidth test ([] when it is off). The port and the
     ring's id are the attempt's MASTER_PORT and MULTINODE_RDZV_ID, which the preflight reads from its env."""
-    check = job.spec.health_check
-    bandwidth = check.collective_bandwidth
-    if not check.enabled or bandwidth is None:
+    bandwidth = _collective(job)
+    if bandwidth is None:
         return []
     return ["--collective-min-gbps", f"{bandwidth.min_gbps:g}", "--collective-size-mib", str(bandwidth.size_mib),
             "--collective-timeout", str(bandwidth.timeout_seconds), "--node-index", str(index)]
@@ -53,9 +59,8 @@ COLLECTIVE_MEMORY_FACTOR = 4
 def collective_limits(job: TrainingJob, memory_mib: int) -> dict[str, str]:
     """The preflight's CPU and memory limits while it runs the collective test ({} when it is off), given
     its usual memory limit in MiB."""
-    check = job.spec.health_check
-    bandwidth = check.collective_bandwidth
-    if not check.enabled or bandwidth is None:
+    bandwidth = _collective(job)
+    if bandwidth is None:
         return {}
     return {"cpu": COLLECTIVE_CPU_LIMIT, "memory": f"{memory_mib + COLLECTIVE_MEMORY_FACTOR * bandwidth.size_mib}Mi"}
 

@@ -18,7 +18,7 @@ from localcluster.harness.waiting import wait_for
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.linkshaping import find_pid, qdiscs, shaped_pod_link
-from tests.support.realnodes import REAL_NODES, clients, real_job, real_node_name
+from tests.support.realnodes import REAL_NODES, clients, node_away_from_leader, real_job, real_node_name
 
 SCRIPT = textwrap.dedent("""
     import os
@@ -71,13 +71,11 @@ def test_a_two_node_job_measures_busbw_between_real_nodes(operator_namespace: tu
 
 @pytest.fixture
 def one_gpu_node(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, int, str]]:
-    """(cluster, index, name) of the real node without the operator, advertising a single GPU until the test
-    ends; then its 8 again."""
+    """(cluster, index, name) of the real node without the leading operator, advertising a single GPU until
+    the test ends; then its 8 again."""
     cluster, operator_namespace = real_operator
     core, _ = clients(cluster)
-    operator_node = next(p.spec.node_name for p in core.list_namespaced_pod(operator_namespace).items
-                         if p.status.phase == "Running" and not p.metadata.deletion_timestamp)
-    index = next(i for i in range(REAL_NODES) if real_node_name(i) != operator_node)
+    index = node_away_from_leader(core, operator_namespace)
     assert cluster.real is not None
     node = cluster.real.nodes[index]
 

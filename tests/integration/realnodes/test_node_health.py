@@ -19,7 +19,8 @@ from localcluster.harness.kube import new_namespace
 from localcluster.harness.waiting import wait_for
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.realnodes import REAL_NODES, clients, pod_log, real_job, real_node_name, real_pod, wait_pod_done
+from tests.support.realnodes import (REAL_NODES, clients, node_away_from_leader, pod_log, real_job, real_node_name,
+                                    real_pod, wait_pod_done)
 
 GPUS = 4  # per pod; two pods fill one node's 8
 VISIBLE = 2  # what the bad node's plugin lets a container see
@@ -34,13 +35,11 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture
 def bad_node(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str, str, str]]:
-    """(cluster, namespace, bad node, good node): the node without the operator lists only VISIBLE of the GPU
-    IDs it allocates (checked with a probe pod) until the test ends; then it is restored."""
+    """(cluster, namespace, bad node, good node): the node without the leading operator lists only VISIBLE of
+    the GPU IDs it allocates (checked with a probe pod) until the test ends; then it is restored."""
     cluster, operator_namespace = real_operator
     core, _ = clients(cluster)
-    operator_node = next(p.spec.node_name for p in core.list_namespaced_pod(operator_namespace).items
-                         if p.status.phase == "Running" and not p.metadata.deletion_timestamp)
-    bad_index = next(i for i in range(REAL_NODES) if real_node_name(i) != operator_node)
+    bad_index = node_away_from_leader(core, operator_namespace)
     assert cluster.real is not None
     node = cluster.real.nodes[bad_index]
     namespace = new_namespace(core, prefix="realhealth")
@@ -60,7 +59,8 @@ def bad_node(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalClu
     try:
         wait_for(lambda: probe_sees(VISIBLE), timeout=60, interval=1,
                  what=f"{node.name}'s plugin to list {VISIBLE} GPU IDs")
-        yield cluster, namespace, node.name, operator_node
+        good = next(real_node_name(i) for i in range(REAL_NODES) if i != bad_index)
+        yield cluster, namespace, node.name, good
     finally:
         node.set_devices(node.pool.gpus_per_node, node.pool.rdma_per_node)
         try:  # restored before the next test allocates GPUs there

@@ -25,9 +25,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import socket
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -35,6 +33,7 @@ import yaml
 
 from localcluster import binaries, processes
 from localcluster.harness.kube import kubectl
+from localcluster.harness.operator import _free_port
 from localcluster.harness.waiting import wait_for
 
 NAMESPACE = "kueue-system"
@@ -54,12 +53,6 @@ def ensure_kueue_built() -> Path:
     if not (out / "manager").exists() or not (out / "crds").is_dir():
         subprocess.run([str(binaries.BUILD_SCRIPT), "kueue"], check=True)
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def crd_documents(webhook_port: int) -> list[dict]:
@@ -82,7 +75,7 @@ class KueueProcess:
 
     def __init__(self, kubeconfig: str, work_dir: Path):
         self.kubeconfig, self.dir = kubeconfig, work_dir
-        self.webhook_port, self.health_port = free_port(), free_port()
+        self.webhook_port, self.health_port = _free_port(), _free_port()
         self.proc: subprocess.Popen | None = None
         self.log = self.dir / "kueue.log"
 
@@ -130,7 +123,7 @@ class KueueProcess:
         args = [str(ensure_kueue_built() / "manager"), f"--config={config}", f"--kubeconfig={self.kubeconfig}",
                 "--zap-log-level=info"]
         self.proc = processes.start(args, self.log, die_with_parent=True)
-        self._wait_ready(time.monotonic() + timeout)
+        self._wait_ready(timeout)
 
     def _project_certs(self) -> None:
         """What the kubelet's Secret volume would do: the Secret's tls.crt and tls.key into webhook.certDir."""
@@ -143,10 +136,11 @@ class KueueProcess:
             (certs / "tls.key").write_bytes(base64.b64decode(data["tls.key"]))
             (certs / "tls.crt").write_bytes(base64.b64decode(data["tls.crt"]))
 
-    def _wait_ready(self, deadline: float) -> None:
+    def _wait_ready(self, timeout: float) -> None:
         """/readyz of the main manager answers once the certificates are in place and its webhook server runs."""
         url = f"http://127.0.0.1:{self.health_port}/readyz"
-        while True:
+
+        def ready() -> bool:
             self._project_certs()
             assert self.proc is not None
             if self.proc.poll() is not None:
@@ -154,13 +148,11 @@ class KueueProcess:
                                    + self.log.read_text()[-3000:])
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:
-                    if resp.status == 200 and "Starting manager" in self.log.read_text():
-                        return
+                    return resp.status == 200 and "Starting manager" in self.log.read_text()
             except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"kueue not ready at {url}; log: {self.log}\n" + self.log.read_text()[-3000:])
-            time.sleep(0.5)
+                return False
+
+        wait_for(ready, timeout=timeout, interval=0.5, what=f"kueue ready at {url} (log: {self.log})")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
