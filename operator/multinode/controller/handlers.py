@@ -20,6 +20,7 @@ from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSIO
 from multinode.controller.kube import KubeApi
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.index_keys import mirror_key, node_jobs_key
+from multinode.controller import watch_readiness
 from multinode.controller.worker import Indices, Reconciler
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import observe_mirror_pod, observe_pod
@@ -78,6 +79,10 @@ def configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) ->
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
+    # kopf's requests are its watches (our writes go through KubeApi). A watch retrying a failing first
+    # LIST holds back every event of the operator (controller/watch_readiness.py): give up after ~7 s, not
+    # kopf's ~54 s, and let watch_readiness retry it without holding anything back.
+    settings.networking.error_backoffs = (1, 1, 2, 3)
     # We name every resource we watch, so scanning API groups is needed only to follow namespace
     # patterns (globs like "team-*"), which also needs list/watch on namespaces.
     settings.scanning.disabled = not any(set(ns) & set("*?![") for ns in config.namespaces)
@@ -88,6 +93,8 @@ def configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) ->
 # as str, and the startup handler takes the indices kopf passes it: all correct, none matching the protocol
 # to the letter, hence the `type: ignore[arg-type]` on their decorators.
 def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = None) -> kopf.OperatorRegistry:
+    # No watch may hold back every event for ever (see controller/watch_readiness.py).
+    watch_readiness.install()
     registry = kopf.OperatorRegistry()
     holder: dict[str, Reconciler] = {}
 
