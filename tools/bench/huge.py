@@ -35,7 +35,7 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import BENCH_NODE_MONITOR_GRACE, RawWatch, identity, machine, rss_now_mb, rss_peak_mb
+from peers import BENCH_NODE_MONITOR_GRACE, RawWatch, identity, machine, rss_now_mb, rss_peak_mb, wait_established
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
 from localcluster.harness.trainingjobs import training_job
@@ -120,7 +120,7 @@ class Bench:
         self.api = c.api_client()
         self.core, self.custom = client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
         kubectl(kc, "apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-        kubectl(kc, "wait", "--for=condition=Established", "--timeout=60s", "crd/trainingjobs.multinode.dev")
+        wait_established(kc, "trainingjobs.multinode.dev")
         self.ns = new_namespace(self.core, prefix="huge")
         self.op_kc, _ = identity(c, self.core, client.RbacAuthorizationV1Api(self.api), "multinode-operator")
         self.watches = [
@@ -217,10 +217,12 @@ def main() -> int:
         b.start()
         print(f"cluster of {args.kwok_nodes} kwok nodes ({per_node} pods each) up in "
               f"{time.monotonic() - started:.0f}s", flush=True)
-        memory = many(b, args.rss_jobs, args.rss_job_nodes, args.timeout)
-        print(f"  {args.rss_jobs} jobs × {args.rss_job_nodes} pods: all Running in {memory['all_running_s']:.1f}s, "
-              f"operator peak RSS {memory['peak_rss_mb']:.0f} MB", flush=True)
-        b.delete_all(args.timeout)
+        memory = None
+        if args.rss_jobs:  # --rss-jobs 0: only the huge job
+            memory = many(b, args.rss_jobs, args.rss_job_nodes, args.timeout)
+            print(f"  {args.rss_jobs} jobs × {args.rss_job_nodes} pods: all Running in {memory['all_running_s']:.1f}s, "
+                  f"operator peak RSS {memory['peak_rss_mb']:.0f} MB", flush=True)
+            b.delete_all(args.timeout)
         one = huge(b, args.nodes, args.timeout)
         print(f"  one {args.nodes}-node job: " + ", ".join(f"{m} {one['milestones_s'][m]:.1f}s" for m in MILESTONES
                                                             if m in one["milestones_s"])

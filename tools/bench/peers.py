@@ -156,12 +156,19 @@ def install_jobset_crds(kubeconfig: str) -> None:
 
     for crd in sorted((ensure_jobset_built() / "crds").glob("*.yaml")):
         kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(crd))
-    # Right after the apply the CRD may have no status yet, which `kubectl wait` takes as an error.
-    deadline = time.monotonic() + 60
-    while kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
-                  "crd/jobsets.jobset.x-k8s.io", check=False).returncode != 0:
+    wait_established(kubeconfig, "jobsets.jobset.x-k8s.io")
+
+
+def wait_established(kubeconfig: str, crd: str, timeout: float = 60) -> None:
+    """Until CRD `crd` is Established. Right after the apply the CRD may have no status yet, which
+    `kubectl wait` takes as an error rather than waiting: asked again until the deadline."""
+    from localcluster.harness.kube import kubectl
+
+    deadline = time.monotonic() + timeout
+    while kubectl(kubeconfig, "wait", "--for=condition=Established", f"--timeout={timeout:.0f}s", f"crd/{crd}",
+                  check=False).returncode != 0:
         if time.monotonic() > deadline:
-            raise TimeoutError("JobSet CRD not Established")
+            raise TimeoutError(f"CRD {crd} not Established")
         time.sleep(0.5)
 
 

@@ -21,7 +21,7 @@ LABELS = {"ours": "multinode", "jobset": "JobSet", "kubeflow": "Kubeflow v1"}
 MILESTONES = {"created": "all pods created", "scheduled": "all scheduled", "running": "all Running",
               "status": "job status Running"}
 SOURCES = ("startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "node_loss_admin", "gang", "mirror",
-           "mirror_chaos", "failover", "huge", "plan_scale")
+           "mirror_chaos", "failover", "huge", "plan_scale", "restart")
 
 
 def _row(cells) -> str:
@@ -271,8 +271,9 @@ def huge_table(data: dict) -> str:
              f"{h['pods_per_s_running']:.0f}" if h.get("pods_per_s_running") else "–",
              f"**{h['peak_rss_mb']:.0f} MB**", f"{h['idle_rss_mb']:.0f} MB" if h.get("idle_rss_mb") else "–",
              f"{h['status_bytes']} bytes"],
-            [f"{m['jobs']} jobs × {m['pods_per_job']} nodes", "", "", "", f"{m['all_running_s']:.1f} s", "",
-             f"**{m['peak_rss_mb']:.0f} MB**", f"{m['idle_rss_mb']:.0f} MB" if m.get("idle_rss_mb") else "–", ""]]
+            *([[f"{m['jobs']} jobs × {m['pods_per_job']} nodes", "", "", "", f"{m['all_running_s']:.1f} s", "",
+                f"**{m['peak_rss_mb']:.0f} MB**", f"{m['idle_rss_mb']:.0f} MB" if m.get("idle_rss_mb") else "–", ""]]
+              if m else [])]  # --rss-jobs 0: only the huge job
     return (_table(header, rows, "--- ---: ---: ---: ---: ---: ---: ---: ---:")
             + f"\n\nSeconds from the create request, one run, a fresh operator process per load (its VmHWM is that "
               f"load's); {data['kwok_nodes']} kwok nodes taking {data['pods_per_kwok_node']} pods each, no GPUs; "
@@ -290,15 +291,27 @@ def plan_scale_table(data: dict) -> str:
     return _table(header, rows, "--- " + "---: " * (len(sizes) + 1))
 
 
+def restart_table(data: dict) -> str:
+    header = ["restart", "→ first reconcile (s)", "CPU s at it", "→ CPU settled (s)", "CPU s settled"]
+    rows = [[str(i + 1), f"{r['first_reconcile_s']:.2f}", f"{r['cpu_at_first_s']:.2f}", f"{r['settled_s']:.1f}",
+             f"{r['cpu_settled_s']:.2f}"] for i, r in enumerate(data["runs"])]
+    md = data["medians"]
+    rows.append(["**median**", f"**{md['first_reconcile_s']:.2f}**", f"**{md['cpu_at_first_s']:.2f}**",
+                 f"{md['settled_s']:.1f}", f"{md['cpu_settled_s']:.2f}"])
+    return (_table(header, rows, "--- ---: ---: ---: ---:")
+            + f"\n\nA fresh operator process, a {data['nodes']}-node job Running and {data['nodes']} kwok nodes in the "
+              f"cluster; seconds and CPU seconds (user + system) from the process's spawn; {data['machine']}.")
+
+
 RENDER = {"startup": startup_table, "api": api_table, "floor": floor_table, "load": load_table,
           "recovery_peers": recovery_peers_table, "recovery": recovery_table, "node_loss": node_loss_table,
           "node_loss_admin": node_loss_table, "gang": gang_table, "mirror": mirror_table,
           "mirror_chaos": mirror_chaos_table, "failover": failover_table, "huge": huge_table,
-          "plan_scale": plan_scale_table}
+          "plan_scale": plan_scale_table, "restart": restart_table}
 FROM = {"startup": "startup", "api": "startup", "floor": "floor", "load": "load", "recovery_peers": "recovery_peers",
         "recovery": "recovery", "node_loss": "node_loss", "node_loss_admin": "node_loss_admin", "gang": "gang",
         "mirror": "mirror", "mirror_chaos": "mirror_chaos", "failover": "failover", "huge": "huge",
-        "plan_scale": "plan_scale"}
+        "plan_scale": "plan_scale", "restart": "restart"}
 
 
 def replace_section(text: str, name: str, body: str) -> str:

@@ -13,6 +13,7 @@ node). From raw watches in this process it measures, from the create request:
   running    all N pods are Running
   status     the job says so (TrainingJob phase Running; JobSet: every replicated Job ready; PyTorchJob:
              condition Running, which Kubeflow sets once the master pod runs)
+(and, per run in the JSON, first_created: the first pod exists, the controller's latency before its creates)
 and, from the audit log, the controllers' requests during each run (apply → status + 2 s): ours is the
 operator's identity; JobSet's is its controller plus kube-controller-manager's Job controller, which
 creates its pods; Kubeflow's is its operator. Prints medians and ratios ours/peer, writes
@@ -42,7 +43,7 @@ from peers import (
     BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL,
     JOBSET_VERSION, Clock, JobSetProcess,
     RawWatch, audit_counts, identity, install_jobset_crds, jobset_manifest, jobset_running, machine,
-    rss_peak_mb, summarize_counts, trainingjob_running,
+    rss_peak_mb, summarize_counts, trainingjob_running, wait_established,
 )
 import kubeflow
 from localcluster.harness.trainingjobs import training_job
@@ -90,7 +91,7 @@ class Harness:
         self.core, self.custom = client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
         rbac = client.RbacAuthorizationV1Api(self.api)
         kubectl(kc, "apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-        kubectl(kc, "wait", "--for=condition=Established", "--timeout=60s", "crd/trainingjobs.multinode.dev")
+        wait_established(kc, "trainingjobs.multinode.dev")
         self.ns = {s: new_namespace(self.core, prefix=s) for s in self.systems}
         op_kc, self.user["ours"] = identity(c, self.core, rbac, "multinode-operator")
         self.operator = OperatorProcess(op_kc, [self.ns["ours"]], c.dir / "logs" / "operator.log",
@@ -177,6 +178,8 @@ class Harness:
             if any(t is None for t in times):
                 return None
             out[m] = max(sorted(times)[:num_nodes]) - t0
+            if m == "created":  # how long before the first pod: the controller's own latency, apart from throughput
+                out["first_created"] = min(times) - t0
         st = self.clock.status.get(key, {}).get("running")
         if st is None:
             return None

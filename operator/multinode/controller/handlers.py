@@ -2,9 +2,13 @@
 
 No change-detecting handlers (on.create/update/resume) are registered on purpose: they make kopf store
 progress and a diff-base in annotations, a PATCH per handler call. Watch events plus indices give us a
-level-triggered controller that writes only what its plans say. kopf starts handling only after every
-index has been filled by its initial LIST, so after an operator restart the first reconcile of a job
-already sees every pod that exists: nothing is created twice.
+level-triggered controller that writes only what its plans say.
+
+kopf watches and indexes the few objects (jobs, their Services and PodGroups); pods and nodes, of which
+there are thousands, are watched by our own informers (watches.py): kopf's start-up wait for its indices
+is quadratic in the objects listed (informer.py says why). The Reconciler's workers start once those
+informers have listed, and kopf handles nothing before its own indices are filled, so after an operator
+restart the first reconcile of a job already sees every pod that exists: nothing is created twice.
 """
 
 from __future__ import annotations
@@ -16,19 +20,19 @@ from typing import Any
 
 import kopf
 
-from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSION
+from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from multinode.controller.kube import KubeApi
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.index_keys import mirror_key, node_jobs_key
 from multinode.controller import watch_readiness
+from multinode.controller.informer import Informer, wait_synced
+from multinode.controller.watch_index import WatchIndex
+from multinode.controller.watches import node_informer, pod_informers
 from multinode.controller.worker import Indices, Reconciler
 from multinode.metrics.operator import OperatorMetrics
-from multinode.reconcile import observe_mirror_pod, observe_pod
 from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_FLAVOR_PLURAL, KUEUE_WORKLOAD_PLURAL,
                                      POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
 from multinode.reconcile.gang import observe_pod_group
 from multinode.reconcile.kueue import observe_flavor, observe_workload
-from multinode.reconcile.placement import observe_node
 
 OWNED = {LABEL_JOB_NAME: kopf.PRESENT}
 
@@ -97,6 +101,7 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     watch_readiness.install()
     registry = kopf.OperatorRegistry()
     holder: dict[str, Reconciler] = {}
+    informers: list[Informer] = []
 
     def reconciler() -> Reconciler:
         return holder["reconciler"]
@@ -104,9 +109,9 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     # kopf hands its indices to startup handlers too (empty, filled by each watch's initial LIST before
     # any event handler runs): the Reconciler is built with them.
     @kopf.on.startup(registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
-    async def configure(settings: kopf.OperatorSettings, job_index: kopf.Index, pod_index: kopf.Index,
-                        service_index: kopf.Index, node_index: kopf.Index, pod_group_index: kopf.Index,
-                        workload_index: kopf.Index, flavor_index: kopf.Index, **_: Any) -> None:
+    async def configure(settings: kopf.OperatorSettings, job_index: kopf.Index, service_index: kopf.Index,
+                        pod_group_index: kopf.Index, workload_index: kopf.Index, flavor_index: kopf.Index,
+                        **_: Any) -> None:
         configure_kopf(settings, config)
         own_metrics = metrics or OperatorMetrics()
         kube = KubeApi.connect(config.api_concurrency, timeout=config.api_timeout_seconds,
@@ -121,12 +126,16 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         logger.info("Kueue (%s/%s Workloads): %s", KUEUE_API_GROUP, KUEUE_API_VERSION,
                     "served; jobs with the label kueue.x-k8s.io/queue-name run when Kueue admits them" if kueue_api
                     else "not served; jobs with a queue name say KueueNotInstalled")
-        indices = Indices(jobs=job_index, pods=pod_index, services=service_index, nodes=node_index,
+        pods, nodes = WatchIndex(), WatchIndex()
+        indices = Indices(jobs=job_index, pods=pods, services=service_index, nodes=nodes,
                           pod_groups=pod_group_index, workloads=workload_index, flavors=flavor_index)
         r = holder["reconciler"] = Reconciler(kube, config, indices, own_metrics, gang_api=gang_api,
                                               kueue_api=kueue_api)
         own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue), lambda: list(r.figures.values()))
-        r.start()
+        informers.extend([*pod_informers(kube, config.namespaces, pods, r), node_informer(kube, nodes, r)])
+        for informer in informers:
+            informer.start()
+        r.start(after=lambda: wait_synced(informers))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -135,34 +144,14 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
 
     @kopf.on.cleanup(registry=registry)
     async def shutdown(**_: Any) -> None:
+        for informer in informers:
+            informer.stop()
         if "reconciler" in holder:
             await holder["reconciler"].stop()
 
     @kopf.index(GROUP, VERSION, PLURAL, id="job_index", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def job_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
         return {(namespace, name): dict(body)}
-
-    # One index and one event handler for both kinds of pod: kopf matches every registered handler's
-    # filters against every pod event, which was a tenth of the operator's CPU during a large start.
-    @kopf.index("", "v1", "pods", id="pod_index", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
-    async def pod_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
-        if LABEL_JOB_NAME in labels:
-            observed = observe_pod(body)
-            if observed is None:
-                return {}
-            key = (namespace, observed.job_name)
-            return {key: observed, node_jobs_key(observed.node): key} if observed.node else {key: observed}
-        if LABEL_MIRROR_OF in labels:
-            mirror = observe_mirror_pod(body)
-            return {} if mirror is None else {mirror_key(namespace, mirror.job_name): mirror}
-        return {}
-
-    # All nodes under one key (only jobs with spec.topology read it, when an attempt starts), and each
-    # under its name (node_loss looks up the nodes of a job's pods).
-    @kopf.index("", "v1", "nodes", id="node_index", registry=registry)
-    async def node_index(name: str, body: kopf.Body, **_: Any) -> dict:
-        node = observe_node(body)
-        return {None: node, name: node}
 
     # The native PodGroups the operator made (one per attempt). Where the apiserver does not serve them, kopf
     # logs that it cannot watch them and goes on; nothing waits for this index then.
@@ -206,35 +195,6 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
             r.forget((namespace, name), uid)
         else:
             r.queue.add((namespace, name))
-
-    @kopf.on.event("", "v1", "pods", registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
-    async def pod_event(namespace: str, name: str, labels: kopf.Labels, type: str | None, body: kopf.Body,
-                        **_: Any) -> None:
-        job = labels.get(LABEL_JOB_NAME) or labels.get(LABEL_MIRROR_OF)
-        if job:
-            r = reconciler()
-            gone = observe_pod(body) if type == "DELETED" and LABEL_JOB_NAME in labels else None
-            if gone is not None and gone.disruption:
-                r.pod_gone((namespace, job), name, gone.disruption)
-            r.pod_seen((namespace, job), name)
-            r.queue.add((namespace, job))
-
-    # A node's Ready condition changed (or the node went): reconcile the jobs with pods on it, so a lost
-    # node restarts its gangs now rather than at their pods' eviction (reconcile/node_loss.py). Heartbeats
-    # that change nothing enqueue nothing.
-    ready_seen: dict[str, str] = {}
-
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def node_event(name: str, type: str | None, body: kopf.Body, **_: Any) -> None:
-        state = "Gone" if type == "DELETED" else observe_node(body).ready_status
-        if ready_seen.get(name, "True") != state:
-            r = reconciler()
-            for key in set(r.indices.pods.get(node_jobs_key(name)) or ()):
-                r.queue.add(key)
-        if type == "DELETED":
-            ready_seen.pop(name, None)
-        else:
-            ready_seen[name] = state
 
     @kopf.on.event("", "v1", "services", labels=OWNED, registry=registry)  # type: ignore[arg-type]  # kopf's protocol: see build_registry
     async def service_event(namespace: str, labels: kopf.Labels, **_: Any) -> None:

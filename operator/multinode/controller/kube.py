@@ -16,10 +16,11 @@ and an operator on it started 1000-pod jobs slower, though it used less CPU.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
@@ -112,6 +113,7 @@ class KubeApi:
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
         self._sleep: Callable[[float], None] = time.sleep  # a test replaces it
         self._limit = asyncio.Semaphore(concurrency)
+        self._stream_pool: urllib3.PoolManager | None = None  # made by the first watch
 
     @classmethod
     def connect(cls, concurrency: int, timeout: float | None = None,
@@ -342,6 +344,42 @@ class KubeApi:
                 "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
                 "spec": spec}
         await self._call("replace_namespaced_lease", "PUT", _lease_path(namespace, name), body)
+
+    # The informers' side (informer.py): blocking calls, each made in an informer's own thread, over a pool
+    # of their own, so a watch held open for minutes never takes a connection from the request threads.
+
+    def list_sync(self, path: str) -> dict:
+        """GET a collection (one page of it), decoded."""
+        decoded: dict = json.loads(self._request("list", "GET", path, None, JSON))
+        return decoded
+
+    def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:
+        """The lines of a watch stream (one JSON event each) until the server ends it. Raises ApiError for
+        a refused watch or a broken stream; a read stalled for `read_timeout` seconds is a broken stream."""
+        headers = dict(self._headers)
+        for auth in self._configuration.auth_settings().values():
+            if auth["in"] == "header" and auth["value"]:
+                headers[auth["key"]] = auth["value"]
+        if self._stream_pool is None:
+            streams = copy.copy(self._configuration)
+            streams.connection_pool_maxsize = 8
+            self._stream_pool = client.ApiClient(streams).rest_client.pool_manager
+        try:
+            response = self._stream_pool.request("GET", self._configuration.host + path, headers=headers,
+                                                 preload_content=False,
+                                                 timeout=urllib3.Timeout(connect=30, read=read_timeout))
+            if response.status >= 400:
+                data = response.read()
+                raise ApiError("watch", response.status, str(response.reason),
+                               _message(response.status, response.reason, data))
+            pending = b""
+            for chunk in response.stream(1 << 16):
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop()
+                yield from (line for line in lines if line)
+            response.release_conn()
+        except (OSError, urllib3.exceptions.HTTPError) as e:
+            raise ApiError("watch", None, type(e).__name__, str(e)) from e
 
     async def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

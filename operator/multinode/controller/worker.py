@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -57,9 +57,10 @@ MAX_REST_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class Indices:
-    """kopf's indices, live mappings the watch streams keep current (handlers.py builds them): every
-    reconcile reads the job and its pods from here, so it costs no GET. Values are collections, one entry
-    per object (see _single)."""
+    """Live mappings the watch streams keep current (handlers.py builds them): kopf's indices for jobs,
+    Services and PodGroups, our own informers' (watches.py) for pods and nodes. Every reconcile reads the
+    job and its pods from here, so it costs no GET. Values are collections, one entry per object (see
+    _single)."""
 
     jobs: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, name) → the job's body
     pods: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPod; mirror_key → mirror
@@ -135,10 +136,16 @@ class Reconciler:
         written = self.written.get((raw.get("metadata") or {}).get("uid") or "")
         return written.attempt if written is not None else int((raw.get("status") or {}).get("attempt") or 0)
 
-    def start(self) -> None:
-        for i in range(self.settings.workers):
-            self._tasks.append(asyncio.create_task(self._work(), name=f"multinode-worker-{i}"))
-        self._tasks.append(asyncio.create_task(self.probe.run(), name="multinode-progress-probe"))
+    def start(self, after: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Start the workers, once `after()` is done if given (the pod and node watches' first LIST: a
+        reconcile must see every pod that exists, or it would create missing ones twice)."""
+        async def run() -> None:
+            if after is not None:
+                await after()
+            for i in range(self.settings.workers):
+                self._tasks.append(asyncio.create_task(self._work(), name=f"multinode-worker-{i}"))
+            self._tasks.append(asyncio.create_task(self.probe.run(), name="multinode-progress-probe"))
+        self._tasks.append(asyncio.create_task(run(), name="multinode-workers-start"))
 
     async def stop(self) -> None:
         for task in self._tasks:

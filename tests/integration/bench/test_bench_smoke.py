@@ -117,6 +117,13 @@ def huge_report(bench_dir: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
+def restart_report(bench_dir: Path) -> dict:
+    out = bench_dir / "restart.json"
+    run_bench("restart.py", "--nodes", "4", "--restarts", "1", "--timeout", "120", "--out", str(out))
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
 def plan_scale_report(bench_dir: Path) -> dict:
     out = bench_dir / "plan_scale.json"
     run_bench("plan_scale.py", "--nodes", "50", "200", "--out", str(out))
@@ -130,6 +137,12 @@ def test_huge_bench_starts_one_big_job_and_many_small_ones_and_reads_the_rss(hug
     assert at["status"] > 0 and 0 < h["idle_rss_mb"] <= h["peak_rss_mb"], h
     assert 0 < h["status_bytes"] < 20_000, h
     assert m["jobs"] == 3 and m["all_running_s"] > 0 and 0 < m["idle_rss_mb"] <= m["peak_rss_mb"], m
+
+
+def test_restart_bench_sees_the_restarted_operator_reconcile(restart_report: dict) -> None:
+    (run,) = restart_report["runs"]
+    assert restart_report["nodes"] == 4 and 0 < run["first_reconcile_s"] <= run["settled_s"] + 2, run
+    assert 0 < run["cpu_at_first_s"] <= run["cpu_settled_s"], run
 
 
 def test_plan_scale_bench_times_every_step(plan_scale_report: dict) -> None:
@@ -255,7 +268,7 @@ def test_failover_bench_sees_the_standby_lead_and_act(failover_report: dict) -> 
 
 @pytest.mark.usefixtures("startup_report", "floor_report", "load_report", "recovery_reports", "node_loss_report",
                          "gang_report", "mirror_report", "mirror_chaos_report", "failover_report", "huge_report",
-                         "plan_scale_report")
+                         "plan_scale_report", "restart_report")
 def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -> None:
     """tools/bench/report.py on the smoke runs' JSON: every generated section of a copy of the docs."""
     docs = tmp_path / "docs"
@@ -264,10 +277,11 @@ def test_report_fills_every_table_of_the_docs(bench_dir: Path, tmp_path: Path) -
     run_bench("report.py", "--from", str(bench_dir), "--docs", str(docs))
     combined = json.loads((docs / "benchmarks.json").read_text())
     assert set(combined) == {"startup", "floor", "load", "recovery_peers", "recovery", "node_loss", "gang", "mirror",
-                            "mirror_chaos", "failover", "huge", "plan_scale"}
+                            "mirror_chaos", "failover", "huge", "plan_scale", "restart"}
     text = (docs / "benchmarks.md").read_text()
     assert text != (REPO / "docs" / "benchmarks.md").read_text()
     assert "| 4 | all pods created |" in text and "Kubeflow v1" in text
     assert "3 jobs × 2 pods, all Running" in text
     assert "| one 30-node job |" in text and "| step | 50 nodes (ms) | 200 nodes (ms) |" in text
+    assert "a 4-node job Running and 4 kwok nodes" in text
     assert "| all pods bound |" in text and "of one 8-node job" in text

@@ -41,6 +41,14 @@ def test_the_startup_handler_takes_every_index_the_registry_declares() -> None:
     assert len(startup) == 1
     taken = set(inspect.signature(startup[0].fn).parameters)
     declared = {h.id for h in reg._indexing.get_all_handlers()}
-    assert declared == {"job_index", "pod_index", "service_index", "node_index", "pod_group_index", "workload_index",
-                        "flavor_index"}
+    assert declared == {"job_index", "service_index", "pod_group_index", "workload_index", "flavor_index"}
     assert declared <= taken
+
+
+def test_kopf_watches_no_pods_and_no_nodes() -> None:
+    # kopf's start-up wait for its indices wakes every listed object per listed object (informer.py): the
+    # thousands of pods and nodes are our own informers' (watches.py), never kopf's.
+    reg = build_registry(OperatorSettings(namespaces=("default",)))
+    handlers = [*reg._indexing.get_all_handlers(), *reg._watching.get_all_handlers()]
+    watched = {h.selector.plural for h in handlers if h.selector is not None}
+    assert watched.isdisjoint({"pods", "nodes"})

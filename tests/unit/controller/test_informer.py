@@ -1,0 +1,138 @@
+"""The pod and node informer: LIST into the index, then WATCH from the list's resourceVersion, re-LIST
+after a 410; against a fake of KubeApi's two blocking calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+
+from multinode.controller.informer import Informer, wait_synced
+from multinode.controller.watch_index import WatchIndex
+
+
+def pod(uid: str, job: str, rv: str = "1") -> dict:
+    return {"metadata": {"uid": uid, "name": f"p-{uid}", "namespace": "ns", "resourceVersion": rv,
+                         "labels": {"job": job}}}
+
+
+def by_job(obj: dict) -> dict:
+    return {("ns", obj["metadata"]["labels"]["job"]): obj["metadata"]["name"]}
+
+
+class FakeKube:
+    """Serves scripted list pages (by continue token) and watch streams (one script per watch call); a
+    watch whose script is used up waits until the test ends."""
+
+    def __init__(self, lists: list[list[dict]], watches: list[list[dict]]):
+        self.lists, self.watches = lists, watches
+        self.list_calls: list[str] = []
+        self.pages: list[dict] = []
+        self.watch_calls: list[str] = []
+        self.done = threading.Event()
+
+    def list_sync(self, path: str) -> dict:
+        self.list_calls.append(path)
+        page = 1 if "continue=" in path else 0
+        if page == 0:  # a new LIST: the next script, the last one repeating
+            self.pages = self.lists[0] if len(self.lists) == 1 else self.lists.pop(0)
+        pages = self.pages
+        if len(pages) > 1 and page == 0:
+            return {"metadata": {"continue": "next", "resourceVersion": "10"}, "items": [pages[0]]}
+        return {"metadata": {"resourceVersion": "10"}, "items": pages[page:] if page else pages}
+
+    def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:
+        self.watch_calls.append(path)
+        script = self.watches.pop(0) if self.watches else []
+        for event in script:
+            yield json.dumps(event).encode()
+        if not script:
+            self.done.wait()
+
+
+async def until(predicate, what: str) -> None:
+    async def poll() -> None:
+        # The informer's thread hands events to the loop; there is nothing to await but their effect.
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    try:
+        await asyncio.wait_for(poll(), timeout=10)
+    except TimeoutError:
+        raise AssertionError(f"never: {what}") from None
+
+
+def run(kube: FakeKube, index: WatchIndex, events: list, relisted: list) -> tuple[Informer, asyncio.Task]:
+    informer = Informer(kube, "/api/v1/namespaces/ns/pods", index, by_job, label_selector="job",  # type: ignore[arg-type]  # a fake KubeApi
+                        on_event=lambda kind, obj, entries: events.append((kind, obj["metadata"]["uid"], entries)),
+                        on_relisted=lambda: relisted.append(True))
+    informer.start()
+    return informer, asyncio.current_task()  # type: ignore[return-value]
+
+
+def test_list_then_watch_from_its_version() -> None:
+    async def main() -> None:
+        kube = FakeKube([[pod("a", "j1"), pod("b", "j1")]],
+                        [[{"type": "ADDED", "object": pod("c", "j2", "11")},
+                          {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
+                          {"type": "DELETED", "object": pod("a", "j1", "13")}]])
+        index, events, relisted = WatchIndex(), [], []
+        informer, _ = run(kube, index, events, relisted)
+        await wait_synced([informer])
+        assert [e[0] for e in events[:2]] == ["LISTED", "LISTED"]
+        assert len(kube.list_calls) == 2 and "continue=next" in kube.list_calls[1]  # both pages
+        await until(lambda: len(events) == 4, "the watch's events")
+        assert sorted(index.get(("ns", "j1")) or ()) == ["p-b"]
+        assert list(index.get(("ns", "j2")) or ()) == ["p-c"]
+        assert events[3] == ("DELETED", "a", {("ns", "j1"): "p-a"})  # a deleted pod's entries still told
+        assert "resourceVersion=10" in kube.watch_calls[0] and "labelSelector=job" in kube.watch_calls[0]
+        await until(lambda: len(kube.watch_calls) == 2, "the next watch")
+        assert "resourceVersion=13" in kube.watch_calls[1]  # resumed after the last version seen
+        assert not relisted
+        informer.stop()
+        kube.done.set()
+    asyncio.run(main())
+
+
+def test_a_410_lists_again_and_the_new_list_replaces_the_index() -> None:
+    async def main() -> None:
+        kube = FakeKube([[pod("a", "j1"), pod("b", "j1")], [pod("b", "j1"), pod("d", "j3")]],
+                        [[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]])
+        index, events, relisted = WatchIndex(), [], []
+        informer, _ = run(kube, index, events, relisted)
+        await until(lambda: relisted, "the re-list")
+        assert sorted(index.get(("ns", "j1")) or ()) == ["p-b"]  # a is gone: missed while not watching
+        assert list(index.get(("ns", "j3")) or ()) == ["p-d"]
+        informer.stop()
+        kube.done.set()
+    asyncio.run(main())
+
+
+def test_an_unexpected_failure_in_the_watch_lists_again_instead_of_ending_the_thread() -> None:
+    class GarbledKube(FakeKube):
+        def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:
+            if not self.watch_calls:
+                self.watch_calls.append(path)
+                yield b"{not json"  # a bug or a proxy's garbage: not an ApiError
+                return
+            yield from super().watch_lines(path, read_timeout)
+
+    async def main() -> None:
+        kube = GarbledKube([[pod("a", "j1")], [pod("a", "j1"), pod("e", "j4")]], [])
+        index, events, relisted = WatchIndex(), [], []
+        informer, _ = run(kube, index, events, relisted)
+        await until(lambda: relisted, "the re-list after the garbled line")
+        assert list(index.get(("ns", "j4")) or ()) == ["p-e"]
+        informer.stop()
+        kube.done.set()
+    asyncio.run(main())
+
+
+def test_watch_index_files_an_object_under_its_current_keys_only() -> None:
+    index = WatchIndex()
+    index.put("u1", {"a": 1, "b": 1})
+    index.put("u2", {"a": 2})
+    index.put("u1", {"c": 1})  # moved: no longer under a or b
+    assert sorted(index.get("a") or ()) == [2] and "b" not in index and list(index["c"]) == [1]
+    assert index.retain(["u1", "u2"], keep={"u2"}) == ["u1"]
+    assert "c" not in index and len(index) == 1
