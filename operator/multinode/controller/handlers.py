@@ -26,7 +26,7 @@ from multinode.controller.settings import OperatorSettings
 from multinode.controller import watch_readiness
 from multinode.controller.informer import Informer, wait_synced
 from multinode.controller.watch_index import WatchIndex
-from multinode.controller.watches import node_informer, pod_informers
+from multinode.controller.watches import PodWatches, node_informer
 from multinode.controller.worker import Indices, Reconciler
 from multinode.metrics.operator import OperatorMetrics
 from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_FLAVOR_PLURAL, KUEUE_WORKLOAD_PLURAL,
@@ -101,7 +101,7 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     watch_readiness.install()
     registry = kopf.OperatorRegistry()
     holder: dict[str, Reconciler] = {}
-    informers: list[Informer] = []
+    watches: list[Informer | PodWatches] = []
 
     def reconciler() -> Reconciler:
         return holder["reconciler"]
@@ -132,10 +132,16 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         r = holder["reconciler"] = Reconciler(kube, config, indices, own_metrics, gang_api=gang_api,
                                               kueue_api=kueue_api)
         own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue), lambda: list(r.figures.values()))
-        informers.extend([*pod_informers(kube, config.namespaces, pods, r), node_informer(kube, nodes, r)])
-        for informer in informers:
-            informer.start()
-        r.start(after=lambda: wait_synced(informers))
+        pod_watches = PodWatches(kube, config.namespaces, pods, r)
+        r.pods_listed = pod_watches.ready
+        node_watch = node_informer(kube, nodes, r)
+        watches.extend([pod_watches, node_watch])
+        for watch in watches:
+            watch.start()
+
+        async def listed() -> None:
+            await asyncio.gather(pod_watches.wait_started(), wait_synced([node_watch]))
+        r.start(after=listed)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -144,8 +150,8 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
 
     @kopf.on.cleanup(registry=registry)
     async def shutdown(**_: Any) -> None:
-        for informer in informers:
-            informer.stop()
+        for watch in watches:
+            watch.stop()
         if "reconciler" in holder:
             await holder["reconciler"].stop()
 

@@ -65,6 +65,13 @@ class Informer:
         """The thread ends at its next event or bookmark (it is a daemon: it never holds the process up)."""
         self._stopping.set()
 
+    def forget(self) -> None:
+        """Stop, and take what this informer filed out of the index (its namespace is gone). On the loop;
+        events the thread hands over after this are dropped."""
+        self.stop()
+        self.index.retain(list(self._uids), set())
+        self._uids = set()
+
     def _query(self, **params: Any) -> str:
         if self.label_selector:
             params["labelSelector"] = self.label_selector
@@ -136,6 +143,8 @@ class Informer:
     # On the event loop:
 
     def _apply_list(self, entries: dict[str, dict], objects: dict[str, dict]) -> None:
+        if self._stopping.is_set():
+            return
         relisted = self.synced.is_set()
         self.index.retain(list(self._uids), set(entries))
         for uid, filed in entries.items():
@@ -149,6 +158,8 @@ class Informer:
             self.on_relisted()
 
     def _apply_event(self, kind: str, obj: dict, entries: dict) -> None:
+        if self._stopping.is_set():
+            return
         uid = (obj.get("metadata") or {}).get("uid") or ""
         if kind == "DELETED":
             self.index.remove(uid)

@@ -46,6 +46,7 @@ JobKey = tuple[str, str]  # (namespace, name)
 # "expectations"): until then a reconcile would see it missing and create it again, only to get 409.
 EXPECTATION_TTL_SECONDS = 30.0
 MAX_GONE_PER_JOB = 256  # disrupted pods remembered per job after their deletion (Reconciler.gone)
+PODS_UNLISTED_RETRY_SECONDS = 2.0  # a job whose namespace's pods are not listed yet is looked at again
 
 
 # After a reconcile of a job whose pods changed meanwhile, wait REST_FACTOR × its duration (at most
@@ -128,6 +129,9 @@ class Reconciler:
         self.gone: dict[JobKey, dict[str, str]] = {}
         self._failures: dict[JobKey, int] = {}
         self._tasks: list[asyncio.Task] = []
+        # Whether a namespace's pods are in indices.pods (handlers.py sets the pod watches' own answer): a
+        # job planned before would have its existing pods created again.
+        self.pods_listed: Callable[[str], bool] = lambda namespace: True
         # Reads the trainers' logs of jobs with spec.hangDetection; each sweep marks its job dirty.
         self.probe = ProgressProbe(kube, indices.jobs, indices.pods, self._attempt_of, self.queue.add)
 
@@ -223,6 +227,9 @@ class Reconciler:
             return  # deleted; owner references let the garbage collector remove the rest
         meta = raw.get("metadata") or {}
         if meta.get("deletionTimestamp"):
+            return
+        if not self.pods_listed(key[0]):
+            self.queue.add(key, delay=PODS_UNLISTED_RETRY_SECONDS)
             return
         try:
             job = TrainingJob.model_validate(raw)

@@ -1,18 +1,128 @@
-"""Where the operator's own pod watches look, and what they keep (controller/watches.py)."""
+"""Where the operator's own pod watches look, and what they keep (controller/watches.py), against a fake of
+KubeApi's two blocking calls that answers by path: the real apiserver's per-namespace refusals are in
+tests/integration/controller/test_watch_readiness.py."""
 
 from __future__ import annotations
 
-from multinode.controller.watches import namespace_filter, node_pod_keys
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+from multinode.api import LABEL_JOB_NAME
+from multinode.controller.kube import ApiError
+from multinode.controller.watch_index import WatchIndex
+from multinode.controller.watches import PodWatches, namespace_matcher, node_pod_keys
+from tests.unit.controller.test_informer import until
 
 
-def test_named_namespaces_get_a_watch_each_and_patterns_one_cluster_wide_watch_filtered_here() -> None:
-    prefixes, keep = namespace_filter(("a", "b"))
-    assert prefixes == ["/api/v1/namespaces/a", "/api/v1/namespaces/b"] and keep("anything")
-    prefixes, keep = namespace_filter(("t-*", "!t-skip*"))
-    assert prefixes == ["/api/v1"]
+def node_pod(namespace: str, job: str, index: int) -> dict:
+    return {"metadata": {"name": f"{job}-{index}-a0", "namespace": namespace, "uid": f"{namespace}/{job}/{index}",
+                         "resourceVersion": "5",
+                         "labels": {LABEL_JOB_NAME: job, "multinode.dev/node-index": str(index),
+                                    "multinode.dev/attempt": "0"}},
+            "spec": {"nodeName": "kwok-1"}, "status": {"phase": "Running"}}
+
+
+def namespace(name: str) -> dict:
+    return {"metadata": {"name": name, "uid": f"ns/{name}", "resourceVersion": "7"}}
+
+
+class PathKube:
+    """LIST answers from `pods` (by namespace) and `namespaces`; namespaces in `refused` answer 403. The
+    namespace watch plays `namespace_events`; every other watch waits until the test ends."""
+
+    def __init__(self, pods: dict[str, list[dict]], namespaces: list[str], refused: set[str] = frozenset(),
+                 namespace_events: list[dict] | None = None):
+        self.pods, self.namespaces, self.refused = pods, namespaces, set(refused)
+        self.namespace_events = list(namespace_events or ())
+        self.list_calls: list[str] = []
+        self.done = threading.Event()
+
+    def list_sync(self, path: str) -> dict:
+        self.list_calls.append(path)
+        if path.startswith("/api/v1/namespaces?"):
+            return {"metadata": {"resourceVersion": "9"}, "items": [namespace(n) for n in self.namespaces]}
+        where = path.split("/namespaces/")[1].split("/")[0] if "/namespaces/" in path else None
+        if where in self.refused:
+            raise ApiError("list", 403, "Forbidden", f'pods is forbidden in the namespace "{where}"')
+        mirrors = "mirror" in path.split("labelSelector=")[1]
+        items = [] if mirrors else [p for ns, pods in self.pods.items() if where in (None, ns) for p in pods]
+        return {"metadata": {"resourceVersion": "9"}, "items": items}
+
+    def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:
+        if path.startswith("/api/v1/namespaces?"):
+            events, self.namespace_events = self.namespace_events, []
+            for event in events:
+                yield json.dumps(event).encode()
+        self.done.wait()
+
+
+def reconciler() -> SimpleNamespace:
+    queued: list = []
+    return SimpleNamespace(queue=SimpleNamespace(add=queued.append), queued=queued, indices=SimpleNamespace(jobs={}),
+                           pod_seen=lambda key, name: None, pod_gone=lambda key, name, why: None)
+
+
+def test_namespace_globs_follow_kopfs_rules() -> None:
+    keep = namespace_matcher(("t-*", "!t-skip*"))
     assert keep("t-1") and not keep("t-skip-1") and not keep("other")
-    prefixes, keep = namespace_filter(())
-    assert prefixes == ["/api/v1"] and keep("any")
+    assert namespace_matcher(())("any")
+
+
+def test_named_namespaces_are_watched_each_and_each_is_ready_once_its_own_pods_are_listed() -> None:
+    async def main() -> None:
+        kube = PathKube({"a": [node_pod("a", "llm", 0)]}, [], refused={"b"})
+        pods, r = WatchIndex(), reconciler()
+        watches = PodWatches(kube, ("a", "b"), pods, r)  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
+        watches.start()
+        await until(lambda: watches.ready("a"), "namespace a listed")
+        assert [p.name for p in pods.get(("a", "llm")) or ()] == ["llm-0-a0"]
+        assert ("a", "llm") in r.queued
+        assert not watches.ready("b") and not watches.ready("c")  # refused; not followed
+        assert all("/api/v1/namespaces/a/" in p or "/api/v1/namespaces/b/" in p for p in kube.list_calls)
+        watches.stop()
+        kube.done.set()
+    asyncio.run(main())
+
+
+def test_no_namespace_named_is_one_cluster_wide_watch_that_makes_every_namespace_ready() -> None:
+    async def main() -> None:
+        kube = PathKube({"x": [node_pod("x", "j", 0)], "y": [node_pod("y", "k", 1)]}, [])
+        pods = WatchIndex()
+        watches = PodWatches(kube, (), pods, reconciler())  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
+        watches.start()
+        await watches.wait_started()
+        assert watches.ready("x") and watches.ready("anything")
+        assert ("x", "j") in pods and ("y", "k") in pods
+        assert all(p.startswith("/api/v1/pods?") for p in kube.list_calls)
+        watches.stop()
+        kube.done.set()
+    asyncio.run(main())
+
+
+def test_under_a_glob_each_matching_namespace_is_followed_while_it_exists_a_refused_one_holding_none_back() -> None:
+    async def main() -> None:
+        kube = PathKube({"t-a": [node_pod("t-a", "llm", 0)], "t-new": [node_pod("t-new", "late", 0)],
+                         "other": [node_pod("other", "theirs", 0)]},
+                        ["t-a", "t-denied", "other"], refused={"t-denied"},
+                        namespace_events=[{"type": "ADDED", "object": namespace("t-new")},
+                                          {"type": "DELETED", "object": namespace("t-a")}])
+        pods = WatchIndex()
+        watches = PodWatches(kube, ("t-*",), pods, reconciler())  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
+        watches.start()
+        await watches.wait_started()  # the namespaces listed, not every namespace's pods
+        await until(lambda: watches.ready("t-new"), "the namespace added later followed")
+        await until(lambda: "t-a" not in watches.by_namespace, "the deleted namespace forgotten")
+        assert ("t-a", "llm") not in pods  # its pods left the index with it
+        assert [p.name for p in pods.get(("t-new", "late")) or ()] == ["late-0-a0"]
+        assert not watches.ready("t-denied") and "t-denied" in watches.by_namespace  # retrying on its own
+        assert not watches.ready("other") and not any("/namespaces/other/" in p for p in kube.list_calls)
+        assert not any(p.startswith("/api/v1/pods") for p in kube.list_calls)  # never cluster-wide
+        watches.stop()
+        kube.done.set()
+    asyncio.run(main())
 
 
 def test_a_node_pod_is_filed_under_its_job_and_its_node() -> None:

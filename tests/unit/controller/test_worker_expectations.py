@@ -108,3 +108,19 @@ def test_a_disrupted_pod_s_reason_outlives_its_deletion_bounded_and_forgotten_wi
     assert len(r.gone[KEY]) == MAX_GONE_PER_JOB and "llama-0-a0" not in r.gone[KEY]
     r.forget(KEY, None)
     assert KEY not in r.gone
+
+
+def test_a_job_whose_namespace_pods_are_not_listed_yet_creates_nothing_and_is_looked_at_again() -> None:
+    # Its pods may exist (an operator restart); they would all be created again, to get 409s.
+    kube = RecordingKube()
+    r = reconciler(kube)
+    listed: set[str] = set()
+    r.pods_listed = listed.__contains__
+
+    async def main() -> None:
+        await r.reconcile(KEY)
+        assert kube.created == [] and KEY in r.queue._timers  # requeued, with a delay
+        listed.add("ml")
+        await r.reconcile(KEY)
+    asyncio.run(main())
+    assert kube.created == ["llama-0-a0", "llama-1-a0", "llama-2-a0"]
