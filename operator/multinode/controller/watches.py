@@ -95,6 +95,7 @@ class PodWatches:
         self.by_namespace: dict[str | None, list[Informer]] = {}
         self.namespace_watch: Informer | None = None
         self.namespaces = WatchIndex()  # under a glob: the matching namespaces, by name
+        self._listing: dict[str, asyncio.Task] = {}  # namespaces followed whose pods are not listed yet
         if namespaces and not self.named:
             self.namespace_watch = Informer(kube, "/api/v1/namespaces", self.namespaces, self._followed,
                                             on_event=self._namespace_event, on_relisted=self._namespaces_relisted)
@@ -110,6 +111,8 @@ class PodWatches:
             self._follow(CLUSTER)
 
     def stop(self) -> None:
+        for listing in self._listing.values():
+            listing.cancel()
         for informer in [*(self.namespace_watch,), *(i for pair in self.by_namespace.values() for i in pair)]:
             if informer is not None:
                 informer.stop()
@@ -144,8 +147,20 @@ class PodWatches:
         self.by_namespace[namespace] = pair
         for informer in pair:
             informer.start()
+        if namespace is not CLUSTER:  # its jobs that waited for its pods (Reconciler.pods_listed) go now
+            self._listing[namespace] = asyncio.get_running_loop().create_task(
+                self._requeue_once_listed(namespace, pair))
+
+    async def _requeue_once_listed(self, namespace: str, pair: list[Informer]) -> None:
+        # A refused namespace's informers say so themselves, with their backoff: nothing to log here.
+        await asyncio.gather(*(informer.synced.wait() for informer in pair))
+        self._listing.pop(namespace, None)
+        requeue_all(self.r, namespace)
 
     def _unfollow(self, namespace: str) -> None:
+        listing = self._listing.pop(namespace, None)
+        if listing is not None:
+            listing.cancel()
         for informer in self.by_namespace.pop(namespace, ()):
             informer.forget()
 

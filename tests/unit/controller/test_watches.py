@@ -59,9 +59,10 @@ class PathKube:
         self.done.wait()
 
 
-def reconciler() -> SimpleNamespace:
+def reconciler(*jobs: tuple[str, str]) -> SimpleNamespace:
     queued: list = []
-    return SimpleNamespace(queue=SimpleNamespace(add=queued.append), queued=queued, indices=SimpleNamespace(jobs={}),
+    return SimpleNamespace(queue=SimpleNamespace(add=queued.append), queued=queued,
+                           indices=SimpleNamespace(jobs={job: [{}] for job in jobs}),
                            pod_seen=lambda key, name: None, pod_gone=lambda key, name, why: None)
 
 
@@ -109,15 +110,17 @@ def test_under_a_glob_each_matching_namespace_is_followed_while_it_exists_a_refu
                         ["t-a", "t-denied", "other"], refused={"t-denied"},
                         namespace_events=[{"type": "ADDED", "object": namespace("t-new")},
                                           {"type": "DELETED", "object": namespace("t-a")}])
-        pods = WatchIndex()
-        watches = PodWatches(kube, ("t-*",), pods, reconciler())  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
+        pods, r = WatchIndex(), reconciler(("t-new", "podless"), ("t-denied", "waiting"))
+        watches = PodWatches(kube, ("t-*",), pods, r)  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
         watches.start()
         await watches.wait_started()  # the namespaces listed, not every namespace's pods
         await until(lambda: watches.ready("t-new"), "the namespace added later followed")
         await until(lambda: "t-a" not in watches.by_namespace, "the deleted namespace forgotten")
         assert ("t-a", "llm") not in pods  # its pods left the index with it
         assert [p.name for p in pods.get(("t-new", "late")) or ()] == ["late-0-a0"]
+        await until(lambda: ("t-new", "podless") in r.queued, "a job without pods requeued once its namespace listed")
         assert not watches.ready("t-denied") and "t-denied" in watches.by_namespace  # retrying on its own
+        assert ("t-denied", "waiting") not in r.queued
         assert not watches.ready("other") and not any("/namespaces/other/" in p for p in kube.list_calls)
         assert not any(p.startswith("/api/v1/pods") for p in kube.list_calls)  # never cluster-wide
         watches.stop()
