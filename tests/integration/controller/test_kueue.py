@@ -111,11 +111,18 @@ def condition(obj: dict, type_: str) -> dict:
 
 
 def test_two_jobs_over_one_jobs_quota_run_one_after_the_other(
-    core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, queue: str
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, queue: str,
+    kueue_operator: OperatorProcess,
 ) -> None:
     ns = queue
     jobs.apply(kubeconfig, ns, queued_job("first", "8s"))
-    wait_for(lambda: workload(custom, ns, "first"), timeout=30, what="first's Workload")
+    # The namespace is new: kopf holds the operator's events back until its watches there (jobs, Services,
+    # PodGroups, Workloads) have listed, for at most 30 s (controller/watch_readiness.py); then the create.
+    try:
+        wait_for(lambda: workload(custom, ns, "first"), timeout=60, what="first's Workload")
+    except AssertionError as e:
+        status = (jobs.get_job(custom, ns, "first") or {}).get("status")
+        raise AssertionError(f"{e}\njob status: {status}\noperator log:\n{kueue_operator.log_tail(60)}") from None
     jobs.apply(kubeconfig, ns, queued_job("second", "1s"))
 
     # Kueue admits the first; the operator unsuspends it, and its pods run on the flavor's nodes.
