@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN_PATH = $(shell $(PY) -m localcluster bin-path 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: help venv binaries images peers cluster-up cluster-down crds docs lint test test-unit demo bench clean
+.PHONY: help venv dist binaries images peers cluster-up cluster-down crds docs lint test test-unit demo bench clean
 
 help:
 	@echo "make demo         local cluster + operator + the example 4-node job, end to end"
@@ -19,15 +19,31 @@ help:
 	@echo "make cluster-down stop it"
 	@echo "make crds         regenerate crds/ from the pydantic models"
 	@echo "make docs         regenerate docs/reference.md from the pydantic models"
+	@echo "make dist         the wheel and sdist of multinode-operator into dist/, checked by twine"
 	@echo "make bench        benchmarks (not part of make test)"
 
 $(STAMP): pyproject.toml tools/localcluster/pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check --upgrade pip
+	@# The distribution was named `multinode` before it became `multinode-operator`: a venv made then still has
+	@# it (removing it after the install would take the `multinode` command with it), and its egg-info in
+	@# operator/ would still list it.
+	$(VENV)/bin/pip uninstall -q -y --disable-pip-version-check multinode
+	rm -rf operator/multinode.egg-info
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]' -e tools/localcluster
 	touch $@
 
 venv: $(STAMP)
+
+# The wheel and sdist PyPI gets (`pip install multinode-operator`). build makes the sdist first and the wheel
+# from the sdist, so a file the sdist misses fails here. --no-isolation: the venv's setuptools (the test
+# extra) builds, so there is no build env to download and the unit test that runs this target
+# (tests/unit/packaging) stays offline; build still checks it meets [build-system] requires.
+DIST ?= dist
+dist: venv
+	rm -rf $(DIST)
+	$(PY) -m build --no-isolation --outdir $(DIST) .
+	$(VENV)/bin/twine check --strict $(DIST)/*
 
 # Everything is built once per version and cached (.cache/localcluster); `localcluster prepare` runs the
 # slow builds side by side (Go compiling while pip and debootstrap download), which a cold start needs.

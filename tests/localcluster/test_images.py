@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from localcluster import images
 
+from tests.support.packaging import PROJECT_VERSION
+
 
 def _require_root() -> None:
     # Not a skip: CI runs as root, and a skipped test there would hide a broken image build.
@@ -215,7 +217,7 @@ def _run(rootfs: Path, image: images.BuiltImage, args: list[str]) -> subprocess.
 def test_the_operator_image_runs_multinode_as_nonroot(rootfs: Path, built: dict[str, images.BuiltImage]) -> None:
     done = _run(rootfs, built[images.OPERATOR_IMAGE], ["--version"])
     assert done.returncode == 0, done.stderr
-    assert "0.1.0" in done.stdout + done.stderr
+    assert f"multinode {PROJECT_VERSION}" in done.stdout + done.stderr
 
 
 @needs_root

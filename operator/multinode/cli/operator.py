@@ -10,6 +10,7 @@ import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from multinode import __version__
 from multinode.api.constants import OPERATOR_METRICS_PORT
 from multinode.controller.settings import LeaderElection, OperatorSettings
 
@@ -50,14 +51,17 @@ def run(args: argparse.Namespace) -> int:
     from multinode.controller.handlers import build_registry
     from multinode.metrics.operator import OperatorMetrics
 
-    settings = OperatorSettings.from_env(
-        namespaces=tuple(args.namespaces) if args.namespaces else None,
-        operator_image=args.operator_image, workers=args.workers)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # kopf logs every handler call at INFO; that is noise at our event rates.
     logging.getLogger("kopf").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     logging.getLogger("kopf.activities.startup").setLevel(logging.INFO)
+    # The first line of every operator log says which build runs (so does the multinode_build_info metric),
+    # before a bad setting can end the process.
+    logging.getLogger("multinode").info("multinode operator %s starting", __version__)
+    settings = OperatorSettings.from_env(
+        namespaces=tuple(args.namespaces) if args.namespaces else None,
+        operator_image=args.operator_image, workers=args.workers)
     metrics = OperatorMetrics()
     election = LeaderElection.from_env(
         args.leader_election, name=args.lease_name, namespace=args.lease_namespace,

@@ -13,6 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from multinode import __version__
+
 # From seconds (small jobs on an idle cluster) to many minutes (1000 nodes, a busy scheduler).
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 
@@ -94,6 +96,9 @@ class OperatorMetrics:
                             "Lease, or runs without leader election), 0 while it is a standby.", registry=r)
         self.api_errors = Counter("multinode_api_errors_total", "Failed Kubernetes API calls of the operator.",
                                   ["operation", "code"], registry=r)
+        # Prometheus' build_info convention: a constant 1 whose label says which version is running.
+        Gauge("multinode_build_info", "The operator's version (pyproject's), as a label; always 1.", ["version"],
+              registry=r).labels(version=__version__).set(1)
 
     def watch_state(self, phases: Callable[[], Mapping[str, str]], queue_depth: Callable[[], int],
                     jobs: Callable[[], Iterable[JobFigures]] = lambda: ()) -> None:

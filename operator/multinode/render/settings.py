@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from multinode import __version__
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS
 
-DEFAULT_OPERATOR_IMAGE = "ghcr.io/multinode/multinode:0.1.0"
+# Where releases push the operator image, tagged with the package version (the chart's image.repository and
+# appVersion say the same: tests/unit/packaging/test_version.py).
+OPERATOR_IMAGE_REPOSITORY = "ghcr.io/multinode/operator"
+DEFAULT_OPERATOR_IMAGE = f"{OPERATOR_IMAGE_REPOSITORY}:{__version__}"
 
 
 @dataclass(frozen=True)

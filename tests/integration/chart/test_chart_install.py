@@ -26,6 +26,7 @@ from kubernetes import client, config
 
 from multinode.api import CRD_NAME, GROUP, PLURAL, VERSION
 from multinode.api.crd import render_crd_yaml
+from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
 from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
@@ -137,7 +138,7 @@ def test_install_is_accepted_and_the_operator_pod_admitted_as_restricted(
     pdb = client.PolicyV1Api(api).read_namespaced_pod_disruption_budget(release.fullname, release.namespace)
     assert pdb.spec.max_unavailable == 1
     (container,) = deployment.spec.template.spec.containers
-    assert container.image == f"ghcr.io/multinode/multinode:{IMAGE_TAG}"
+    assert container.image == f"{OPERATOR_IMAGE_REPOSITORY}:{IMAGE_TAG}"
     # Server-side validation of the whole rendered release, once more, as a dry run.
     manifest = release.helm("get", "manifest", release.name).stdout
     kubectl(release.kubeconfig, "apply", "--dry-run=server", "-f", "-", input=manifest)
@@ -200,7 +201,7 @@ def run_operator_as_chart(release: Release, core: client.CoreV1Api, tmp_path: Pa
     token = service_account_token(core, release.namespace, release.fullname)
     kubeconfig = kubeconfig_for_token(release.kubeconfig, token, tmp_path / f"{log}.kubeconfig")
     # With leader election as the chart configures it: the Lease in the release namespace, under the chart's Role.
-    env = {"MULTINODE_OPERATOR_IMAGE": f"ghcr.io/multinode/multinode:{IMAGE_TAG}",
+    env = {"MULTINODE_OPERATOR_IMAGE": f"{OPERATOR_IMAGE_REPOSITORY}:{IMAGE_TAG}",
            **leader_election_env(release.namespace, log, lease=release.fullname)}
     op = OperatorProcess(kubeconfig, [release.jobs_namespace], tmp_path / f"{log}.log", extra_env=env)
     op.start()

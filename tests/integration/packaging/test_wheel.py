@@ -1,4 +1,6 @@
-"""The wheel the image installs, in a fresh venv: the operator starts, preflight and mirror run from it.
+"""The wheel `make dist` builds (the one PyPI gets and the image installs), in a fresh venv with its
+dependencies from the index, as `pip install multinode-operator` does: `multinode --version`, the operator
+starts, preflight and mirror run from it.
 
 No image can be built here (no Docker engine); this is everything of the image that can be tested.
 """
@@ -7,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import urllib.request
 import venv
 from collections.abc import Iterator
@@ -17,22 +18,27 @@ import pytest
 
 from localcluster.harness.operator import _free_port
 from localcluster.harness.waiting import wait_for
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.support.packaging import PROJECT_VERSION, WHEEL_NAME, make_dist
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """bin/ of a fresh venv with only the built wheel (and its declared dependencies) installed."""
     root = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(root / "dist"), str(REPO)],
-                   check=True, timeout=300)
-    [wheel] = (root / "dist").glob("multinode-*.whl")
+    make_dist(root / "dist")
+    wheel = root / "dist" / WHEEL_NAME
     venv.create(root / "venv", with_pip=True)
     bin_dir = root / "venv" / "bin"
     subprocess.run([str(bin_dir / "pip"), "install", "-q", "--disable-pip-version-check", str(wheel)],
                    check=True, timeout=600)
     yield bin_dir
+
+
+def test_the_installed_wheel_answers_multinode_version(installed: Path) -> None:
+    done = subprocess.run([str(installed / "multinode"), "--version"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"multinode {PROJECT_VERSION}\n"
 
 
 def test_the_wheel_carries_no_test_or_dev_code(installed: Path) -> None:
@@ -63,6 +69,8 @@ def test_operator_from_the_wheel_starts_and_is_live(installed: Path, kubeconfig:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    first_line = log.read_text().splitlines()[0]
+    assert first_line.endswith(f"INFO multinode multinode operator {PROJECT_VERSION} starting"), first_line
 
 
 def test_preflight_and_mirror_run_from_the_wheel(installed: Path, tmp_path: Path, kubeconfig: str, crd: str) -> None:

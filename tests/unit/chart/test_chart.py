@@ -11,10 +11,11 @@ import yaml
 from multinode.api import TrainingJob
 from multinode.api.crd import render_crd, render_crd_yaml
 from multinode.render.mirror import render_mirror_pod, render_mirror_role
+from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
 from tests.unit.chart.chart import CHART_DIR, KUBE_VERSION, REPO, helm, of_kind, one, render, template
 
 DIGEST = "sha256:" + "ab" * 32
-REPOSITORY = "ghcr.io/multinode/multinode"
+REPOSITORY = OPERATOR_IMAGE_REPOSITORY
 
 # (apiGroup, resource, verb): exactly the operator's API calls (operator/multinode/controller), nothing more.
 NAMESPACED_RIGHTS = {

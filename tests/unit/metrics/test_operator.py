@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from multinode.metrics.operator import JobFigures, OperatorMetrics
+from tests.support.packaging import PROJECT_VERSION
 
 
 def samples(metrics: OperatorMetrics, family: str) -> dict[tuple[str, ...], float]:
@@ -40,3 +41,9 @@ def test_a_deleted_job_leaves_no_series() -> None:
     assert samples(metrics, "multinode_trainingjob_goodput_seconds")
     figures.clear()
     assert samples(metrics, "multinode_trainingjob_goodput_seconds") == {}
+
+
+def test_build_info_is_1_labelled_with_the_project_version() -> None:
+    metrics = OperatorMetrics()
+    assert samples(metrics, "multinode_build_info") == {(PROJECT_VERSION,): 1.0}
+    assert f'multinode_build_info{{version="{PROJECT_VERSION}"}} 1.0' in generate_latest(metrics.registry).decode()

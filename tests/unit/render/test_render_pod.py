@@ -6,6 +6,8 @@ import pytest
 from localcluster.harness.trainingjobs import stored_job
 
 from multinode.render import RenderSettings, render_headless_service, render_node_pod
+from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
+from tests.support.packaging import PROJECT_VERSION
 from tests.support.pods import node_env, preflight_env
 
 
@@ -270,7 +272,7 @@ def test_preflight_init_container() -> None:
 
 def test_default_settings_use_the_released_operator_image() -> None:
     container = preflight(render_node_pod(stored_job(), 0, 0))
-    assert container["image"] == "ghcr.io/multinode/multinode:0.1.0"
+    assert container["image"] == f"{OPERATOR_IMAGE_REPOSITORY}:{PROJECT_VERSION}"
     assert container["args"] == ["--timeout", "300"]
 
 

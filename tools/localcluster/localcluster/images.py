@@ -256,14 +256,14 @@ def _wheel_inputs() -> list[Path]:
 
 
 def _fill_pylib(tree: Path) -> None:
-    print(f"images: installing multinode and its dependencies into {PYLIB}", file=sys.stderr)
+    print(f"images: installing multinode-operator and its dependencies into {PYLIB}", file=sys.stderr)
     root, pip = binaries.REPO_ROOT, [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     with tempfile.TemporaryDirectory() as tmp:
         for path in _wheel_inputs():  # build from a copy: no build/ or egg-info lands in the repository
             (Path(tmp, "src") / path.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, Path(tmp, "src") / path.relative_to(root))
         subprocess.run([*pip, "wheel", "--no-deps", "-w", f"{tmp}/wheel", f"{tmp}/src"], check=True)
-        [wheel] = Path(tmp, "wheel").glob("multinode-*.whl")
+        [wheel] = Path(tmp, "wheel").glob("multinode_operator-*.whl")
         subprocess.run([*pip, "install", "--target", f"{tree}{PYLIB}", "--only-binary=:all:", "--no-compile",
                         *(f"--platform={p}" for p in WHEEL_PLATFORMS), "--implementation=cp",
                         "--python-version={}.{}".format(*PYTHON_VERSION), str(wheel)], check=True)
