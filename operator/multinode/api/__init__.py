@@ -47,6 +47,7 @@ from multinode.api.status import (
 from multinode.api.trainingjob import (
     TrainingJob,
     effective_num_proc_per_node,
+    read_stored_job,
     world_size,
 )
 
@@ -88,5 +89,6 @@ __all__ = [
     "Volume",
     "VolumeMount",
     "effective_num_proc_per_node",
+    "read_stored_job",
     "world_size",
 ]

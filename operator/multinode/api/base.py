@@ -48,6 +48,24 @@ class ApiModel(BaseModel):
 
     populate_by_name lets Python callers (and tests) use either spelling;
     model_dump(by_alias=True, exclude_none=True) yields what the apiserver stores.
+
+    A key the model does not know is an error that names it (`spec.resourcesPerNode.gpu: Extra inputs are
+    not permitted`), not a field silently dropped: the CRD generated from these models declares exactly
+    their fields, so the apiserver would prune it too. Objects passed through to pods as Kubernetes shapes
+    opt out (Volume, ObjectMeta: extra="allow"; affinity and env valueFrom are plain dicts), and so does
+    the status (StatusModel).
     """
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class StatusModel(ApiModel):
+    """Base for what the operator and the mirror write under status: unknown keys are ignored.
+
+    No user writes a status, so there is no typo to catch; and a status is read by versions other than the
+    one that wrote it: an operator rolled back reads what the newer one wrote, a client older than the
+    operator reads its status. A field added since is skipped there, never a validation error that would
+    fail every reconcile of every job.
+    """
+
+    model_config = ConfigDict(extra="ignore")

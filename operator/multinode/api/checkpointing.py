@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
 
-from multinode.api.base import MAX_NAME_LENGTH, MAX_PATH_LENGTH, ApiModel
+from multinode.api.base import MAX_NAME_LENGTH, MAX_PATH_LENGTH, ApiModel, StatusModel
 from multinode.api.cel import cel_rule
 from multinode.checkpoints.layouts import Completion
 
@@ -81,7 +81,7 @@ class CheckpointingSpec(ApiModel):
                                                              "checkpoints or a path.")
 
 
-class MirroredCheckpointStatus(ApiModel):
+class MirroredCheckpointStatus(StatusModel):
     """One checkpoint as the mirror published it."""
 
     name: str = Field(max_length=MAX_NAME_LENGTH, description="Directory name of the checkpoint.")
@@ -91,13 +91,13 @@ class MirroredCheckpointStatus(ApiModel):
     mirrored_at: str = Field(description="RFC3339 time it was published.", json_schema_extra=_DATE_TIME)
 
 
-class MirrorProblemStatus(ApiModel):
+class MirrorProblemStatus(StatusModel):
     reason: str = Field(max_length=128, description="CamelCase reason, e.g. DestinationFull, SourceChanged.")
     message: str = Field("", max_length=4096, description="What went wrong and where.")
     time: str = Field(description="RFC3339 time it was seen.", json_schema_extra=_DATE_TIME)
 
 
-class NotReadyCheckpointStatus(ApiModel):
+class NotReadyCheckpointStatus(StatusModel):
     """A checkpoint directory in the cache that the mirror does not publish yet, and why."""
 
     name: str = Field(max_length=MAX_NAME_LENGTH, description="Directory name of the checkpoint in the cache.")
@@ -111,7 +111,7 @@ class NotReadyCheckpointStatus(ApiModel):
     since: str = Field(description="RFC3339 time the mirror first saw it incomplete.", json_schema_extra=_DATE_TIME)
 
 
-class CheckpointsStatus(ApiModel):
+class CheckpointsStatus(StatusModel):
     """Written only by the job's mirror pod (its Role allows nothing else)."""
 
     latest: MirroredCheckpointStatus | None = Field(None, description="Newest complete mirrored checkpoint.")

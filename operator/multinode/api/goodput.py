@@ -11,7 +11,7 @@ from enum import StrEnum
 from pydantic import Field
 from pydantic.config import JsonDict
 
-from multinode.api.base import ApiModel
+from multinode.api.base import StatusModel
 
 # Typed as pydantic wants it (a plain dict literal is dict[str, str] to mypy, which Field refuses).
 _DATE_TIME: JsonDict = {"format": "date-time"}
@@ -27,7 +27,7 @@ class LostCause(StrEnum):
     HANG = "hang"
 
 
-class LostSeconds(ApiModel):
+class LostSeconds(StatusModel):
     """Seconds lost, by cause."""
 
     scheduling: int = Field(0, ge=0, description="An attempt's pods created → all bound to nodes.")
@@ -43,7 +43,7 @@ class LostSeconds(ApiModel):
         return int(getattr(self, cause.value))
 
 
-class GoodputStatus(ApiModel):
+class GoodputStatus(StatusModel):
     """Productive and lost seconds of the job so far; the clock runs from the first pods' creation until the
     job finishes (training ended), and stops while suspended."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from multinode.api.base import ApiModel
+from multinode.api.base import ApiModel, StatusModel
 
 # RDMA memory registration pins pages and counts them against RLIMIT_MEMLOCK (CAP_IPC_LOCK lifts the
 # limit): with a container's usual 64 KiB or 8 MiB, NCCL's IB transport fails or crawls. 64 GiB covers
@@ -107,10 +107,10 @@ class HealthCheckSpec(ApiModel):
                           "Off unless set.")
 
 
-class BandwidthFigures(ApiModel):
+class BandwidthFigures(StatusModel):
     """What a node measured in the collective bandwidth test, in Gbit/s (nccl-tests' GB/s times 8)."""
 
-    model_config = ConfigDict(frozen=True, **ApiModel.model_config)
+    model_config = ConfigDict(frozen=True)
 
     inbound_gbps: float = Field(ge=0, description="Rate of the ring link from the previous node into this one.")
     outbound_gbps: float = Field(ge=0, description="Rate of the ring link from this node to the next one.")
@@ -122,11 +122,11 @@ class BandwidthFigures(ApiModel):
                                 "to a link's rate whatever the node count.")
 
 
-class NodeHealth(ApiModel):
+class NodeHealth(StatusModel):
     """A node's health verdict, from its preflight's termination message."""
 
     # Frozen (hashable): the controller's observed pod records, which hold one, are frozen dataclasses.
-    model_config = ConfigDict(frozen=True, **ApiModel.model_config)
+    model_config = ConfigDict(frozen=True)
 
     status: HealthStatus = Field(description="Passed or Failed.")
     reason: str = Field(max_length=128, description="CamelCase: Healthy, GPUsNotVisible, RDMADevicesMissing, "
@@ -138,7 +138,7 @@ class NodeHealth(ApiModel):
         None, description="The collective bandwidth test's figures (healthCheck.collectiveBandwidth), passed or not.")
 
 
-class ExcludedNode(ApiModel):
+class ExcludedNode(StatusModel):
     """A node the job's next attempts stay off, until `until`."""
 
     node: str = Field(max_length=253, description="Kubernetes node name.")

@@ -13,7 +13,7 @@ from enum import StrEnum
 from pydantic import Field
 from pydantic.config import JsonDict
 
-from multinode.api.base import ApiModel
+from multinode.api.base import ApiModel, StatusModel
 
 _DATE_TIME: JsonDict = {"format": "date-time"}
 # status.progress lists at most this many ranks each (the first to stall, the slowest).
@@ -69,7 +69,7 @@ class HangDetection(ApiModel):
                                            json_schema_extra={"default": {}})
 
 
-class RankProgressStatus(ApiModel):
+class RankProgressStatus(StatusModel):
     """One rank (node index) the operator names: stalled, or a straggler."""
 
     index: int = Field(ge=0, description="Node index (NODE_RANK).")
@@ -84,7 +84,7 @@ class RankProgressStatus(ApiModel):
     reported: bool | None = Field(None, description="Straggler: slow for stragglers.forSeconds, so reported.")
 
 
-class ProgressStatus(ApiModel):
+class ProgressStatus(StatusModel):
     """Progress of the current attempt, as read from the trainers' logs (only with spec.hangDetection)."""
 
     attempt: int = Field(0, ge=0, description="The attempt this describes.")

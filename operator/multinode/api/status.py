@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic.config import JsonDict
 
-from multinode.api.base import MAX_PATH_LENGTH, ApiModel
+from multinode.api.base import MAX_PATH_LENGTH, StatusModel
 from multinode.api.checkpointing import CheckpointsStatus
 from multinode.api.goodput import GoodputStatus
 from multinode.api.progress import ProgressStatus
@@ -56,7 +56,7 @@ class GangMode(StrEnum):
     NONE = "None"
 
 
-class SchedulingStatus(ApiModel):
+class SchedulingStatus(StatusModel):
     """How the current attempt is scheduled as a gang."""
 
     gang: GangMode = Field(description="PodGroup (native gang scheduling), Volcano or Coscheduling "
@@ -82,7 +82,7 @@ class ConditionType(StrEnum):
     FAILED = CONDITION_FAILED
 
 
-class Condition(ApiModel):
+class Condition(StatusModel):
     """One observation about the job, per the Kubernetes API conventions (metav1.Condition)."""
 
     # type stays a free string, as in metav1.Condition: adding a condition type must
@@ -112,7 +112,7 @@ class Condition(ApiModel):
     )
 
 
-class NodeStatus(ApiModel):
+class NodeStatus(StatusModel):
     """What the operator last saw of one node's pod."""
 
     index: int = Field(ge=0, description="Node index (NODE_RANK).")
@@ -124,7 +124,7 @@ class NodeStatus(ApiModel):
     health: NodeHealth | None = Field(None, description="The node's health check verdict (spec.healthCheck).")
 
 
-class NodeCounts(ApiModel):
+class NodeCounts(StatusModel):
     """How many of the job's nodes are in each state, for the current attempt: every node is counted, whether
     or not status.nodeStatuses lists it."""
 
@@ -139,7 +139,7 @@ class NodeCounts(ApiModel):
                                                "reason, a non-zero exit code or a failed health check.")
 
 
-class RestartRecord(ApiModel):
+class RestartRecord(StatusModel):
     """Why one gang attempt ended in a restart."""
 
     attempt: int = Field(ge=0, description="The attempt that failed.")
@@ -149,7 +149,7 @@ class RestartRecord(ApiModel):
     time: str = Field(description="RFC3339 time the restart was decided.", json_schema_extra=_DATE_TIME)
 
 
-class TrainingJobStatus(ApiModel):
+class TrainingJobStatus(StatusModel):
     """Observed state of a TrainingJob."""
 
     observed_generation: int | None = Field(

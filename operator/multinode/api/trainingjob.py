@@ -1,8 +1,12 @@
-"""The TrainingJob object and the arithmetic every layer shares."""
+"""The TrainingJob object, how one stored by the apiserver is read, and the arithmetic every layer shares."""
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ConfigDict, Field, ValidationError
 
 from multinode.api.base import DNS1035_LABEL_PATTERN, ApiModel
 from multinode.api.cel import cel_rule
@@ -36,6 +40,39 @@ class TrainingJob(ApiModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Object metadata.")
     spec: TrainingJobSpec = Field(description="Desired state.")
     status: TrainingJobStatus | None = Field(None, description="Observed state.")
+
+
+def read_stored_job(obj: Mapping[str, Any]) -> tuple[TrainingJob, tuple[str, ...]]:
+    """A TrainingJob as the apiserver returned it, and the fields this version does not know, left out.
+
+    What a user writes is validated strictly (TrainingJob.model_validate: an unknown key is an error).
+    What the apiserver stored was accepted by its CRD, which prunes every field it does not declare: with
+    this version's CRD nothing is left out. A newer CRD (the chart upgraded while this version's operator
+    still runs, or the operator rolled back without its CRD) may hold fields added since: they are left out
+    and named, so a job the apiserver accepted is never refused for them, and the caller can say what it
+    did not apply. Any other validation error is raised.
+    """
+    try:
+        return TrainingJob.model_validate(obj), ()
+    except ValidationError as e:
+        error, unknown = e, [err["loc"] for err in e.errors() if err["type"] == "extra_forbidden"]
+    if not unknown:
+        raise error
+    pruned = copy.deepcopy(dict(obj))
+    try:
+        for loc in unknown:
+            parent: Any = pruned
+            for part in loc[:-1]:
+                parent = parent[part]
+            del parent[loc[-1]]
+    except (KeyError, IndexError, TypeError):
+        raise error from None
+    return TrainingJob.model_validate(pruned), tuple(_dotted(loc) for loc in unknown)
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    """spec.env[0].name, as kubectl and the apiserver's messages write a field's path."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
 
 
 def effective_num_proc_per_node(spec: TrainingJobSpec) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from multinode.api import API_VERSION, KIND, TrainingJob
+from multinode.api import API_VERSION, KIND, TrainingJob, read_stored_job
 from multinode.client.kube import ClientError, Kube
 from multinode.client.logs import TERMINAL_PHASES, LogLine, LogScope, stream_logs
 from multinode.client.pods import DEFAULT_MAX_STREAMS, NodePod, by_attempt, node_pods
@@ -37,7 +37,15 @@ class JobEnded(RuntimeError):
 
 
 def parse_job(obj: dict[str, Any]) -> TrainingJob:
+    """A job you wrote, validated: a field the API does not have is a pydantic ValidationError that names it
+    (`spec.resourcesPerNode.gpu  Extra inputs are not permitted`), not a field silently dropped."""
     return TrainingJob.model_validate(obj)
+
+
+def _stored(obj: dict[str, Any]) -> TrainingJob:
+    """A job as the apiserver returned it. Fields of a CRD newer than this client are left out (get_raw
+    has them), so reading a job never fails for them."""
+    return read_stored_job(obj)[0]
 
 
 def job_body(job: TrainingJob | dict[str, Any]) -> dict[str, Any]:
@@ -68,14 +76,17 @@ class TrainingJobClient:
         self.namespace = namespace or self.kube.default_namespace
 
     def create(self, job: TrainingJob | dict[str, Any]) -> TrainingJob:
-        """Create it; returns it as stored (name, uid and the CRD's defaults filled in)."""
-        return parse_job(self.kube.create_job(self._namespace_of(job), job_body(job)))
+        """Create it; returns it as stored (name, uid and the CRD's defaults filled in). A dict is validated
+        first (parse_job): a misspelt field fails here, by name, instead of being pruned by the apiserver."""
+        if not isinstance(job, TrainingJob):
+            parse_job(job)
+        return _stored(self.kube.create_job(self._namespace_of(job), job_body(job)))
 
     def create_from_yaml(self, path: str | Path) -> list[TrainingJob]:
         return [self.create(job) for job in load_yaml(path)]
 
     def get(self, name: str) -> TrainingJob:
-        return parse_job(self.kube.get_job(self.namespace, name))
+        return _stored(self.kube.get_job(self.namespace, name))
 
     def get_raw(self, name: str) -> dict[str, Any]:
         """The object as the apiserver returns it, every status field included (also ones this client's
@@ -83,7 +94,7 @@ class TrainingJobClient:
         return self.kube.get_job(self.namespace, name)
 
     def list(self) -> list[TrainingJob]:
-        return [parse_job(obj) for obj in self.kube.list_jobs(self.namespace)]
+        return [_stored(obj) for obj in self.kube.list_jobs(self.namespace)]
 
     def status(self, name: str) -> dict[str, Any]:
         """status as stored (camelCase keys), {} before the operator has written one."""
@@ -120,7 +131,7 @@ class TrainingJobClient:
                     raise ClientError(f"wait for TrainingJob {self.namespace}/{name}", 404, "deleted while waiting")
                 if kind == "ERROR":
                     break  # the watch expired; a new one starts from the current state
-                last = parse_job(obj)
+                last = _stored(obj)
                 if on_progress is not None:
                     on_progress(last)
                 if _reached(last, phases, condition):

@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from multinode.api import Phase, TrainingJob, TrainingJobStatus
+from multinode import __version__
+from multinode.api import Phase, TrainingJob, TrainingJobStatus, read_stored_job
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.goodput import LostCause
 from multinode.api.timestamps import parse_time
@@ -128,6 +129,8 @@ class Reconciler:
         # Why deleted pods were disrupted, from their last watch event (the scheduler preempts and deletes at once).
         self.gone: dict[JobKey, dict[str, str]] = {}
         self._failures: dict[JobKey, int] = {}
+        # The generation of each job (by uid) whose spec fields unknown to this version were last logged.
+        self._unknown_logged: dict[str, int] = {}
         self._tasks: list[asyncio.Task] = []
         # Whether a namespace's pods are in indices.pods (handlers.py sets the pod watches' own answer): a
         # job planned before would have its existing pods created again.
@@ -170,6 +173,15 @@ class Reconciler:
             self.written.pop(uid, None)
             self.phases.pop(uid, None)
             self.figures.pop(uid, None)
+            self._unknown_logged.pop(uid, None)
+
+    def _log_unknown(self, job: TrainingJob, unknown: tuple[str, ...]) -> None:
+        """Once per generation: fields a CRD newer than this operator accepted, which it does not apply."""
+        uid, generation = job.metadata.uid or "", job.metadata.generation or 0
+        if self._unknown_logged.get(uid) != generation:
+            self._unknown_logged[uid] = generation
+            log.warning("%s/%s: %s unknown to this operator (%s), not applied: the CRD is newer than the operator",
+                        *_key(job), ", ".join(unknown), __version__)
 
     def pod_gone(self, key: JobKey, name: str, disruption: str) -> None:
         gone = self.gone.setdefault(key, {})
@@ -232,11 +244,13 @@ class Reconciler:
             self.queue.add(key, delay=PODS_UNLISTED_RETRY_SECONDS)
             return
         try:
-            job = TrainingJob.model_validate(raw)
+            job, unknown = read_stored_job(raw)
         except ValidationError as e:
             # The CRD schema should make this unreachable; if it is reached, say so on the object.
             await self._write_failure_for_invalid(raw, describe_validation_error(e))
             return
+        if unknown:
+            self._log_unknown(job, unknown)
         pods: list[ObservedPod] = list(self.indices.pods.get(key) or ())
         observed = Observed(pods=tuple(pods), service_exists=key in self.indices.services,
                             mirror=_single(self.indices.pods.get(mirror_key(*key))),
