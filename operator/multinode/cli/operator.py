@@ -28,8 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"MULTINODE_OPERATOR_IMAGE, else {DEFAULT_OPERATOR_IMAGE})")
     parser.add_argument("--workers", type=int, help="jobs reconciled at once")
     parser.add_argument("--liveness", default=None,
-                        help=f"serve kopf's liveness probe at this URL, e.g. http://0.0.0.0:{OPERATOR_HEALTH_PORT}/healthz "
-                             f"(the chart's health.port; not the metrics port, {OPERATOR_METRICS_PORT})")
+                        help="serve kopf's liveness probe at this URL, e.g. "
+                             f"http://0.0.0.0:{OPERATOR_HEALTH_PORT}/healthz (the chart's health.port; not the "
+                             f"metrics port, {OPERATOR_METRICS_PORT})")
     parser.add_argument("--metrics-port", type=int, default=OPERATOR_METRICS_PORT,
                         help="Prometheus /metrics port; 0 disables it")
     parser.add_argument("--metrics-address", default="0.0.0.0")
