@@ -12,7 +12,7 @@ import yaml
 
 from multinode.api import TrainingJobSpec
 from multinode.api.crd import openapi_schema
-from tests.unit.docs.markdown import CHART_DIR, code_spans, markdown_files, rel, sentences
+from tests.unit.docs.markdown import CHART_DIR, DOCS, code_spans, markdown_files, rel, sentences, tables
 
 PAGES = markdown_files()
 TOP_LEVEL = {field.alias or name: name for name, field in TrainingJobSpec.model_fields.items()}
@@ -118,3 +118,11 @@ def test_no_camel_case_name_is_a_misspelt_field(page) -> None:
         if close:
             near[span] = lowered[close[0]]
     assert near == {}, f"{rel(page)}: these name nothing of ours but nearly spell one of its names"
+
+
+@pytest.mark.parametrize("top", ["spec", "status"])
+def test_api_md_tables_name_every_top_level_field(top: str) -> None:
+    """api.md's tables (spec, lifecycle fields, status) cover every field; reference.md has the details."""
+    first_cells = [row[0] for table in tables((DOCS / "api.md").read_text()) for row in table.rows]
+    named = {span.split(".")[0] for cell in first_cells for span in re.findall(r"`([\w.]+)`", cell)}
+    assert sorted(set(schema()["properties"][top]["properties"]) - named) == []
