@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 .PHONY: help venv dist binaries images peers cluster-up cluster-down crds docs lint test test-unit demo bench clean
 
 help:
-	@echo "make demo         local cluster + operator + the example 4-node job, end to end"
+	@echo "make demo         local cluster + operator + examples/real: 2 real nodes train, a rank is killed, resume (MULTINODE_DEMO=kwok: examples/job.yaml on kwok)"
 	@echo "make test         lint, unit and integration tests on the local cluster (what CI runs)"
 	@echo "make test-unit    only the tests that need no cluster"
 	@echo "make lint         ruff, mypy and the import contracts (make test runs it first)"

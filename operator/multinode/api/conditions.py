@@ -103,3 +103,20 @@ class Reason(StrEnum):
     WAITING_FOR_PROGRESS = "WaitingForProgress"
     STRAGGLERS_DETECTED = "StragglersDetected"
     NO_STRAGGLERS = "NoStragglers"
+
+
+# The reasons an attempt's failure carries (reconcile/failures.py's Failure): what failurePolicy.rules[].onReasons
+# matches besides the pod's and the container's own reasons, what status.restartHistory records and what
+# multinode_restarts_total counts by. tests/unit/docs checks that every Failure the package makes has one of
+# these and that the docs list them all.
+FAILURE_REASONS: tuple[Reason, ...] = (
+    Reason.POD_FAILED,
+    Reason.PREFLIGHT_FAILED,
+    Reason.NODE_UNHEALTHY,
+    Reason.NODE_LOST,
+    Reason.PREEMPTED,
+    Reason.STARTUP_TIMEOUT,
+    Reason.IMAGE_DIGEST_MISMATCH,
+    Reason.HUNG,
+    Reason.STRAGGLER,
+)

@@ -110,6 +110,9 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 DEFAULT_PREFLIGHT_TIMEOUT_SECONDS = 300
 # Prometheus /metrics of the operator (the chart's metrics.port) and of each job's mirror pod.
 OPERATOR_METRICS_PORT = 8080
+# The operator's /healthz (kopf's liveness endpoint on the leader, a standby's own): the chart's health.port,
+# which must differ from the metrics port.
+OPERATOR_HEALTH_PORT = 8081
 MIRROR_METRICS_PORT = 9400
 # The value of MULTINODE_PROGRESS_MARKER (defined with the stdlib-only helper that prints it).
 PROGRESS_MARKER = MARKER

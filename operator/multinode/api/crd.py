@@ -39,7 +39,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Ready", "type": "string", "jsonPath": ".status.ready",
      "description": "Ready nodes out of numNodes."},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts",
-     "description": "Gang restarts so far."},
+     "description": "Counted gang restarts so far (status.uncountedRestarts has the others)."},
     {"name": "Last Checkpoint", "type": "string", "jsonPath": ".status.checkpoints.latest.name",
      "description": "Newest complete checkpoint in the backed-up volume."},
     {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step",

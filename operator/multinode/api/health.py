@@ -30,9 +30,10 @@ MAX_EXCLUDED_NODES = 32
 MAX_HEALTH_MESSAGE = 1024
 # The key that marks a termination message as a health verdict (older preflights wrote plain text).
 HEALTH_KEY = "health"
-# spec.healthCheck.collectiveBandwidth bounds. The buffer is held in the preflight's memory about three times
-# over (input, result, the expected result): 1 GiB is past what a link floor needs and below what a GPU node
-# can spare for a moment.
+# spec.healthCheck.collectiveBandwidth bounds. While the test runs, the preflight's memory limit grows by this
+# many times the buffer: it holds the input, the result, the expected result and the chunks in flight. 1 GiB is
+# past what a link floor needs and below what a GPU node can spare for a moment.
+COLLECTIVE_MEMORY_FACTOR = 4
 DEFAULT_COLLECTIVE_SIZE_MIB = 64
 MAX_COLLECTIVE_SIZE_MIB = 1024
 DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 60
@@ -71,7 +72,7 @@ class CollectiveBandwidthSpec(ApiModel):
     size_mib: int = Field(
         DEFAULT_COLLECTIVE_SIZE_MIB, alias="sizeMiB", ge=1, le=MAX_COLLECTIVE_SIZE_MIB,
         description="Size of the all-reduced buffer in MiB; each link also carries this much alone to measure "
-                    "its rate. The preflight's memory limit grows by three times this.")
+                    f"its rate. The preflight's memory limit grows by {COLLECTIVE_MEMORY_FACTOR} times this.")
     timeout_seconds: int = Field(
         DEFAULT_COLLECTIVE_TIMEOUT_SECONDS, ge=MIN_COLLECTIVE_TIMEOUT_SECONDS, le=MAX_COLLECTIVE_TIMEOUT_SECONDS,
         description="Time for the whole test after every peer's DNS name resolves: the ring connecting, the "

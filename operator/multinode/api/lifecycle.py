@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field
 
 from multinode.api.base import MAX_NAME_LENGTH, QUALIFIED_NAME_PATTERN, ApiModel
 from multinode.api.cel import cel_rule
+from multinode.api.conditions import FAILURE_REASONS
 
 # Node loss: a short wait past the controller-manager's own 40 s grace period rides out a brief Ready flap
 # (docs/operations.md#node-loss). Up to an hour, for users who would rather wait for a node's reboot.
@@ -72,9 +73,9 @@ class FailureRule(ApiModel):
         description="Trainer exit codes, as inclusive ranges: [{min: 1, max: 127}] or [{min: 3, max: 3}].")
     on_reasons: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
         None, min_length=1, max_length=32,
-        description="Container or pod reasons: OOMKilled, Error, Evicted, DeadlineExceeded, PreflightFailed, "
-                    "NodeUnhealthy, StartupTimeout, ImageDigestMismatch, or a pod condition reason such as "
-                    "DeletionByTaintManager, PreemptionByScheduler, EvictionByEvictionAPI.")
+        description="Reasons: the container's (OOMKilled, Error), the pod's (Evicted), a disruption's "
+                    "(DeletionByTaintManager, EvictionByEvictionAPI, PreemptionByScheduler), or the attempt "
+                    f"failure's own ({', '.join(FAILURE_REASONS)}).")
     on_node_loss: bool | None = Field(
         None, description="True matches pods that were deleted or disrupted (DisruptionTarget, node NotReady, "
                           "eviction) instead of exiting.")

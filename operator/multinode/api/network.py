@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from multinode.api.base import MAX_NAME_LENGTH, QUALIFIED_NAME_PATTERN, ApiModel
-from multinode.api.constants import DEFAULT_RDMA_RESOURCE_NAME, DEFAULT_RENDEZVOUS_PORT
+from multinode.api.constants import DEFAULT_RDMA_RESOURCE_NAME, DEFAULT_RENDEZVOUS_PORT, RENDEZVOUS_PORT_SPAN
 
 # The operator joins these with commas into the Multus annotation, so no commas here.
 MultusNetworkName = Annotated[
@@ -56,8 +56,9 @@ class NetworkSpec(ApiModel):
         DEFAULT_RENDEZVOUS_PORT,
         ge=1,
         le=65535,
-        description="Base port of the rendezvous on node 0: attempt k uses this + k mod 4 (MASTER_PORT), so "
-                    "a pod of an earlier attempt never reaches the current one's.",
+        description=f"Base of the {RENDEZVOUS_PORT_SPAN} rendezvous ports on node 0: attempt k uses this + k mod "
+                    f"{RENDEZVOUS_PORT_SPAN} as MASTER_PORT (counted down from it instead near 65535), so a pod of an "
+                    "earlier attempt never reaches the current one's.",
     )
     host_network: bool = Field(
         False,

@@ -31,12 +31,20 @@ def _type(node: dict[str, Any]) -> str:
     return t
 
 
+# Each limit keyword of a structural schema and how a row spells it. Kubernetes writes an exclusive bound as
+# minimum (maximum) plus exclusiveMinimum (exclusiveMaximum): true.
+_BOUNDS = (("minimum", "exclusiveMinimum", "≥", ">"), ("maximum", "exclusiveMaximum", "≤", "<"))
+_SIZES = (("minLength", "length ≥"), ("maxLength", "length ≤"), ("minItems", "items ≥"), ("maxItems", "items ≤"))
+
+
 def _limits(node: dict[str, Any]) -> str:
     parts = []
     if "enum" in node:
         parts.append("one of " + ", ".join(f"`{v}`" for v in node["enum"]))
-    for key, words in (("minimum", "≥"), ("maximum", "≤"), ("minLength", "length ≥"), ("maxLength", "length ≤"),
-                       ("minItems", "items ≥"), ("maxItems", "items ≤")):
+    for key, exclusive, inclusive_words, exclusive_words in _BOUNDS:
+        if key in node:
+            parts.append(f"{exclusive_words if node.get(exclusive) else inclusive_words} {node[key]}")
+    for key, words in _SIZES:
         if key in node:
             parts.append(f"{words} {node[key]}")
     if "pattern" in node and "enum" not in node:
@@ -44,9 +52,15 @@ def _limits(node: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def table_cell(text: str) -> str:
+    """A cell of a GitHub-flavoured markdown table: a `|` ends the cell wherever it is, in a code span (a
+    pattern's alternation) too, unless escaped; the table parser drops the backslash again."""
+    return text.replace("|", "\\|")
+
+
 def _rows(node: dict[str, Any], path: str, required: bool) -> Iterator[tuple[str, ...]]:
     default = json.dumps(node["default"]) if "default" in node else ""
-    description = " ".join(node.get("description", "").split()).replace("|", "\\|")
+    description = " ".join(node.get("description", "").split())
     yield (f"`{path}`", _type(node), "yes" if required else "", f"`{default}`" if default else "",
            _limits(node), description)
     children = node.get("properties") or (node.get("items") or {}).get("properties")
@@ -67,7 +81,7 @@ def render_reference() -> str:
         required = set(node.get("required") or [])
         for name, child in node["properties"].items():
             for row in _rows(child, f"{top}.{name}", name in required):
-                out.append("| " + " | ".join(row) + " |\n")
+                out.append("| " + " | ".join(table_cell(cell) for cell in row) + " |\n")
         out.append("\n")
     return "".join(out).rstrip("\n") + "\n"
 

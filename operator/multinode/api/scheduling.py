@@ -72,7 +72,7 @@ class SchedulingSpec(ApiModel):
                     "unschedulable this long releases every pod (the bound ones hold GPUs) and tries again after "
                     "failurePolicy.backoff. Not a restart.")
     # The alpha scheduler's wait for minCount re-queues every waiting member at each arrival: measured here,
-    # a 1000-pod gang is bound in 49.6 s against 14.0 s without it, and a 10 000-pod one not in 6 minutes
+    # a 1000-pod gang is bound in 49.6 s against 13.9 s without it, and a 10 000-pod one not in 6 minutes
     # (docs/benchmarks.md). A job that large may rather take the bounded-wait fallback.
     native_pod_group: bool = Field(
         True, description="Gang the job with a native scheduling.k8s.io PodGroup where the apiserver serves it. "

@@ -190,7 +190,8 @@ class TrainingJobStatus(StatusModel):
     node_counts: NodeCounts | None = Field(None, description="Nodes by state (nodeStatuses lists at most "
                                                              f"{MAX_NODE_STATUSES}).")
     attempt: int = Field(0, ge=0, description="Current gang attempt; pods carry it in their name.")
-    restarts: int = Field(0, ge=0, description="Gang restarts so far.")
+    restarts: int = Field(0, ge=0, description="Counted gang restarts so far (against failurePolicy.maxRestarts; "
+                                               "uncountedRestarts has the others).")
     resumed_from: str | None = Field(
         None, max_length=MAX_PATH_LENGTH,
         description="Checkpoint path the current attempt resumed from (MULTINODE_RESUME_FROM); never pruned.",

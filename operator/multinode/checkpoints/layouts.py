@@ -71,7 +71,7 @@ class SourceView:
     settled: Callable[[str, Path], tuple[bool, str]]   # the settle rule for one checkpoint
     settle_seconds: float
     final: bool
-    world_size: int | None = None        # the job's ranks (numNodes x nprocPerNode), when known
+    world_size: int | None = None        # the job's ranks (numNodes x numProcPerNode), when known
 
 
 Rule = Callable[[str, Path, SourceView, bool], "Evidence | None"]

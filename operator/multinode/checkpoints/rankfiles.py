@@ -2,7 +2,7 @@
 
 HF Trainer's rank 0 writes `trainer_state.json` while other ranks may still be writing, and DeepSpeed's
 rank 0 writes `latest` before the barrier that ends the save. The settle rule guesses; a rank slower than
-`settle_seconds` beats it. The job's world size (numNodes x nprocPerNode) tells instead: the checkpoint
+`settle_seconds` beats it. The job's world size (numNodes x numProcPerNode) tells instead: the checkpoint
 waits until every rank wrote its own last file, whole. Each function here returns why a checkpoint still
 waits, or None when every rank's file is there (or when the layout's files say nothing about ranks).
 """

@@ -11,8 +11,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from multinode import __version__
-from multinode.api.constants import OPERATOR_METRICS_PORT
+from multinode.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT
 from multinode.controller.settings import LeaderElection, OperatorSettings
+from multinode.render import DEFAULT_OPERATOR_IMAGE
 
 # The exit status of a leader that lost its Lease (Kubernetes restarts it, as a standby).
 LOST_LEASE_EXIT_CODE = 3
@@ -20,10 +21,17 @@ LOST_LEASE_EXIT_CODE = 3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", "-n", action="append", dest="namespaces",
-                        help="watch only this namespace (repeatable); default: MULTINODE_NAMESPACES or all")
-    parser.add_argument("--operator-image", help="image of the preflight init container")
+                        help="watch only this namespace (repeatable), or every namespace a kopf glob matches "
+                             "(team-*; !team-skip excludes), which needs list and watch on namespaces; default: "
+                             "MULTINODE_NAMESPACES (comma-separated) or all")
+    parser.add_argument("--operator-image",
+                        help="image of the jobs' preflight init containers and checkpoint mirror pods (default: "
+                             f"MULTINODE_OPERATOR_IMAGE, else {DEFAULT_OPERATOR_IMAGE})")
     parser.add_argument("--workers", type=int, help="jobs reconciled at once")
-    parser.add_argument("--liveness", default=None, help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument("--liveness", default=None,
+                        help="serve kopf's liveness probe at this URL, e.g. "
+                             f"http://0.0.0.0:{OPERATOR_HEALTH_PORT}/healthz (the chart's health.port; not the "
+                             f"metrics port, {OPERATOR_METRICS_PORT})")
     parser.add_argument("--metrics-port", type=int, default=OPERATOR_METRICS_PORT,
                         help="Prometheus /metrics port; 0 disables it")
     parser.add_argument("--metrics-address", default="0.0.0.0")

@@ -18,9 +18,9 @@ class RenderSettings:
     """Settings that shape every rendered pod.
 
     operator_image runs the `multinode preflight` init container, which waits until
-    node 0's DNS name resolves before the trainer starts (Kubernetes DNS can lag
+    every peer's DNS name resolves before the trainer starts (Kubernetes DNS can lag
     tens of seconds behind pod creation, and torch's TCPStore treats a failed lookup
-    as fatal).
+    as fatal), and each checkpointed job's `multinode mirror` pod.
     """
 
     operator_image: str = DEFAULT_OPERATOR_IMAGE
