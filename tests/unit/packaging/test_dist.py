@@ -53,10 +53,10 @@ def test_the_sdist_holds_the_sources_a_build_needs_and_nothing_else(dist: tuple[
     sources = {str(p.relative_to(REPO)) for p in PACKAGE.rglob("*")
                if p.is_file() and "__pycache__" not in p.parts}
     assert sources <= files, f"missing from the sdist: {sorted(sources - files)}"
-    # Beside the sources: the build's own metadata and the two files pyproject.toml names, no tests or caches.
+    # Beside the sources: the build's own metadata, the files pyproject.toml names and the license; no tests or caches.
     egg_info = f"operator/{DISTRIBUTION.replace('-', '_')}.egg-info/"
     rest = {name for name in files - sources if not name.startswith(egg_info)}
-    assert rest == {"PKG-INFO", "pyproject.toml", "README.md", "setup.cfg"}
+    assert rest == {"PKG-INFO", "pyproject.toml", "README.md", "LICENSE", "setup.cfg"}
 
 
 def test_the_wheel_in_a_fresh_venv_answers_multinode_version(dist: tuple[Path, str], tmp_path: Path) -> None:
