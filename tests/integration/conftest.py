@@ -34,6 +34,11 @@ def crd(kubeconfig: str, api: client.ApiClient) -> str:
 
 
 @pytest.fixture(scope="session")
+def custom(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+@pytest.fixture(scope="session")
 def operator(kubeconfig: str, crd: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     log_path = Path(tmp_path_factory.mktemp("operator")) / "operator.log"
     op = OperatorProcess(kubeconfig, [f"{SHARED_OPERATOR_NS_PREFIX}-*"], log_path)

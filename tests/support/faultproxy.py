@@ -19,6 +19,9 @@ against the rules in order, and the first rule that matches *and fires* (within 
   events or `seconds` seconds, whichever comes first.
 - `gone_on_watch`: answer a watch that resumes from a resourceVersion with the apiserver's
   `410 Gone` ERROR event ("too old resource version") and end the stream.
+- `lose_events`: forward a watch, leaving out every event whose object's name matches `object_regex`: the
+  stream goes on, the client never hears of that object (a lost event, which no real apiserver makes on
+  request). Each event left out counts as injected.
 
 Each rule counts what it injected and what it let pass (matched, but not fired), and a delay rule how
 often the client had given up before the late answer came (`client_gone`); the proxy counts every
@@ -44,7 +47,7 @@ import yaml
 from aiohttp import web
 from yarl import URL
 
-KINDS = ("status", "delay", "drop_watch", "gone_on_watch")
+KINDS = ("status", "delay", "drop_watch", "gone_on_watch", "lose_events")
 REASONS = {400: "BadRequest", 404: "NotFound", 409: "AlreadyExists", 410: "Gone", 422: "Invalid",
            429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
 # Not forwarded in either direction: connection-level headers, and what the proxy recomputes.
@@ -71,6 +74,8 @@ class Fault:
     seconds: float | None = None
     # kind=drop_watch: cut after this many events (None: only after `seconds`)
     events: int | None = None
+    # kind=lose_events: the names (metadata.name, searched) of the objects whose events are left out
+    object_regex: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -79,6 +84,8 @@ class Fault:
             raise ValueError("a delay fault needs seconds")
         if self.kind == "drop_watch" and self.seconds is None and self.events is None:
             raise ValueError("a drop_watch fault needs events or seconds")
+        if self.kind == "lose_events" and not self.object_regex:
+            raise ValueError("a lose_events fault needs object_regex")
         if not 0 < self.probability <= 1:
             raise ValueError("probability must be in (0, 1]")
 
@@ -116,14 +123,14 @@ class Rule:
             return False
         if f.watch is not None and f.watch != watch:
             return False
-        if f.kind in ("drop_watch", "gone_on_watch") and not watch:
+        if f.kind in ("drop_watch", "gone_on_watch", "lose_events") and not watch:
             return False
         return self._pattern.search(path) is not None
 
     def __str__(self) -> str:
         f = self.fault
         what = {"status": f"{f.status}{' after forwarding' if f.forward else ''}",
-                "delay": f"{f.seconds}s", "gone_on_watch": "410 Gone",
+                "delay": f"{f.seconds}s", "gone_on_watch": "410 Gone", "lose_events": f"of {f.object_regex}",
                 "drop_watch": " or ".join(x for x in (f.events and f"after {f.events} events",
                                                       f.seconds and f"after {f.seconds}s") if x)}[f.kind]
         gone = f", client gave up {self.client_gone}" if f.kind == "delay" else ""
@@ -403,6 +410,8 @@ class FaultProxy:
             response = web.StreamResponse(status=upstream.status, headers=out_headers)
             response.enable_chunked_encoding()
             await response.prepare(request)
+            if rule is not None and rule.fault.kind == "lose_events":
+                return await self._relay_losing(upstream, response, rule)
             dropping = rule is not None and rule.fault.kind == "drop_watch"
             if not dropping:
                 async for chunk in upstream.content.iter_any():
@@ -410,6 +419,19 @@ class FaultProxy:
                 await response.write_eof()
                 return response
             return await self._relay_then_drop(request, upstream, response, rule)
+
+    async def _relay_losing(self, upstream: aiohttp.ClientResponse, response: web.StreamResponse,
+                            rule: Rule) -> web.StreamResponse:
+        names = re.compile(rule.fault.object_regex or "")
+        while line := await upstream.content.readline():
+            event = json.loads(line)
+            name = ((event.get("object") or {}).get("metadata") or {}).get("name") or ""
+            lost = event.get("type") in ("ADDED", "MODIFIED", "DELETED") and names.search(name) is not None
+            self._count(rule, lost)
+            if not lost:
+                await response.write(line)
+        await response.write_eof()
+        return response
 
     async def _relay_then_drop(self, request: web.BaseRequest, upstream: aiohttp.ClientResponse,
                                response: web.StreamResponse, rule: Rule) -> web.StreamResponse:

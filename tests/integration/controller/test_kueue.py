@@ -34,22 +34,6 @@ PREFIX = "kq"
 
 
 @pytest.fixture(scope="module")
-def custom(api: client.ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api)
-
-
-@pytest.fixture(scope="module")
-def kueue(kubeconfig: str, crd: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueProcess]:
-    process = KueueProcess(kubeconfig, Path(tmp_path_factory.mktemp("kueue")))
-    try:
-        process.start()
-        yield process
-    finally:
-        process.stop()
-        process.uninstall()
-
-
-@pytest.fixture(scope="module")
 def kueue_operator(kubeconfig: str, kueue: KueueProcess,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     op = OperatorProcess(kubeconfig, [f"{PREFIX}-*"], Path(tmp_path_factory.mktemp("kueue-operator")) / "operator.log")
@@ -116,10 +100,9 @@ def test_two_jobs_over_one_jobs_quota_run_one_after_the_other(
 ) -> None:
     ns = queue
     jobs.apply(kubeconfig, ns, queued_job("first", "8s"))
-    # The namespace is new: kopf holds the operator's events back until its watches there (jobs, Services,
-    # PodGroups, Workloads) have listed, for at most 30 s (controller/watch_readiness.py); then the create.
+    # The namespace is new: the job is planned once the operator's watches there have listed (milliseconds).
     try:
-        wait_for(lambda: workload(custom, ns, "first"), timeout=60, what="first's Workload")
+        wait_for(lambda: workload(custom, ns, "first"), timeout=30, what="first's Workload")
     except AssertionError as e:
         status = (jobs.get_job(custom, ns, "first") or {}).get("status")
         raise AssertionError(f"{e}\njob status: {status}\noperator log:\n{kueue_operator.log_tail(60)}") from None

@@ -159,9 +159,20 @@ class KueueProcess:
             processes.stop(self.proc.pid, self.marker, grace_seconds=10)
 
     def uninstall(self) -> None:
-        """Remove Kueue's CRDs (and so every Kueue object) and its namespace."""
+        """Remove Kueue's CRDs (and so every Kueue object) and its namespace. Kueue is stopped by now, so the
+        finalizers it puts on its objects (a ClusterQueue in use, a Workload with quota) are nobody's to
+        remove: they are cleared first, or a CRD's deletion would wait on them for ever."""
         for path in sorted((ensure_kueue_built() / "crds").glob("*.yaml")):
-            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+            crd = yaml.safe_load(path.read_text())
+            name, scoped = crd["metadata"]["name"], crd["spec"]["scope"] == "Namespaced"
+            listed = kubectl(self.kubeconfig, "get", name, *(("-A",) if scoped else ()), "-o", "json",
+                             check=False)
+            for obj in json.loads(listed.stdout or "{}").get("items") or () if listed.returncode == 0 else ():
+                meta = obj["metadata"]
+                if meta.get("finalizers"):
+                    kubectl(self.kubeconfig, "patch", name, meta["name"],
+                            *(("-n", meta["namespace"]) if scoped else ()), "--type=merge",
+                            "-p", '{"metadata":{"finalizers":null}}', check=False)
             kubectl(self.kubeconfig, "delete", "crd", name, "--ignore-not-found", "--wait=true", check=False)
         kubectl(self.kubeconfig, "delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false",
                 check=False)
