@@ -57,7 +57,8 @@ app.kubernetes.io/part-of: multinode
 
 {{/*
 The operator's rights on namespaced resources: exactly its API calls (operator/multinode/controller).
-- trainingjobs: list/watch (kopf's watch feeds the index; the operator never GETs one), delete
+- trainingjobs: list/watch (the operator's watch feeds its index, a periodic re-list checks it; the
+  operator never GETs one), delete
   (ttlSecondsAfterFinished), patch (spec.suspend only, for jobs queued in Kueue: started when Kueue
   admits their Workload, stopped when it evicts it).
 - trainingjobs/status: patch (the operator's status); get as well, because the operator grants the

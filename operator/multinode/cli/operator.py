@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
     async def operate() -> None:
         await kopf.operator(
             registry=build_registry(settings, metrics),
-            clusterwide=not settings.namespaces,
-            namespaces=list(settings.namespaces),
+            # kopf watches nothing itself (controller/handlers.py): the namespaces are our informers' to follow.
+            clusterwide=True,
             # kopf's peering is not used: with leader election only the Lease holder runs kopf at all.
             standalone=True,
             liveness_endpoint=args.liveness,

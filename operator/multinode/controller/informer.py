@@ -33,12 +33,17 @@ from multinode.controller.watch_index import KeysOf, WatchIndex
 log = logging.getLogger("multinode.controller")
 
 LIST_PAGE = 500
+HTTP_NOT_FOUND = 404
 WATCH_SECONDS = 300  # the server ends a watch after this; the read timeout is a little longer
 READ_TIMEOUT_SECONDS = WATCH_SECONDS + 30
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)  # after consecutive failures; the last repeats
+# A collection the apiserver does not serve (404: a CRD removed after the operator started, as when Kueue is
+# uninstalled) holds no objects: the informer counts as listed, empty, and asks again this often.
+NOT_SERVED_RETRY_SECONDS = 30.0
 
 # (type ADDED/MODIFIED/DELETED, or LISTED for the first LIST's objects; the object; its keys_of, which a
-# DELETED object keeps for this call: the index has already dropped it)
+# DELETED object keeps for this call: the index has already dropped it). An object a re-list no longer
+# returns is told as DELETED with only its uid in metadata.
 OnEvent = Callable[[str, dict, dict], None]
 
 
@@ -85,15 +90,30 @@ class Informer:
                     version = self._list()
                 version = self._watch(version)
                 failures = 0
-            except Exception as e:  # the thread must outlive any one failure, or the
-                # operator would stop seeing pods for good; an ApiError is expected, anything else is a bug
-                delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
-                failures += 1
-                log.log(logging.WARNING if isinstance(e, ApiError) else logging.ERROR,
-                        "watch of %s failed (%d in a row), listing again in %.1fs: %s", self.path, failures, delay,
-                        e, exc_info=not isinstance(e, ApiError))
+            except ApiError as e:
+                if e.status != HTTP_NOT_FOUND:
+                    failures = self._failed(e, failures)
+                else:
+                    # Not served: nothing of it exists, so it is listed (empty); nothing waits on it for ever.
+                    log.warning("%s is not served (404); holding none of it, asking again in %.0fs", self.path,
+                                NOT_SERVED_RETRY_SECONDS)
+                    self._hand_over(self._apply_list, {}, {})
+                    self._stopping.wait(NOT_SERVED_RETRY_SECONDS)
                 version = None
-                self._stopping.wait(delay)
+            except Exception as e:  # noqa: BLE001 - the thread must outlive any one failure, or the operator
+                # would stop seeing pods for good; an ApiError is expected, anything else is a bug (logged with
+                # its traceback)
+                failures = self._failed(e, failures)
+                version = None
+
+    def _failed(self, e: Exception, failures: int) -> int:
+        """Say so, wait the backoff; the new count of failures in a row."""
+        delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+        log.log(logging.WARNING if isinstance(e, ApiError) else logging.ERROR,
+                "watch of %s failed (%d in a row), listing again in %.1fs: %s", self.path, failures + 1, delay,
+                e, exc_info=not isinstance(e, ApiError))
+        self._stopping.wait(delay)
+        return failures + 1
 
     def _list(self) -> str:
         """LIST every page into one snapshot and hand it to the loop; its resourceVersion."""
@@ -146,7 +166,8 @@ class Informer:
         if self._stopping.is_set():
             return
         relisted = self.synced.is_set()
-        self.index.retain(list(self._uids), set(entries))
+        gone = {uid: self.index.entries_of(uid) for uid in self._uids if uid not in entries}
+        self.index.retain(list(gone), set())
         for uid, filed in entries.items():
             self.index.put(uid, filed)
         self._uids = set(entries)
@@ -155,6 +176,9 @@ class Informer:
                 self.on_event("LISTED", obj, entries[uid])
             self.synced.set()
         else:
+            # Deleted while not watched: only their uid and what they were filed as are known.
+            for uid, filed in gone.items():
+                self.on_event("DELETED", {"metadata": {"uid": uid}}, filed)
             self.on_relisted()
 
     def _apply_event(self, kind: str, obj: dict, entries: dict) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlencode
 
 import urllib3
 from kubernetes import client, config
@@ -45,6 +46,7 @@ BACKGROUND = {"propagationPolicy": "Background"}
 HTTP_TOO_MANY_REQUESTS = 429
 MAX_THROTTLED_RETRIES = 5
 MAX_RETRY_AFTER_SECONDS = 10.0
+JOB_LIST_PAGE = 500  # TrainingJobs per page of the periodic re-list
 
 
 def retry_after_seconds(header: str | None, throttled: int) -> float:
@@ -290,6 +292,29 @@ class KubeApi:
         """ttlSecondsAfterFinished: the job goes, its pods and Service follow by owner reference."""
         await self._call_unless_gone("delete_namespaced_custom_object", "DELETE", _job_path(namespace, name),
                                      BACKGROUND)
+
+    async def list_jobs(self, namespace: str | None) -> list[dict]:
+        """Every TrainingJob of `namespace` (None: of the cluster), page by page (resync.py)."""
+        where = f"/namespaces/{namespace}" if namespace is not None else ""
+        jobs: list[dict] = []
+        cont = None
+        while True:
+            query = urlencode({"limit": JOB_LIST_PAGE, **({"continue": cont} if cont else {})})
+            page = json.loads(await self._call("list_jobs", "GET", f"/apis/{GROUP}/{VERSION}{where}/{PLURAL}?{query}",
+                                               None))
+            jobs.extend(page.get("items") or ())
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return jobs
+
+    async def get_job_uid(self, namespace: str, name: str) -> str | None:
+        """The uid of TrainingJob `name`, None when there is none. A LIST by name, not a GET: the operator's
+        role lists and watches jobs and never reads one by name (charts/multinode-operator RBAC)."""
+        query = urlencode({"fieldSelector": f"metadata.name={name}"})
+        data = await self._call("list_jobs", "GET", f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}?{query}",
+                                None)
+        items = json.loads(data).get("items") or ()
+        return str(items[0]["metadata"]["uid"]) if items else None
 
     async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
         """Merge-patch .status through the status subresource (spec is never written)."""

@@ -77,6 +77,10 @@ class WorkQueue(Generic[K]):
             timer.cancel()
         self._cooling.discard(key)
 
+    def __contains__(self, key: object) -> bool:
+        """Queued, being processed, or due again after a timer."""
+        return key in self._queued or key in self._processing or key in self._timers
+
     def __len__(self) -> int:
         return len(self._queued) + len(self._timers)
 

@@ -12,6 +12,10 @@ from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS
 from multinode.reconcile.leadership import LeaseTimings
 from multinode.render import DEFAULT_OPERATOR_IMAGE, RenderSettings
 
+# A minute: a LIST of every TrainingJob is cheap next to the watches, and a lost event costs a job at most
+# two minutes of waiting instead of for ever.
+DEFAULT_RESYNC_SECONDS = 60.0
+
 
 def _env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
@@ -33,12 +37,18 @@ class OperatorSettings:
     # Each API call of the operator's client gives up after this long (the reconcile is then retried):
     # without a timeout, one call to a hung apiserver or over a dead connection stalls its job forever.
     api_timeout_seconds: float = 30.0
+    # Every TrainingJob is listed again this often, and one the operator never reconciled at its generation
+    # is reconciled (resync.py): the safety net under the watch events. A job whose event was lost waits
+    # at most two periods.
+    resync_seconds: float = DEFAULT_RESYNC_SECONDS
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.api_concurrency < 1:
             raise ValueError("workers and api_concurrency must be at least 1")
         if self.api_timeout_seconds <= 0:
             raise ValueError("api_timeout_seconds must be positive")
+        if self.resync_seconds <= 0:
+            raise ValueError("resync_seconds must be positive")
 
     @classmethod
     def from_env(cls, *, operator_image: str | None = None, **overrides: Any) -> OperatorSettings:
@@ -54,6 +64,7 @@ class OperatorSettings:
             "workers": _env_int("MULTINODE_WORKERS", 8),
             "api_concurrency": _env_int("MULTINODE_API_CONCURRENCY", 32),
             "api_timeout_seconds": float(os.environ.get("MULTINODE_API_TIMEOUT_SECONDS") or 30),
+            "resync_seconds": float(os.environ.get("MULTINODE_RESYNC_SECONDS") or DEFAULT_RESYNC_SECONDS),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -38,6 +38,14 @@ class WatchIndex(Mapping[Hashable, Collection[Any]]):
     def keys_of_uid(self, uid: str) -> tuple[Hashable, ...]:
         return self._keys.get(uid, ())
 
+    def entries_of(self, uid: str) -> dict[Hashable, Any]:
+        """What object `uid` is filed as: {key: value}."""
+        return {key: self._values[key][uid] for key in self._keys.get(uid, ())}
+
+    def uids(self, key: Hashable) -> list[str]:
+        """The uids of the objects filed under `key`."""
+        return list(self._values.get(key) or ())
+
     def put(self, uid: str, entries: dict[Hashable, Any]) -> None:
         """File object `uid` under exactly `entries` (replacing where it was filed before)."""
         self.remove(uid)

@@ -1,7 +1,11 @@
-"""The operator's own watches of pods and nodes (informer.py), filing them into the reconciler's indices and
-marking the jobs they concern dirty: what kopf's pod and node indices and event handlers did before.
+"""The operator's watches (informer.py) of everything it reads, filing objects into the reconciler's indices
+and marking the jobs they concern dirty (handlers.py says why these and not kopf's).
 
-Pods: two watches per followed namespace (or cluster-wide), see PodWatches. Nodes: one cluster-wide watch.
+Each watch answers for itself: a namespace's jobs are planned once that namespace's watches have listed
+(NamespacedWatches.ready), and nothing else waits. Per followed namespace (or cluster-wide when the operator
+follows every namespace), one informer per NamespacedKind: TrainingJobs, node pods, mirror pods, Services,
+and, where the apiserver serves them, native PodGroups and Kueue Workloads. Cluster-scoped: nodes and, with
+Kueue, ResourceFlavors.
 """
 
 from __future__ import annotations
@@ -10,21 +14,41 @@ import asyncio
 import fnmatch
 import logging
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from multinode.api import LABEL_JOB_NAME, LABEL_MIRROR_OF
 from multinode.controller.index_keys import mirror_key, node_jobs_key
-from multinode.controller.informer import Informer, wait_synced
+from multinode.controller.informer import Informer, OnEvent, wait_synced
 from multinode.controller.kube import KubeApi
-from multinode.controller.watch_index import WatchIndex
+from multinode.controller.watch_index import KeysOf, WatchIndex
 from multinode.controller.worker import JobKey, Reconciler
 from multinode.reconcile import observe_mirror_pod, observe_pod
+from multinode.reconcile.gang import observe_pod_group
+from multinode.reconcile.kueue import observe_flavor, observe_workload
 from multinode.reconcile.placement import observe_node
 
 
 log = logging.getLogger("multinode.controller")
 
-START_WAIT_SECONDS = 30  # how long the first pass waits for named namespaces' pods (PodWatches.wait_started)
+START_WAIT_SECONDS = 30  # how long the first pass waits for named namespaces' objects (wait_started)
+
+
+def job_keys(job: dict) -> dict[Hashable, Any]:
+    """A TrainingJob's body under (namespace, name): what every reconcile reads."""
+    meta = job["metadata"]
+    return {(meta["namespace"], meta["name"]): job}
+
+
+def job_event(r: Reconciler) -> OnEvent:
+    """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it."""
+    def on_event(kind: str, job: dict, entries: dict) -> None:
+        for key in entries:
+            if kind == "DELETED":
+                r.forget(cast(JobKey, key), (job.get("metadata") or {}).get("uid"))
+            else:
+                r.queue.add(cast(JobKey, key))
+    return on_event
 
 
 def node_pod_keys(pod: dict) -> dict[Hashable, Any]:
@@ -39,6 +63,26 @@ def node_pod_keys(pod: dict) -> dict[Hashable, Any]:
 def mirror_pod_keys(pod: dict) -> dict[Hashable, Any]:
     mirror = observe_mirror_pod(pod)
     return {} if mirror is None else {mirror_key(pod["metadata"]["namespace"], mirror.job_name): mirror}
+
+
+def service_keys(service: dict) -> dict[Hashable, Any]:
+    meta = service["metadata"]
+    job = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
+    return {(meta["namespace"], job): meta["name"]} if job else {}
+
+
+def pod_group_keys(group: dict) -> dict[Hashable, Any]:
+    observed = observe_pod_group(group)
+    return {} if observed is None else {(group["metadata"]["namespace"], observed.job_name): observed}
+
+
+def workload_keys(workload: dict) -> dict[Hashable, Any]:
+    observed = observe_workload(workload)
+    return {} if observed is None else {(workload["metadata"]["namespace"], observed.job_name): observed}
+
+
+def flavor_keys(flavor: dict) -> dict[Hashable, Any]:
+    return {flavor["metadata"]["name"]: observe_flavor(flavor)}
 
 
 def node_keys(node: dict) -> dict[Hashable, Any]:
@@ -72,30 +116,74 @@ def requeue_all(r: Reconciler, namespace: str | None = None) -> None:
             r.queue.add(cast(JobKey, key))
 
 
-CLUSTER = None  # PodWatches' key for the cluster-wide watches
+def owner_event(r: Reconciler) -> OnEvent:
+    """An object a job owns changed (its Service, PodGroup, Workload): reconcile that job."""
+    def on_event(kind: str, obj: dict, entries: dict) -> None:
+        meta = obj["metadata"]
+        job = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
+        if job:
+            r.queue.add((meta.get("namespace", ""), job))
+    return on_event
 
 
-class PodWatches:
-    """The pod informers: two per followed namespace, or two cluster-wide when the operator follows every
-    namespace, one for each label a pod of ours carries (the node pods, LABEL_JOB_NAME, and the checkpoint
-    mirrors, LABEL_MIRROR_OF), so pods of other software never reach the operator.
+def pod_event(r: Reconciler) -> OnEvent:
+    """A node pod or a mirror pod changed: the index has it (or its deletion) now, so the job stops expecting
+    it; a node pod deleted by a disruption leaves its reason behind (Reconciler.pod_gone)."""
+    def on_event(kind: str, pod: dict, entries: dict) -> None:
+        meta = pod["metadata"]
+        namespace, labels = meta.get("namespace", ""), meta.get("labels") or {}
+        job = labels.get(LABEL_JOB_NAME) or labels.get(LABEL_MIRROR_OF)
+        if not job:
+            return
+        key = (namespace, job)
+        gone = entries.get(key) if kind == "DELETED" and LABEL_JOB_NAME in labels else None
+        if gone is not None and gone.disruption:
+            r.pod_gone(key, meta["name"], gone.disruption)
+        r.pod_seen(key, meta["name"])
+        r.queue.add(key)
+    return on_event
 
-    Under a glob the namespaces come and go: a watch of namespaces starts a pair for each matching one and
+
+@dataclass(frozen=True)
+class NamespacedKind:
+    """One kind of object the operator watches in each namespace it follows: the collection's path under
+    `/namespaces/<ns>` (or cluster-wide), the label every object of ours carries, where they are filed."""
+
+    api: str  # "/api/v1", "/apis/<group>/<version>"
+    plural: str
+    label_selector: str | None  # None: every object of the kind (the TrainingJobs)
+    index: WatchIndex
+    keys_of: KeysOf
+    on_event: OnEvent
+
+    def path(self, namespace: str | None) -> str:
+        return f"{self.api}/{self.plural}" if namespace is None else f"{self.api}/namespaces/{namespace}/{self.plural}"
+
+
+CLUSTER = None  # NamespacedWatches' key for the cluster-wide watches
+
+
+class NamespacedWatches:
+    """The namespaced informers: one per NamespacedKind in each followed namespace, or cluster-wide when the
+    operator follows every namespace.
+
+    Under a glob the namespaces come and go: a watch of namespaces starts a set for each matching one and
     forgets it when it is deleted. Per namespace and not one cluster-wide watch filtered here, because an
     admin who grants the operator a Role per team namespace gives it no right to list pods cluster-wide
     (kopf follows globs the same way). A namespace the operator may not read keeps retrying on its own,
-    and `ready(namespace)` stays false for it alone: the reconciler plans no job whose pods it has not
+    and `ready(namespace)` stays false for it alone: the reconciler plans no job whose objects it has not
     listed (it would create pods that exist), and waits for nothing else.
     """
 
-    def __init__(self, kube: KubeApi, namespaces: tuple[str, ...], pods: WatchIndex, r: Reconciler):
-        self.kube, self.pods, self.r = kube, pods, r
+    def __init__(self, kube: KubeApi, namespaces: tuple[str, ...], kinds: list[NamespacedKind],
+                 on_listed: Callable[[str | None], None]):
+        self.kube, self.kinds, self.on_listed = kube, kinds, on_listed
         self.keep = namespace_matcher(namespaces)
         self.named = () if not namespaces or any(map(is_pattern, namespaces)) else namespaces
         self.by_namespace: dict[str | None, list[Informer]] = {}
         self.namespace_watch: Informer | None = None
         self.namespaces = WatchIndex()  # under a glob: the matching namespaces, by name
-        self._listing: dict[str, asyncio.Task] = {}  # namespaces followed whose pods are not listed yet
+        self._listing: dict[str | None, asyncio.Task] = {}  # followed namespaces not listed yet
         if namespaces and not self.named:
             self.namespace_watch = Informer(kube, "/api/v1/namespaces", self.namespaces, self._followed,
                                             on_event=self._namespace_event, on_relisted=self._namespaces_relisted)
@@ -113,49 +201,52 @@ class PodWatches:
     def stop(self) -> None:
         for listing in self._listing.values():
             listing.cancel()
-        for informer in [*(self.namespace_watch,), *(i for pair in self.by_namespace.values() for i in pair)]:
-            if informer is not None:
+        if self.namespace_watch is not None:
+            self.namespace_watch.stop()
+        for informers in self.by_namespace.values():
+            for informer in informers:
                 informer.stop()
 
+    def followed(self) -> list[str | None]:
+        """The namespaces watched now (CLUSTER: every namespace)."""
+        return list(self.by_namespace)
+
     def ready(self, namespace: str) -> bool:
-        """Whether the pods of `namespace` are listed: the reconciler may plan its jobs."""
-        pair = self.by_namespace.get(CLUSTER) or self.by_namespace.get(namespace) or []
-        return bool(pair) and all(informer.synced.is_set() for informer in pair)
+        """Whether every kind of object of `namespace` is listed: the reconciler may plan its jobs."""
+        informers = self.by_namespace.get(CLUSTER) or self.by_namespace.get(namespace) or []
+        return bool(informers) and all(informer.synced.is_set() for informer in informers)
 
     async def wait_started(self) -> None:
         """What the reconciler waits for before its first pass: the namespaces listed under a glob, else the
-        pods of every followed namespace, so an operator's first passes after a restart do not each wait
+        objects of every followed namespace, so an operator's first passes after a restart do not each wait
         on their own. A namespace still refused after a while is left to `ready`."""
         if self.namespace_watch is not None:
             await wait_synced([self.namespace_watch])
             return
-        informers = [i for pair in self.by_namespace.values() for i in pair]
+        informers = [i for group in self.by_namespace.values() for i in group]
         try:
             await asyncio.wait_for(wait_synced(informers), timeout=START_WAIT_SECONDS)
         except TimeoutError:
-            log.warning("pods of %s not listed after %ds; their jobs wait, the others go on", ", ".join(
-                str(ns) for ns, pair in self.by_namespace.items() if not all(i.synced.is_set() for i in pair)),
-                START_WAIT_SECONDS)
+            log.warning("%s not listed after %ds; their jobs wait, the others go on",
+                        ", ".join(str(ns) for ns in self.by_namespace if not self.ready(str(ns))), START_WAIT_SECONDS)
 
     def _follow(self, namespace: str | None) -> None:
         if namespace in self.by_namespace:
             return
-        prefix = "/api/v1" if namespace is CLUSTER else f"/api/v1/namespaces/{namespace}"
-        pair = [Informer(self.kube, f"{prefix}/pods", self.pods, keys_of, label_selector=label,
-                         on_event=self._pod_event, on_relisted=lambda: requeue_all(self.r))
-                for label, keys_of in ((LABEL_JOB_NAME, node_pod_keys), (LABEL_MIRROR_OF, mirror_pod_keys))]
-        self.by_namespace[namespace] = pair
-        for informer in pair:
+        informers = [Informer(self.kube, kind.path(namespace), kind.index, kind.keys_of,
+                              label_selector=kind.label_selector, on_event=kind.on_event,
+                              on_relisted=lambda: self.on_listed(namespace))
+                     for kind in self.kinds]
+        self.by_namespace[namespace] = informers
+        for informer in informers:
             informer.start()
-        if namespace is not CLUSTER:  # its jobs that waited for its pods (Reconciler.pods_listed) go now
-            self._listing[namespace] = asyncio.get_running_loop().create_task(
-                self._requeue_once_listed(namespace, pair))
+        self._listing[namespace] = asyncio.get_running_loop().create_task(self._once_listed(namespace, informers))
 
-    async def _requeue_once_listed(self, namespace: str, pair: list[Informer]) -> None:
+    async def _once_listed(self, namespace: str | None, informers: list[Informer]) -> None:
         # A refused namespace's informers say so themselves, with their backoff: nothing to log here.
-        await asyncio.gather(*(informer.synced.wait() for informer in pair))
+        await asyncio.gather(*(informer.synced.wait() for informer in informers))
         self._listing.pop(namespace, None)
-        requeue_all(self.r, namespace)
+        self.on_listed(namespace)  # its jobs that waited for its objects (Reconciler.namespace_listed) go now
 
     def _unfollow(self, namespace: str) -> None:
         listing = self._listing.pop(namespace, None)
@@ -182,19 +273,6 @@ class PodWatches:
         for name in list(self.namespaces):
             self._follow(cast(str, name))
 
-    def _pod_event(self, kind: str, pod: dict, entries: dict) -> None:
-        meta = pod["metadata"]
-        namespace, labels = meta.get("namespace", ""), meta.get("labels") or {}
-        job = labels.get(LABEL_JOB_NAME) or labels.get(LABEL_MIRROR_OF)
-        if not job:
-            return
-        key = (namespace, job)
-        gone = entries.get(key) if kind == "DELETED" and LABEL_JOB_NAME in labels else None
-        if gone is not None and gone.disruption:
-            self.r.pod_gone(key, meta["name"], gone.disruption)
-        self.r.pod_seen(key, meta["name"])
-        self.r.queue.add(key)
-
 
 def node_informer(kube: KubeApi, nodes: WatchIndex, r: Reconciler) -> Informer:
     """A node's Ready condition changed (or the node went): reconcile the jobs with pods on it, so a lost
@@ -203,7 +281,8 @@ def node_informer(kube: KubeApi, nodes: WatchIndex, r: Reconciler) -> Informer:
     ready_seen: dict[str, str] = {}
 
     def node_event(kind: str, node: dict, entries: dict) -> None:
-        name = node["metadata"]["name"]
+        # A node deleted while not watched comes with its uid only: its name is its key (node_keys).
+        name = node["metadata"].get("name") or next((key for key in entries if key is not None), "")
         state = "Gone" if kind == "DELETED" else entries[name].ready_status
         if kind != "LISTED" and ready_seen.get(name, "True") != state:
             for key in set(r.indices.pods.get(node_jobs_key(name)) or ()):
@@ -215,3 +294,9 @@ def node_informer(kube: KubeApi, nodes: WatchIndex, r: Reconciler) -> Informer:
 
     return Informer(kube, "/api/v1/nodes", nodes, node_keys, on_event=node_event,
                     on_relisted=lambda: requeue_all(r))
+
+
+def flavor_informer(kube: KubeApi, api: str, plural: str, flavors: WatchIndex) -> Informer:
+    """Kueue's ResourceFlavors (cluster-scoped): the admitted flavors' nodeLabels select a job's nodes. A job
+    waiting to read its flavors comes back by itself (reconcile/kueue.py FLAVOR_WAIT_SECONDS)."""
+    return Informer(kube, f"{api}/{plural}", flavors, flavor_keys)

@@ -47,7 +47,7 @@ JobKey = tuple[str, str]  # (namespace, name)
 # "expectations"): until then a reconcile would see it missing and create it again, only to get 409.
 EXPECTATION_TTL_SECONDS = 30.0
 MAX_GONE_PER_JOB = 256  # disrupted pods remembered per job after their deletion (Reconciler.gone)
-PODS_UNLISTED_RETRY_SECONDS = 2.0  # a job whose namespace's pods are not listed yet is looked at again
+NAMESPACE_UNLISTED_RETRY_SECONDS = 2.0  # a job whose namespace is not listed yet is looked at again
 
 
 # After a reconcile of a job whose pods changed meanwhile, wait REST_FACTOR × its duration (at most
@@ -59,9 +59,9 @@ MAX_REST_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class Indices:
-    """Live mappings the watch streams keep current (handlers.py builds them): kopf's indices for jobs,
-    Services and PodGroups, our own informers' (watches.py) for pods and nodes. Every reconcile reads the
-    job and its pods from here, so it costs no GET. Values are collections, one entry per object (see
+    """Live mappings the watch streams keep current (handlers.py builds them): the jobs from kopf's
+    TrainingJob events, everything else from our own informers (watches.py). Every reconcile reads the job
+    and its pods from here, so it costs no GET. Values are collections, one entry per object (see
     _single)."""
 
     jobs: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, name) → the job's body
@@ -74,7 +74,7 @@ class Indices:
 
 
 def _single(store: Any) -> Any:
-    """kopf index values are collections (one entry per object); ours hold exactly one."""
+    """Index values are collections (one entry per object); ours hold exactly one."""
     for value in store or ():
         return value
     return None
@@ -132,9 +132,12 @@ class Reconciler:
         # The generation of each job (by uid) whose spec fields unknown to this version were last logged.
         self._unknown_logged: dict[str, int] = {}
         self._tasks: list[asyncio.Task] = []
-        # Whether a namespace's pods are in indices.pods (handlers.py sets the pod watches' own answer): a
-        # job planned before would have its existing pods created again.
-        self.pods_listed: Callable[[str], bool] = lambda namespace: True
+        # Whether a namespace's objects are in the indices (handlers.py sets the namespaced watches' own
+        # answer): a job planned before would have its existing pods created again.
+        self.namespace_listed: Callable[[str], bool] = lambda namespace: True
+        # The generation each job (by uid) was last planned at: what the periodic re-list (resync.py) checks
+        # a job's status against before it calls the job missed.
+        self.reconciled: dict[str, int | None] = {}
         # Reads the trainers' logs of jobs with spec.hangDetection; each sweep marks its job dirty.
         self.probe = ProgressProbe(kube, indices.jobs, indices.pods, self._attempt_of, self.queue.add)
 
@@ -170,6 +173,7 @@ class Reconciler:
         self.gone.pop(key, None)
         self.probe.forget(key)
         if uid:
+            self.reconciled.pop(uid, None)
             self.written.pop(uid, None)
             self.phases.pop(uid, None)
             self.figures.pop(uid, None)
@@ -182,6 +186,10 @@ class Reconciler:
             self._unknown_logged[uid] = generation
             log.warning("%s/%s: %s unknown to this operator (%s), not applied: the CRD is newer than the operator",
                         *_key(job), ", ".join(unknown), __version__)
+
+    def busy(self, key: JobKey) -> bool:
+        """Queued, being reconciled, or waiting for a timer: this job's next reconcile is already coming."""
+        return key in self.queue
 
     def pod_gone(self, key: JobKey, name: str, disruption: str) -> None:
         gone = self.gone.setdefault(key, {})
@@ -240,8 +248,8 @@ class Reconciler:
         meta = raw.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             return
-        if not self.pods_listed(key[0]):
-            self.queue.add(key, delay=PODS_UNLISTED_RETRY_SECONDS)
+        if not self.namespace_listed(key[0]):
+            self.queue.add(key, delay=NAMESPACE_UNLISTED_RETRY_SECONDS)
             return
         try:
             job, unknown = read_stored_job(raw)
@@ -291,6 +299,7 @@ class Reconciler:
         if result.job_suspend is not None and result.job_suspend != job.spec.suspend:
             # Kueue admitted (false) or evicted (true) the job's Workload: after the status that says so.
             await self.kube.patch_job_suspend(namespace, job_name, result.job_suspend)
+        self.reconciled[job.metadata.uid or ""] = job.metadata.generation
         if result.delete_job:
             await self.kube.delete_job(namespace, job_name)
             return

@@ -96,6 +96,12 @@ class OperatorMetrics:
                             "Lease, or runs without leader election), 0 while it is a standby.", registry=r)
         self.api_errors = Counter("multinode_api_errors_total", "Failed Kubernetes API calls of the operator.",
                                   ["operation", "code"], registry=r)
+        self.job_relists = Counter("multinode_job_relists_total", "Passes of the periodic re-list of TrainingJobs "
+                                   "(controller/resync.py) that listed every followed namespace.", registry=r)
+        # Above zero means watch events were lost and only the periodic re-list saw the job (controller/resync.py).
+        self.jobs_found_by_resync = Counter(
+            "multinode_jobs_found_by_resync_total", "TrainingJobs the periodic re-list found the operator had "
+            "missed (reason Missing, Unreconciled or Deleted): each is a lost watch event.", ["reason"], registry=r)
         # Prometheus' build_info convention: a constant 1 whose label says which version is running.
         Gauge("multinode_build_info", "The operator's version (pyproject's), as a label; always 1.", ["version"],
               registry=r).labels(version=__version__).set(1)

@@ -1,11 +1,12 @@
-"""A namespace the operator may not read does not stop it anywhere else (controller/watch_readiness.py).
+"""A namespace the operator may not read does not stop it anywhere else (controller/handlers.py, watches.py).
 
 The operator follows a namespace glob with its namespaced rights granted per namespace, as an admin who
 binds a Role per team does. A matching namespace without its RoleBinding answers the first LIST of each
-of the operator's watches there with 403. kopf's watch fails before it has listed, and kopf (1.45) then
-held back every event of the whole operator for ever: no job anywhere was reconciled again. Now jobs in
-the namespaces it may read run, and once the RoleBinding comes the failed watches are started again and
-that namespace's job runs too.
+of the operator's watches there with 403. When kopf fed indices from those watches, kopf (1.45) held back
+every event of the whole operator until they listed: no job anywhere was reconciled again. Now kopf keeps
+no index, each of the operator's own watches answers for its namespace alone, and all of them (kopf's
+TrainingJob watch too) keep retrying: jobs in the namespaces it may read run, and once the RoleBinding
+comes that namespace's job runs too.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def test_a_namespace_the_operator_may_not_read_holds_back_no_other_and_runs_once
     op.start()
     try:
         custom = client.CustomObjectsApi(api)
-        wait_for(lambda: f"in {denied} failed" in op.log_tail(400), timeout=30,
+        wait_for(lambda: f"watch of /api/v1/namespaces/{denied}/pods failed" in op.log_tail(400), timeout=30,
                  what=f"the operator's watches in {denied} refused (log: {op.log_path})")
 
         jobs.apply(kubeconfig, granted, training_job("allowed", 2))
@@ -102,7 +103,7 @@ def test_a_namespace_the_operator_may_not_read_holds_back_no_other_and_runs_once
 
         grants.grant(denied)
         jobs.apply(kubeconfig, denied, training_job("late", 2))
-        # The failed watches retry at most 30 s apart; nothing else (no namespace or CRD change) restarts them.
+        # The refused watches (ours and kopf's) retry at most 30 s apart, and nothing else waits for them.
         jobs.wait_phase(custom, denied, "late", "Running", timeout=90)
         assert sorted(p.metadata.name for p in jobs.job_pods(core, denied, "late")) == ["late-0-a0", "late-1-a0"]
     finally:

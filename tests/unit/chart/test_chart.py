@@ -266,6 +266,7 @@ def test_default_deployment(default: list[dict]) -> None:
         "MULTINODE_OPERATOR_IMAGE": c["image"],
         "MULTINODE_WORKERS": "8", "MULTINODE_API_CONCURRENCY": "32",
         "MULTINODE_API_TIMEOUT_SECONDS": "30", "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS": "300",
+        "MULTINODE_RESYNC_SECONDS": "60",
         **ELECTION_ENV,
     }
     assert c["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
@@ -294,7 +295,8 @@ def test_image_digest_wins_over_tag_and_the_jobs_run_the_same_image(sets: tuple,
 
 def test_values_reach_the_pod() -> None:
     values = {
-        "operator": {"workers": 3, "apiConcurrency": 7, "apiTimeoutSeconds": 12.5, "preflightTimeoutSeconds": 90},
+        "operator": {"workers": 3, "apiConcurrency": 7, "apiTimeoutSeconds": 12.5, "preflightTimeoutSeconds": 90,
+                     "resyncSeconds": 45},
         "logLevel": "debug",
         "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"},
                      {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
@@ -318,7 +320,7 @@ def test_values_reach_the_pod() -> None:
     assert env(objects) == {
         "MULTINODE_OPERATOR_IMAGE": c["image"], "MULTINODE_WORKERS": "3", "MULTINODE_API_CONCURRENCY": "7",
         "MULTINODE_API_TIMEOUT_SECONDS": "12.5", "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS": "90",
-        **ELECTION_ENV, "HTTPS_PROXY": "http://proxy:3128", "NODE": None}
+        "MULTINODE_RESYNC_SECONDS": "45", **ELECTION_ENV, "HTTPS_PROXY": "http://proxy:3128", "NODE": None}
     assert {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in c["env"]
     assert c["args"] == ["operator", "--liveness=http://0.0.0.0:9000/healthz", "--metrics-port=9100", "--verbose"]
     assert c["imagePullPolicy"] == "Always"

@@ -103,6 +103,8 @@ def test_a_410_lists_again_and_the_new_list_replaces_the_index() -> None:
         await until(lambda: relisted, "the re-list")
         assert sorted(index.get(("ns", "j1")) or ()) == ["p-b"]  # a is gone: missed while not watching
         assert list(index.get(("ns", "j3")) or ()) == ["p-d"]
+        # ...and told as deleted, with what it was filed as (a job's deletion must reach the reconciler).
+        assert ("DELETED", "a", {("ns", "j1"): "p-a"}) in events
         informer.stop()
         kube.done.set()
     asyncio.run(main())
@@ -123,6 +125,55 @@ def test_an_unexpected_failure_in_the_watch_lists_again_instead_of_ending_the_th
         informer, _ = run(kube, index, events, relisted)
         await until(lambda: relisted, "the re-list after the garbled line")
         assert list(index.get(("ns", "j4")) or ()) == ["p-e"]
+        informer.stop()
+        kube.done.set()
+    asyncio.run(main())
+
+
+def test_a_collection_not_served_counts_as_listed_and_empty_until_it_is_served_again(monkeypatch) -> None:
+    # A CRD removed while the operator runs (Kueue uninstalled): its informer must not keep a namespace from
+    # being planned for ever, and what it held is gone with the CRD.
+    from multinode.controller import informer as informer_module
+    from multinode.controller.kube import ApiError
+
+    class UninstalledKube(FakeKube):
+        """Serves one pod until `uninstall()`, which ends the watch (as a deleted CRD does) and 404s LISTs."""
+
+        def __init__(self) -> None:
+            super().__init__([[pod("a", "j1")]], [])
+            self.served, self.uninstalled = True, threading.Event()
+
+        def uninstall(self) -> None:
+            self.served = False
+            self.uninstalled.set()
+
+        def list_sync(self, path: str) -> dict:
+            if not self.served:
+                self.list_calls.append(path)
+                raise ApiError("list", 404, "Not Found", "the server could not find the requested resource")
+            return super().list_sync(path)
+
+        def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:
+            if not self.uninstalled.is_set():
+                self.uninstalled.wait()
+                yield json.dumps({"type": "ERROR", "object": {"code": 410, "message": "gone"}}).encode()
+                return
+            yield from super().watch_lines(path, read_timeout)
+
+    monkeypatch.setattr(informer_module, "NOT_SERVED_RETRY_SECONDS", 0.05)
+
+    async def main() -> None:
+        kube = UninstalledKube()
+        index, events, relisted = WatchIndex(), [], []
+        informer, _ = run(kube, index, events, relisted)
+        await until(lambda: informer.synced.is_set() and ("ns", "j1") in index, "the first list")
+        kube.uninstall()  # the watch ends; the re-list meets the 404
+        await until(lambda: relisted and ("ns", "j1") not in index, "the objects gone with the collection")
+        assert informer.synced.is_set()
+        calls = len(kube.list_calls)
+        await until(lambda: len(kube.list_calls) >= calls + 2, "asked again, and again")
+        kube.served = True
+        await until(lambda: ("ns", "j1") in index, "listed again once served")
         informer.stop()
         kube.done.set()
     asyncio.run(main())

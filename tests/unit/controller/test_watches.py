@@ -1,6 +1,6 @@
-"""Where the operator's own pod watches look, and what they keep (controller/watches.py), against a fake of
-KubeApi's two blocking calls that answers by path: the real apiserver's per-namespace refusals are in
-tests/integration/controller/test_watch_readiness.py."""
+"""Where the operator's own namespaced watches look, and what they keep (controller/watches.py), against a
+fake of KubeApi's two blocking calls that answers by path: the real apiserver's per-namespace refusals are
+in tests/integration/controller/test_watch_readiness.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from types import SimpleNamespace
 from multinode.api import LABEL_JOB_NAME
 from multinode.controller.kube import ApiError
 from multinode.controller.watch_index import WatchIndex
-from multinode.controller.watches import PodWatches, namespace_matcher, node_pod_keys
+from multinode.controller.handlers import WatchIndices, namespaced_kinds
+from multinode.controller.watches import NamespacedWatches, namespace_matcher, node_pod_keys, requeue_all
 from tests.unit.controller.test_informer import until
 
 
@@ -47,8 +48,8 @@ class PathKube:
         where = path.split("/namespaces/")[1].split("/")[0] if "/namespaces/" in path else None
         if where in self.refused:
             raise ApiError("list", 403, "Forbidden", f'pods is forbidden in the namespace "{where}"')
-        mirrors = "mirror" in path.split("labelSelector=")[1]
-        items = [] if mirrors else [p for ns, pods in self.pods.items() if where in (None, ns) for p in pods]
+        node_pods = "/pods?" in path and "mirror" not in path.split("labelSelector=")[1]  # jobs: none here
+        items = [p for ns, pods in self.pods.items() if where in (None, ns) for p in pods] if node_pods else []
         return {"metadata": {"resourceVersion": "9"}, "items": items}
 
     def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:
@@ -66,6 +67,12 @@ def reconciler(*jobs: tuple[str, str]) -> SimpleNamespace:
                            pod_seen=lambda key, name: None, pod_gone=lambda key, name, why: None)
 
 
+def pod_watches(kube: PathKube, namespaces: tuple[str, ...], pods: WatchIndex, r: SimpleNamespace) -> NamespacedWatches:
+    """The operator's namespaced watches (no PodGroups, no Kueue), filing pods into `pods`."""
+    kinds = namespaced_kinds(r, WatchIndex(), WatchIndices(pods=pods), gang_api=False, kueue_api=False)  # type: ignore[arg-type]  # a fake Reconciler
+    return NamespacedWatches(kube, namespaces, kinds, on_listed=lambda ns: requeue_all(r, ns))  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
+
+
 def test_namespace_globs_follow_kopfs_rules() -> None:
     keep = namespace_matcher(("t-*", "!t-skip*"))
     assert keep("t-1") and not keep("t-skip-1") and not keep("other")
@@ -76,13 +83,16 @@ def test_named_namespaces_are_watched_each_and_each_is_ready_once_its_own_pods_a
     async def main() -> None:
         kube = PathKube({"a": [node_pod("a", "llm", 0)]}, [], refused={"b"})
         pods, r = WatchIndex(), reconciler()
-        watches = PodWatches(kube, ("a", "b"), pods, r)  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
+        watches = pod_watches(kube, ("a", "b"), pods, r)
         watches.start()
         await until(lambda: watches.ready("a"), "namespace a listed")
         assert [p.name for p in pods.get(("a", "llm")) or ()] == ["llm-0-a0"]
         assert ("a", "llm") in r.queued
         assert not watches.ready("b") and not watches.ready("c")  # refused; not followed
-        assert all("/api/v1/namespaces/a/" in p or "/api/v1/namespaces/b/" in p for p in kube.list_calls)
+        assert all("/namespaces/a/" in p or "/namespaces/b/" in p for p in kube.list_calls)
+        assert {p.split("?")[0] for p in kube.list_calls} == {
+            f"{api}/namespaces/{ns}/{kind}" for ns in "ab" for api, kind in (
+                ("/api/v1", "pods"), ("/api/v1", "services"), ("/apis/multinode.dev/v1alpha1", "trainingjobs"))}
         watches.stop()
         kube.done.set()
     asyncio.run(main())
@@ -92,12 +102,13 @@ def test_no_namespace_named_is_one_cluster_wide_watch_that_makes_every_namespace
     async def main() -> None:
         kube = PathKube({"x": [node_pod("x", "j", 0)], "y": [node_pod("y", "k", 1)]}, [])
         pods = WatchIndex()
-        watches = PodWatches(kube, (), pods, reconciler())  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
+        watches = pod_watches(kube, (), pods, reconciler())
         watches.start()
         await watches.wait_started()
         assert watches.ready("x") and watches.ready("anything")
         assert ("x", "j") in pods and ("y", "k") in pods
-        assert all(p.startswith("/api/v1/pods?") for p in kube.list_calls)
+        assert {p.split("?")[0] for p in kube.list_calls} == {"/api/v1/pods", "/api/v1/services",
+                                                             "/apis/multinode.dev/v1alpha1/trainingjobs"}
         watches.stop()
         kube.done.set()
     asyncio.run(main())
@@ -111,7 +122,7 @@ def test_under_a_glob_each_matching_namespace_is_followed_while_it_exists_a_refu
                         namespace_events=[{"type": "ADDED", "object": namespace("t-new")},
                                           {"type": "DELETED", "object": namespace("t-a")}])
         pods, r = WatchIndex(), reconciler(("t-new", "podless"), ("t-denied", "waiting"))
-        watches = PodWatches(kube, ("t-*",), pods, r)  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
+        watches = pod_watches(kube, ("t-*",), pods, r)
         watches.start()
         await watches.wait_started()  # the namespaces listed, not every namespace's pods
         await until(lambda: watches.ready("t-new"), "the namespace added later followed")
@@ -122,7 +133,9 @@ def test_under_a_glob_each_matching_namespace_is_followed_while_it_exists_a_refu
         assert not watches.ready("t-denied") and "t-denied" in watches.by_namespace  # retrying on its own
         assert ("t-denied", "waiting") not in r.queued
         assert not watches.ready("other") and not any("/namespaces/other/" in p for p in kube.list_calls)
-        assert not any(p.startswith("/api/v1/pods") for p in kube.list_calls)  # never cluster-wide
+        # never cluster-wide
+        assert not any(p.startswith(("/api/v1/pods", "/api/v1/services", "/apis/multinode.dev/v1alpha1/trainingjobs"))
+                       for p in kube.list_calls)
         watches.stop()
         kube.done.set()
     asyncio.run(main())

@@ -110,12 +110,12 @@ def test_a_disrupted_pod_s_reason_outlives_its_deletion_bounded_and_forgotten_wi
     assert KEY not in r.gone
 
 
-def test_a_job_whose_namespace_pods_are_not_listed_yet_creates_nothing_and_is_looked_at_again() -> None:
+def test_a_job_whose_namespace_is_not_listed_yet_creates_nothing_and_is_looked_at_again() -> None:
     # Its pods may exist (an operator restart); they would all be created again, to get 409s.
     kube = RecordingKube()
     r = reconciler(kube)
     listed: set[str] = set()
-    r.pods_listed = listed.__contains__
+    r.namespace_listed = listed.__contains__
 
     async def main() -> None:
         await r.reconcile(KEY)
