@@ -18,6 +18,7 @@ import pytest
 from localcluster import LocalCluster
 
 from localcluster.harness.kube import new_namespace
+from localcluster.harness.waiting import wait_for
 from multinode.client import TrainingJobClient
 from tests.support import jobs
 from tests.support.realnodes import RealClusterSlot, clients, real_job
@@ -38,8 +39,11 @@ STEPS = textwrap.dedent("""
 """)
 
 # Attempt 0: rank 1 fails after a few steps (rank 0 is killed by the restart); attempt 1 runs to the end.
+# SIGTERM ends the trainer, as torchrun's agent does: python as the container's PID 1 would ignore it, and the
+# kubelet would stop the old attempt's pod only after its 30 s grace period.
 RESTARTING = textwrap.dedent("""
-    import os, sys, time
+    import os, signal, sys, time
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rank, attempt = os.environ["NODE_RANK"], os.environ["MULTINODE_ATTEMPT"]
     print(f"rank {rank} attempt {attempt} starting", flush=True)
     for step in range(3):
@@ -150,8 +154,17 @@ def test_follow_picks_up_the_next_attempt_and_ends_with_the_job(followed_restart
 def test_an_earlier_attempt_is_read_while_its_pods_exist(followed_restart: Followed) -> None:
     cluster, namespace = followed_restart.cluster, followed_restart.namespace
     core, _ = clients(cluster)
-    left = sorted(p.metadata.name for p in core.list_namespaced_pod(namespace).items if p.metadata.name.endswith("-a0"))
-    assert left == ["flaky-1-a0"]  # the failed rank's pod stays; the running one was deleted at the restart
+
+    def attempt_0() -> dict:
+        pods = core.list_namespaced_pod(namespace).items
+        return {p.metadata.name: p for p in pods if p.metadata.name.endswith("-a0")}
+
+    # The running rank's pod was deleted at the restart (Recreate does not wait for it to be gone, so the job
+    # may finish while it terminates); the failed rank's pod stays, for its logs.
+    assert all(p.metadata.deletion_timestamp is not None for name, p in attempt_0().items() if name != "flaky-1-a0")
+    left = wait_for(lambda: sorted(attempt_0()) == ["flaky-1-a0"] and attempt_0(), timeout=60,
+                    what="only the failed rank's pod of attempt 0 left")
+    assert left["flaky-1-a0"].metadata.deletion_timestamp is None
 
     earlier = cli(cluster, "logs", "flaky", "-n", namespace, "--attempt", "0")
     assert earlier.returncode == 0, earlier.stderr
