@@ -147,6 +147,10 @@ def test_a_collection_not_served_counts_as_listed_and_empty_until_it_is_served_a
             self.served = False
             self.uninstalled.set()
 
+        def reinstall(self) -> None:
+            self.uninstalled.clear()
+            self.served = True
+
         def list_sync(self, path: str) -> dict:
             if not self.served:
                 self.list_calls.append(path)
@@ -154,11 +158,11 @@ def test_a_collection_not_served_counts_as_listed_and_empty_until_it_is_served_a
             return super().list_sync(path)
 
         def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:
-            if not self.uninstalled.is_set():
-                self.uninstalled.wait()
-                yield json.dumps({"type": "ERROR", "object": {"code": 410, "message": "gone"}}).encode()
-                return
-            yield from super().watch_lines(path, read_timeout)
+            # A watch lasts until the collection goes (whenever the watch began), or the test ends.
+            while not self.uninstalled.wait(0.05):
+                if self.done.is_set():
+                    return
+            yield json.dumps({"type": "ERROR", "object": {"code": 410, "message": "gone"}}).encode()
 
     monkeypatch.setattr(informer_module, "NOT_SERVED_RETRY_SECONDS", 0.05)
 
@@ -172,7 +176,7 @@ def test_a_collection_not_served_counts_as_listed_and_empty_until_it_is_served_a
         assert informer.synced.is_set()
         calls = len(kube.list_calls)
         await until(lambda: len(kube.list_calls) >= calls + 2, "asked again, and again")
-        kube.served = True
+        kube.reinstall()
         await until(lambda: ("ns", "j1") in index, "listed again once served")
         informer.stop()
         kube.done.set()
