@@ -19,6 +19,9 @@ class ConditionType(StrEnum):
     IMAGE_CONSISTENT = "ImageConsistent"
     # False while training has ended and the mirror's final sync runs; True once it is done.
     CHECKPOINTS_SYNCED = "CheckpointsSynced"
+    # With spec.checkpointing: whether the mirror pod runs, and if not what stops it (an image that cannot
+    # be pulled names the image and the chart values that set it).
+    CHECKPOINT_MIRROR = "CheckpointMirror"
     # With spec.hangDetection: whether the ranks make progress, and whether some are much slower.
     PROGRESSING = "Progressing"
     STRAGGLERS = "Stragglers"
@@ -36,6 +39,10 @@ class Reason(StrEnum):
     NO_TOPOLOGY_DOMAIN = "NoTopologyDomain"
     UNSCHEDULABLE = "Unschedulable"
     WAITING_FOR_SCHEDULING = "WaitingForScheduling"
+    # Unschedulable, for a cause the nodes show (reconcile/capacity.py): no node advertises the GPU or RDMA
+    # resource at all; fewer eligible nodes than numNodes (one pod per node).
+    NO_NODE_OFFERS_RESOURCE = "NoNodeOffersResource"
+    NOT_ENOUGH_NODES = "NotEnoughNodes"
     # Gang scheduling: the native PodGroup does not fit; all pods bound together; without the API, pods
     # unschedulable (no partial gang kept for long); a partial gang released to free what it held.
     GANG_UNSCHEDULABLE = "GangUnschedulable"
@@ -98,6 +105,9 @@ class Reason(StrEnum):
     FINAL_SYNC_REQUESTED = "FinalSyncRequested"
     FINAL_SYNC_DONE = "FinalSyncDone"
     FINAL_SYNC_TIMED_OUT = "FinalSyncTimedOut"
+    # CheckpointMirror (ImagePullFailing and ContainerConfigError above are also its False reasons)
+    MIRROR_RUNNING = "MirrorRunning"
+    MIRROR_STARTING = "MirrorStarting"
     # Progressing (Hung above is its False reason), Stragglers
     PROGRESS_SEEN = "ProgressSeen"
     WAITING_FOR_PROGRESS = "WaitingForProgress"

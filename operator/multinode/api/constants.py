@@ -28,6 +28,8 @@ LABEL_ATTEMPT = f"{GROUP}/attempt"
 # LABEL_JOB_NAME) never lists it among the rendezvous peers.
 LABEL_MIRROR_OF = f"{GROUP}/mirror-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+# The well-known node label whose value is the node's own: a topology key of one machine.
+LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_APP_NAME = "app.kubernetes.io/name"
 MANAGED_BY_VALUE = "multinode"
 APP_NAME_VALUE = "multinode-trainingjob"
@@ -108,6 +110,11 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # How long a node's preflight waits for its peers' DNS names: the operator's setting and the CLI's
 # default.
 DEFAULT_PREFLIGHT_TIMEOUT_SECONDS = 300
+# spec.startupTimeoutSeconds' default: half an hour from the first pod bound to all running. A cold pull of
+# the largest common training images (an NGC PyTorch image is ~10 GB compressed) takes minutes on a fast
+# registry and up to ~20 on a slow one, plus the preflight's DNS wait (DEFAULT_PREFLIGHT_TIMEOUT_SECONDS at
+# most); past that the pods' GPUs have been held for nothing long enough.
+DEFAULT_STARTUP_TIMEOUT_SECONDS = 1800
 # Prometheus /metrics of the operator (the chart's metrics.port) and of each job's mirror pod.
 OPERATOR_METRICS_PORT = 8080
 # The operator's /healthz (kopf's liveness endpoint on the leader, a standby's own): the chart's health.port,

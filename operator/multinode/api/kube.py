@@ -7,9 +7,9 @@ unknown fields, and the apiserver validates them when the operator creates the p
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, WithJsonSchema
 from pydantic.config import JsonDict
 
 from multinode.api.base import (
@@ -91,6 +91,62 @@ class Toleration(ApiModel):
         None,
         description="For NoExecute: how long the pod stays bound after the taint appears.",
     )
+
+
+# Affinity: typed down to the lists the operator adds to (render/pod.py: a required node selector term
+# excluding unhealthy nodes, a required pod anti-affinity term keeping the job's pods on different nodes),
+# so a malformed one is refused at admission by field instead of failing every render; below those
+# lists, and everywhere else, the core/v1 shape passes through for the apiserver to validate.
+MAX_AFFINITY_TERMS = 32
+PassThrough = Annotated[dict[str, Any], WithJsonSchema({"type": "object", **PRESERVE_UNKNOWN})]
+
+
+class NodeSelectorTerm(ApiModel):
+    """A core/v1 NodeSelectorTerm; its requirements pass through as written."""
+
+    model_config = ConfigDict(extra="allow")
+
+    match_expressions: list[PassThrough] | None = Field(None, max_length=MAX_AFFINITY_TERMS,
+                                                         description="Node label requirements.")
+    match_fields: list[PassThrough] | None = Field(None, max_length=MAX_AFFINITY_TERMS,
+                                                   description="Node field requirements.")
+
+
+class NodeSelector(ApiModel):
+    """A core/v1 NodeSelector: terms ORed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    node_selector_terms: list[NodeSelectorTerm] = Field(max_length=MAX_AFFINITY_TERMS,
+                                                       description="Terms, any of which selects a node.")
+
+
+class NodeAffinity(ApiModel):
+    """A core/v1 NodeAffinity."""
+
+    model_config = ConfigDict(extra="allow")
+
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = Field(
+        None, description="Nodes a pod may run on.")
+
+
+class PodAntiAffinity(ApiModel):
+    """A core/v1 PodAntiAffinity."""
+
+    model_config = ConfigDict(extra="allow")
+
+    required_during_scheduling_ignored_during_execution: list[PassThrough] | None = Field(
+        None, max_length=MAX_AFFINITY_TERMS, description="core/v1 PodAffinityTerms that must all hold.")
+
+
+class Affinity(ApiModel):
+    """A core/v1 Affinity. The operator adds to it: a node selector requirement keeping new attempts off
+    excluded nodes, and a pod anti-affinity term keeping each node of a job on a machine of its own."""
+
+    model_config = ConfigDict(extra="allow")
+
+    node_affinity: NodeAffinity | None = Field(None, description="core/v1 NodeAffinity.")
+    pod_anti_affinity: PodAntiAffinity | None = Field(None, description="core/v1 PodAntiAffinity.")
 
 
 class LocalObjectReference(ApiModel):

@@ -32,10 +32,11 @@ from multinode.api.network import NetworkSpec
 from multinode.api.progress import HangDetection
 from multinode.api.scheduling import SchedulingSpec
 from multinode.api.constants import (
+    DEFAULT_STARTUP_TIMEOUT_SECONDS,
     DEFAULT_GPU_RESOURCE_NAME,
 )
 from multinode.api.kube import (
-    PRESERVE_UNKNOWN,
+    Affinity,
     EnvVar,
     LocalObjectReference,
     Toleration,
@@ -98,10 +99,11 @@ class PodTemplate(ApiModel):
     tolerations: list[Toleration] | None = Field(
         None, max_length=64, description="Taints the pods tolerate."
     )
-    affinity: dict[str, Any] | None = Field(
+    affinity: Affinity | None = Field(
         None,
-        description="A core/v1 Affinity, copied as is.",
-        json_schema_extra=PRESERVE_UNKNOWN,
+        description="A core/v1 Affinity, copied to every node pod, with the operator's terms added: a required "
+                    "pod anti-affinity on kubernetes.io/hostname against the attempt's other node pods (one pod "
+                    "per node), and a required node selector term keeping pods off status.excludedNodes.",
     )
     priority_class_name: str | None = Field(
         None, max_length=MAX_NAME_LENGTH, description="PriorityClass of the pods."
@@ -276,10 +278,12 @@ class TrainingJobSpec(ApiModel):
         CleanPodPolicy.RUNNING,
         description="Pods a finished job deletes: Running (default; finished pods stay for their logs), All, None.",
     )
-    startup_timeout_seconds: int | None = Field(
-        None, ge=1,
-        description="An attempt whose pods are not all running this long after creation fails with reason "
-                    "StartupTimeout (then the failure policy decides).",
+    startup_timeout_seconds: int = Field(
+        DEFAULT_STARTUP_TIMEOUT_SECONDS, ge=0, le=7 * 24 * 3600,
+        description="An attempt whose pods are not all running this long after the first of them was bound to a "
+                    "node fails with reason StartupTimeout (then the failure policy decides): bound pods hold "
+                    "their nodes' GPUs, and an image that never pulls must not hold them for ever. Time spent "
+                    "waiting for a place (queued, unschedulable) does not count. 0: no timeout.",
     )
     image_consistency: ImageConsistency = Field(
         default_factory=ImageConsistency,

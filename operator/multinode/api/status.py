@@ -207,6 +207,9 @@ class TrainingJobStatus(StatusModel):
                                                             "start (backoff).", json_schema_extra=_DATE_TIME)
     attempt_start_time: str | None = Field(None, description="When the current attempt's pods were created.",
                                            json_schema_extra=_DATE_TIME)
+    attempt_scheduled_time: str | None = Field(
+        None, description="When the operator first saw a pod of the current attempt bound to a node: "
+                          "spec.startupTimeoutSeconds counts from here.", json_schema_extra=_DATE_TIME)
     image_digest: str | None = Field(None, max_length=1024, description="image@sha256:... the first pod ran; "
                                                                         "later pods use it.")
     topology_domain: str | None = Field(None, max_length=63, description="Value of topology.sameDomainLabel "

@@ -263,7 +263,7 @@ class Reconciler:
         observed = Observed(pods=tuple(pods), service_exists=key in self.indices.services,
                             mirror=_single(self.indices.pods.get(mirror_key(*key))),
                             resume_source_latest=self._resume_source_latest(job),
-                            nodes=tuple(self.indices.nodes.get(None) or ()) if needs_nodes(job) else (),
+                            nodes=tuple(self.indices.nodes.get(None) or ()) if needs_nodes(job, pods) else (),
                             down_nodes=self._down_nodes(pods),
                             progress=self.probe.progress(key), gone_disruptions=dict(self.gone.get(key) or {}),
                             gang_api=self.gang_api, pod_groups=tuple(self.indices.pod_groups.get(key) or ()),

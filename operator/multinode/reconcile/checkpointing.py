@@ -3,8 +3,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from multinode.api import TrainingJob, TrainingJobStatus
+from multinode.api.conditions import ConditionType, Reason
+from multinode.api.status import ConditionStatus
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
+from multinode.reconcile.startup import BLOCKING_WAITS, describe_wait
 
 
 def resume_path(job: TrainingJob, status: TrainingJobStatus, attempt_pods: list[ObservedPod],
@@ -41,3 +48,22 @@ def mirror_needs(mirror: ObservedMirror | None, final_sync_done: bool) -> tuple[
     if mirror.phase == PodPhase.FAILED or (mirror.phase == PodPhase.SUCCEEDED and not final_sync_done):
         return False, True
     return False, False
+
+
+def report_mirror(job: TrainingJob, status: TrainingJobStatus, mirror: ObservedMirror | None, now: datetime) -> None:
+    """The CheckpointMirror condition: the mirror pod runs, or what keeps it from running (in words that say
+    what to change: its image is the operator's, set by the chart). Not written before the pod exists."""
+    if job.spec.checkpointing is None or mirror is None or mirror.terminating:
+        return
+    state: ConditionStatus
+    blocked = BLOCKING_WAITS.get(mirror.waiting.reason)
+    if blocked is not None:
+        state, reason, message = "False", blocked, f"{mirror.name}: {describe_wait(mirror.waiting)}"
+    elif mirror.phase == PodPhase.RUNNING:
+        state, reason, message = "True", Reason.MIRROR_RUNNING, f"{mirror.name} mirrors complete checkpoints"
+    elif mirror.phase == PodPhase.PENDING:
+        state, reason, message = "False", Reason.MIRROR_STARTING, f"{mirror.name} is starting"
+    else:
+        return  # Succeeded after its final sync, or Failed and about to be replaced: CheckpointsSynced says more
+    set_condition(status.conditions, ConditionType.CHECKPOINT_MIRROR, state, reason, message, now=rfc3339(now),
+                  generation=job.metadata.generation)

@@ -49,9 +49,12 @@ class ObservedPod:
     resume_from: str | None = None
     # Reason of a DisruptionTarget condition (DeletionByTaintManager, EvictionByEvictionAPI, ...).
     disruption: str | None = None
-    # Why a container waits (ErrImagePull, ImagePullBackOff, CrashLoopBackOff, ...), and its words.
+    # Why a container waits (ErrImagePull, ImagePullBackOff, CrashLoopBackOff, ...), its words, which
+    # container (the preflight init container or the trainer) and the image it runs.
     waiting_reason: str | None = None
     waiting_message: str | None = None
+    waiting_container: str | None = None
+    waiting_image: str | None = None
     # The preflight init container is still waiting for peers' DNS names.
     in_preflight: bool = False
     # imageID the runtime reported for the trainer (registry/image@sha256:...).
@@ -122,12 +125,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         reason, message = status.get("reason"), status.get("message") or message
 
     disruption = conditions.get("DisruptionTarget") or {}
-    waiting_reason = waiting_message = None
-    for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-        waiting = (cs.get("state") or {}).get("waiting")
-        if waiting and waiting.get("reason") not in (None, "PodInitializing", "ContainerCreating"):
-            waiting_reason, waiting_message = waiting.get("reason"), waiting.get("message")
-            break
+    waiting = _blocking_wait(status)
     in_preflight = any(cs.get("name") == PREFLIGHT_CONTAINER and "running" in (cs.get("state") or {})
                        for cs in status.get("initContainerStatuses") or [])
     image_id = next((cs.get("imageID") for cs in status.get("containerStatuses") or []
@@ -137,8 +135,10 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     return ObservedPod(
         resume_from=_env_value(spec, TRAINER_CONTAINER, EnvName.MULTINODE_RESUME_FROM),
         disruption=disruption.get("reason") if disruption.get("status") == "True" else None,
-        waiting_reason=waiting_reason,
-        waiting_message=waiting_message,
+        waiting_reason=waiting.reason,
+        waiting_message=waiting.message,
+        waiting_container=waiting.container,
+        waiting_image=waiting.image,
         in_preflight=in_preflight,
         image_id=image_id,
         health=health,
@@ -159,6 +159,25 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     )
 
 
+@dataclass(frozen=True)
+class Wait:
+    """A container waiting for something other than its turn: why, in Kubernetes' words and its own."""
+
+    reason: str | None = None
+    message: str | None = None
+    container: str | None = None
+    image: str | None = None
+
+
+def _blocking_wait(status: Mapping[str, Any]) -> Wait:
+    """The first container (init containers first) that waits for a reason other than its turn."""
+    for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (cs.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason") not in (None, "PodInitializing", "ContainerCreating"):
+            return Wait(waiting.get("reason"), waiting.get("message"), cs.get("name"), cs.get("image"))
+    return Wait()
+
+
 def _env_value(spec: Mapping[str, Any], container: str, name: str) -> str | None:
     for c in spec.get("containers") or []:
         if c.get("name") == container:
@@ -175,6 +194,8 @@ class ObservedMirror:
     job_name: str
     phase: str
     terminating: bool = False
+    # Why its container waits, if for anything but its turn (an image that cannot be pulled).
+    waiting: Wait = Wait()
 
     @property
     def active(self) -> bool:
@@ -186,6 +207,6 @@ def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
     job_name = (meta.get("labels") or {}).get(LABEL_MIRROR_OF)
     if job_name is None:
         return None
-    return ObservedMirror(name=meta.get("name", ""), job_name=job_name,
-                          phase=(pod.get("status") or {}).get("phase") or PodPhase.PENDING,
-                          terminating=meta.get("deletionTimestamp") is not None)
+    status = pod.get("status") or {}
+    return ObservedMirror(name=meta.get("name", ""), job_name=job_name, phase=status.get("phase") or PodPhase.PENDING,
+                          terminating=meta.get("deletionTimestamp") is not None, waiting=_blocking_wait(status))

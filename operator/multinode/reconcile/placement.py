@@ -11,6 +11,7 @@ from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import Reason
 from multinode.api.constants import LABEL_GPU_PRODUCT
 from multinode.api.progress import StragglerAction
+from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Verdict
 
 
@@ -27,7 +28,9 @@ class ObservedNode:
     ready_since: str | None = None
 
 
-def _fits(job: TrainingJob, node: ObservedNode) -> bool:
+def fits(job: TrainingJob, node: ObservedNode) -> bool:
+    """Whether `node` could host one of the job's pods: Ready, schedulable, matching its node selector, with
+    enough GPUs (capacity, not what other pods use)."""
     selector = dict(job.spec.pod_template.node_selector or {})
     if job.spec.accelerator:
         selector[LABEL_GPU_PRODUCT] = job.spec.accelerator
@@ -51,7 +54,7 @@ def choose_domain(job: TrainingJob, nodes: Iterable[ObservedNode]) -> tuple[str 
     """
     assert job.spec.topology is not None
     key = job.spec.topology.same_domain_label
-    counts = Counter(n.labels[key] for n in nodes if key in n.labels and _fits(job, n))
+    counts = Counter(n.labels[key] for n in nodes if key in n.labels and fits(job, n))
     need = job.spec.num_nodes
     if not counts:
         return None, f"no eligible node has the label {key}"
@@ -62,23 +65,20 @@ def choose_domain(job: TrainingJob, nodes: Iterable[ObservedNode]) -> tuple[str 
     return domain, f"{key}={domain} ({have} eligible nodes)"
 
 
-def needs_nodes(job: TrainingJob) -> bool:
-    """Whether planning the job reads the cluster's nodes (Observed.nodes): to choose a topology domain, or to
-    tell whether the job still fits without a straggler's node."""
+def needs_nodes(job: TrainingJob, pods: Iterable[ObservedPod] = ()) -> bool:
+    """Whether planning the job reads the cluster's nodes (Observed.nodes): to choose a topology domain, to
+    tell whether the job still fits without a straggler's node, or to say why a pod is Unschedulable
+    (capacity.py). Reading them costs O(nodes), so only then."""
     detection = job.spec.hang_detection
     return job.spec.topology is not None or (
-        detection is not None and detection.stragglers.action == StragglerAction.EXCLUDE)
+        detection is not None and detection.stragglers.action == StragglerAction.EXCLUDE) or any(
+        p.unschedulable for p in pods)
 
 
 def slots(job: TrainingJob, node: ObservedNode) -> int:
-    """How many of the job's pods `node` could host by its capacity: its allocatable GPUs over the GPUs a pod
-    asks for; one for a CPU-only job (one pod per node, as resourcesPerNode means); none if it is not eligible."""
-    if not _fits(job, node):
-        return 0
-    gpus = job.spec.resources_per_node.gpus
-    if not gpus:
-        return 1
-    return int(node.allocatable.get(job.spec.resources_per_node.gpu_resource_name, "0")) // gpus
+    """How many of the job's pods `node` could host: one if it is eligible (one pod per node: the pods' required
+    anti-affinity, render/pod.py), else none."""
+    return 1 if fits(job, node) else 0
 
 
 def room_for(job: TrainingJob, nodes: Iterable[ObservedNode], without: set[str]) -> int:

@@ -23,7 +23,8 @@ from multinode.api.conditions import Reason
 from multinode.api.lifecycle import CleanPodPolicy
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import lifecycle
-from multinode.reconcile.checkpointing import mirror_needs, resume_path
+from multinode.reconcile.capacity import explain_unschedulable
+from multinode.reconcile.checkpointing import mirror_needs, report_mirror, resume_path
 from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
@@ -40,7 +41,7 @@ from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, PodStream, Verdic
 from multinode.reconcile.placement import ObservedNode, attempt_node_selector
 from multinode.reconcile.progress import JobProgress, report_progress
 from multinode.reconcile.restarts import apply_failure_policy, ready_for_next_attempt
-from multinode.reconcile.startup import startup_timeout
+from multinode.reconcile.startup import note_first_bound, startup_timeout
 from multinode.reconcile.status_report import change_phase, fill_node_statuses, set_conditions
 from multinode.reconcile.stragglers import judge_stragglers, straggler_failure
 from multinode.reconcile.success import judge, leader_succeeded
@@ -67,7 +68,8 @@ class Observed:
     mirror: ObservedMirror | None = None
     # Latest mirrored checkpoint of the job named in spec.checkpointing.resumeFrom.trainingJob.
     resume_source_latest: str | None = None
-    # Nodes, only when spec.topology asks for one domain or stragglers.action Exclude must know the job fits.
+    # Nodes, only when spec.topology asks for one domain, stragglers.action Exclude must know the job fits, or
+    # a pod is Unschedulable and capacity.py tells why.
     nodes: tuple[ObservedNode, ...] = ()
     # Nodes that host the job's pods and are not Ready or are gone, by name (node_loss.py).
     down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
@@ -121,6 +123,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             result.objects_to_create = render_mirror_objects(job, settings)
         if delete_mirror and mirror is not None:
             result.delete([mirror.name])
+        report_mirror(job, status, mirror, now)
 
     # Pods of earlier attempts never keep running, nor linger on a node that stopped answering.
     older = [p for p in observed.pods if p.attempt < status.attempt]
@@ -128,6 +131,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     forced = force_delete_stranded(older, observed.down_nodes, result)
     older = [p for p in older if p.name not in forced]
     current = {p.index: p for p in observed.pods if p.attempt == status.attempt and p.index < job.spec.num_nodes}
+    note_first_bound(status, current, now)
 
     gate = _kueue(job, status, observed, result, now, settings)
     if job.spec.suspend or (gate is not None and gate.hold):
@@ -168,7 +172,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     failure = straggler_failure(job, status, observed.nodes, result, now)
     if failure is not None:  # the straggler's node is excluded already
         return _fail_attempt(job, status, before, current, observed, failure, result, now)
-    verdict = judge(job, current)
+    verdict = explain_unschedulable(job, judge(job, current), observed.nodes)
     if blocked is not None and verdict.phase == Phase.PENDING:
         verdict = blocked
     if verdict.phase in TERMINAL_PHASES:

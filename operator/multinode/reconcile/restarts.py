@@ -93,6 +93,7 @@ def new_attempt(status: TrainingJobStatus) -> None:
     status.node_statuses_omitted = 0
     status.node_counts = None
     status.attempt_start_time = None
+    status.attempt_scheduled_time = None
     status.resumed_from = None
     status.topology_domain = None
     status.ready_nodes = 0

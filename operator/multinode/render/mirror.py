@@ -10,6 +10,7 @@ from typing import Any
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, TrainingJob, world_size
 from multinode.api.constants import (
+    LABEL_HOSTNAME,
     LABEL_APP_NAME,
     LABEL_MANAGED_BY,
     LABEL_MIRROR_OF,
@@ -93,7 +94,7 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
     # both a rank and the only copy process with it.
     anti_affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
         "weight": 100,
-        "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+        "podAffinityTerm": {"topologyKey": LABEL_HOSTNAME,
                             "labelSelector": {"matchLabels": {LABEL_JOB_NAME: identity.name}}},
     }]}}
     spec: dict[str, Any] = {

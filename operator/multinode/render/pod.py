@@ -8,6 +8,9 @@ from typing import Any
 from multinode.api import TrainingJob
 from multinode.api.constants import (
     ANNOTATION_MULTUS_NETWORKS,
+    LABEL_ATTEMPT,
+    LABEL_HOSTNAME,
+    LABEL_JOB_NAME,
     LABEL_GPU_PRODUCT,
     PREFLIGHT_CONTAINER,
     SHM_MOUNT_PATH,
@@ -175,6 +178,24 @@ def pod_group_annotations(job: TrainingJob) -> dict[str, str]:
             MIN_MEMBER_ANNOTATION: str(group.min_member or job.spec.num_nodes)}
 
 
+def one_pod_per_node(job_name: str, attempt: int) -> dict[str, Any]:
+    """The required pod anti-affinity term that keeps an attempt's node pods on different machines, whatever
+    their resources ask (a 1-GPU node pod would otherwise share an 8-GPU machine). Only the same attempt's
+    pods count: the previous attempt's, still terminating after a restart, must not block the new gang."""
+    return {"labelSelector": {"matchLabels": {LABEL_JOB_NAME: job_name, LABEL_ATTEMPT: str(attempt)}},
+            "topologyKey": LABEL_HOSTNAME}
+
+
+def _affinity(job: TrainingJob, attempt: int, excluded_nodes: Sequence[str]) -> dict[str, Any]:
+    """The user's affinity, plus the nodes the attempt must stay off and one pod per node."""
+    user = job.spec.pod_template.affinity
+    merged = exclude_nodes(user.model_dump(by_alias=True, exclude_none=True) if user else None, excluded_nodes) or {}
+    anti = merged.setdefault("podAntiAffinity", {})
+    anti["requiredDuringSchedulingIgnoredDuringExecution"] = [
+        *(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []), one_pod_per_node(job_name(job), attempt)]
+    return merged
+
+
 def _node_selector(job: TrainingJob) -> dict[str, str]:
     selector = dict(job.spec.pod_template.node_selector or {})
     if job.spec.accelerator is not None:
@@ -240,7 +261,7 @@ def render_node_pod(
             "volumes": [_shm_volume(job), *storage_volumes(job), *_dump_all(template.volumes)],
             "nodeSelector": {**_node_selector(job), **(node_selector or {})},
             "tolerations": pod_tolerations(job),
-            "affinity": exclude_nodes(template.affinity, excluded_nodes),
+            "affinity": _affinity(job, attempt, excluded_nodes),
             "priorityClassName": template.priority_class_name,
             "schedulerName": template.scheduler_name or gang_scheduler_name(job, gang),
             "serviceAccountName": template.service_account_name,

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from trainingjob_examples import full_trainingjob
 
 from multinode.api import TrainingJob, TrainingJobSpec, TrainingJobStatus, Volume, read_stored_job
+from multinode.api.kube import Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, PodAntiAffinity
 from multinode.api.crd import openapi_schema
 
 UNKNOWN = "zzNotAField"
@@ -83,9 +84,13 @@ def test_every_spec_model_forbids_unknown_keys_and_every_status_model_skips_them
     """Each class, also those the full example leaves out (spec.scheduling.volcano, ...)."""
     spec, status = models_under(TrainingJobSpec), models_under(TrainingJobStatus)
     assert not spec & status
-    assert {m.__name__: m.model_config.get("extra") for m in spec - {Volume}} == {
-        m.__name__: "forbid" for m in spec - {Volume}}
-    assert Volume.model_config.get("extra") == "allow"  # a core/v1 volume source is kept as is
+    # Kubernetes shapes passed through to the pods keep what they do not model: a core/v1 volume source, and
+    # the Affinity, typed only down to the lists the operator adds its terms to.
+    passed_through = {Volume, Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, PodAntiAffinity}
+    assert passed_through <= spec
+    assert {m.__name__: m.model_config.get("extra") for m in spec - passed_through} == {
+        m.__name__: "forbid" for m in spec - passed_through}
+    assert {m.model_config.get("extra") for m in passed_through} == {"allow"}
     assert {m.model_config.get("extra") for m in status} == {"ignore"}
     assert TrainingJob.model_config.get("extra") == "forbid"
 

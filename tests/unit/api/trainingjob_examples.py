@@ -82,10 +82,19 @@ def full_trainingjob() -> dict[str, Any]:
                                 {
                                     "matchExpressions": [
                                         {"key": "zone", "operator": "In", "values": ["a"]}
+                                    ],
+                                    "matchFields": [
+                                        {"key": "metadata.name", "operator": "NotIn", "values": ["bad-node"]}
                                     ]
                                 }
                             ]
                         }
+                    },
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": {"matchLabels": {"app": "other-trainer"}},
+                             "topologyKey": "kubernetes.io/hostname"}
+                        ]
                     }
                 },
                 "priorityClassName": "training",
@@ -221,6 +230,7 @@ def full_trainingjob() -> dict[str, Any]:
             ],
             "nextAttemptTime": "2025-01-02T03:40:05Z",
             "attemptStartTime": "2025-01-02T03:40:06Z",
+            "attemptScheduledTime": "2025-01-02T03:40:08Z",
             "imageDigest": "registry.example.com/train@sha256:" + "ab" * 32,
             "topologyDomain": "block-7",
             "goodput": {

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from multinode.api import TrainingJob
-from tests.unit.reconcile.planning import LATEST, env, fail_node_1, pod, run, running_mirror
+from multinode.reconcile.observe import ObservedMirror, Wait
+from tests.unit.reconcile.planning import LATEST, condition, env, fail_node_1, pod, run, running_mirror
 from tests.unit.reconcile.planning import checkpointed_job as job
 from localcluster.harness.trainingjobs import stored_job
 
@@ -72,3 +73,24 @@ def test_the_operator_never_writes_the_mirrors_status() -> None:
     result = run(job(checkpoints={"latest": LATEST}), [])
     assert result.status.checkpoints.latest.name == "checkpoint-300"
     assert "checkpoints" not in _dump(result.status)
+
+
+def test_the_checkpoint_mirror_condition_says_what_keeps_the_mirror_from_running() -> None:
+    checkpointed = job()
+    assert not any(c.type == "CheckpointMirror" for c in run(checkpointed, [], mirror=None).status.conditions)
+
+    starting = condition(run(checkpointed, [], mirror=running_mirror("Pending")).status, "CheckpointMirror")
+    assert (starting.status, starting.reason) == ("False", "MirrorStarting")
+
+    pulling = ObservedMirror(name="llama-mirror", job_name="llama", phase="Pending", waiting=Wait(
+        "ImagePullBackOff", 'Back-off pulling image "ghcr.io/multinode/operator:0.1.0"', "mirror",
+        "ghcr.io/multinode/operator:0.1.0"))
+    stuck = condition(run(checkpointed, [], mirror=pulling).status, "CheckpointMirror")
+    assert (stuck.status, stuck.reason) == ("False", "ImagePullFailing")
+    assert stuck.message.startswith("llama-mirror: the mirror image ghcr.io/multinode/operator:0.1.0 cannot be pulled")
+    assert "the chart's image.repository and image.tag set it" in stuck.message
+
+    running = condition(run(checkpointed, [], mirror=running_mirror()).status, "CheckpointMirror")
+    assert (running.status, running.reason) == ("True", "MirrorRunning")
+    plain = stored_job(2)
+    assert not any(c.type == "CheckpointMirror" for c in run(plain, [], mirror=running_mirror()).status.conditions)

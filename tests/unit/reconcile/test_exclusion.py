@@ -103,7 +103,7 @@ def test_an_expired_exclusion_no_longer_shapes_new_pods() -> None:
     job = stored_job(2, resourcesPerNode={"gpus": 8}, healthCheck={"exclusionSeconds": 60})
     restarting = _unhealthy_node_1(job)
     next_attempt = run(job, [], previous=restarting.status, now=NOW + timedelta(minutes=5))
-    assert all("affinity" not in manifest["spec"] for manifest in next_attempt.pods_to_create)
+    assert all("nodeAffinity" not in manifest["spec"]["affinity"] for manifest in next_attempt.pods_to_create)
     assert next_attempt.status.excluded_nodes == []
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from multinode.reconcile import observe_pod
+from multinode.reconcile.observe import Wait, observe_mirror_pod
 
 LABELS = {"multinode.dev/job-name": "llama", "multinode.dev/node-index": "3", "multinode.dev/attempt": "1"}
 
@@ -111,3 +112,21 @@ def test_the_collective_bandwidth_figures_reach_the_node_s_status_row_passed_or_
         "bandwidth": {"inboundGbps": 9.1, "outboundGbps": 8.7, "algbwGbps": 6.0, "busbwGbps": 8.0}}
     assert failed.unhealthy and (failed.reason, failed.health.bandwidth) == ("NodeUnhealthy", slow)
     assert failed.message == "CollectiveBandwidthLow: both ring links of node 3 are below minGbps 1"
+
+
+def test_a_blocked_container_is_named_with_its_image_init_containers_first() -> None:
+    raw = {"metadata": {"name": "llama-3-a1", "labels": LABELS}, "status": {
+        "phase": "Pending",
+        "initContainerStatuses": [{"name": "preflight", "image": "ghcr.io/multinode/operator:0.1.0",
+                                   "state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}],
+        "containerStatuses": [{"name": "trainer", "image": "registry.example/train:1.0",
+                               "state": {"waiting": {"reason": "PodInitializing"}}}]}}
+    pod = observe_pod(raw)
+    assert (pod.waiting_reason, pod.waiting_message, pod.waiting_container, pod.waiting_image) == (
+        "ImagePullBackOff", "not found", "preflight", "ghcr.io/multinode/operator:0.1.0")
+    mirror = observe_mirror_pod({"metadata": {"name": "llama-mirror", "labels": {"multinode.dev/mirror-of": "llama"}},
+                                 "status": {"phase": "Pending", "containerStatuses": [
+                                     {"name": "mirror", "image": "ghcr.io/multinode/operator:0.1.0",
+                                      "state": {"waiting": {"reason": "ErrImagePull"}}}]}})
+    assert mirror is not None
+    assert mirror.waiting == Wait("ErrImagePull", None, "mirror", "ghcr.io/multinode/operator:0.1.0")

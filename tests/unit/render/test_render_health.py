@@ -11,6 +11,7 @@ from localcluster.harness.trainingjobs import stored_job
 from multinode.api import TrainingJob
 from multinode.render import render_node_pod
 from multinode.render.health import exclude_nodes
+from multinode.render.pod import one_pod_per_node
 
 
 def preflight(pod: dict[str, Any]) -> dict[str, Any]:
@@ -61,11 +62,14 @@ def test_bad_health_check_fields_are_refused_by_field(health_check: dict[str, An
     assert "healthCheck" in str(error.value)
 
 
+OTHER_TRAINERS = {"labelSelector": {"matchLabels": {"app": "other"}}, "topologyKey": "kubernetes.io/hostname"}
+
+
 def test_excluded_nodes_without_a_user_affinity() -> None:
     pod = render_node_pod(stored_job(2), 0, 1, excluded_nodes=["gpu-9", "gpu-3"])
-    assert pod["spec"]["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    assert pod["spec"]["affinity"]["nodeAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "NotIn",
-                                                "values": ["gpu-3", "gpu-9"]}]}]}}}
+                                                "values": ["gpu-3", "gpu-9"]}]}]}}
 
 
 def test_excluded_nodes_join_every_term_of_the_users_affinity_and_leave_it_unchanged() -> None:
@@ -73,7 +77,7 @@ def test_excluded_nodes_join_every_term_of_the_users_affinity_and_leave_it_uncha
                 {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1", "gpu-9"]}]}]},
              "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}]},
-            "podAntiAffinity": {"x": 1}}
+            "podAntiAffinity": {"x": 1, "requiredDuringSchedulingIgnoredDuringExecution": [OTHER_TRAINERS]}}
     job = stored_job(2, podTemplate={"affinity": user})
     before = job.model_dump()
     affinity = render_node_pod(job, 0, 1, excluded_nodes=["gpu-9"])["spec"]["affinity"]
@@ -84,7 +88,9 @@ def test_excluded_nodes_join_every_term_of_the_users_affinity_and_leave_it_uncha
     assert terms == [{"matchExpressions": pool_a, "matchFields": [not_in]},
                      {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1", "gpu-9"]},
                                       not_in]}]
-    assert affinity["podAntiAffinity"] == {"x": 1}
+    # The user's pod anti-affinity keeps its own terms; one pod per node joins them.
+    assert affinity["podAntiAffinity"] == {"x": 1, "requiredDuringSchedulingIgnoredDuringExecution": [
+        OTHER_TRAINERS, one_pod_per_node("llama", 1)]}
     assert affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [{"weight": 1,
                                                                                              "preference": {}}]
     assert job.model_dump() == before

@@ -5,7 +5,10 @@ from typing import Any
 import pytest
 from localcluster.harness.trainingjobs import stored_job
 
+from pydantic import ValidationError
+
 from multinode.render import RenderSettings, render_headless_service, render_node_pod
+from multinode.render.pod import one_pod_per_node
 from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
 from tests.support.packaging import PROJECT_VERSION
 from tests.support.pods import node_env, preflight_env
@@ -97,9 +100,11 @@ def test_minimal_job_omits_unset_fields() -> None:
     container = trainer(pod)
     for key in ("imagePullPolicy", "command", "args", "workingDir", "resources", "securityContext"):
         assert key not in container
-    for key in ("nodeSelector", "affinity", "hostNetwork", "dnsPolicy",
+    for key in ("nodeSelector", "hostNetwork", "dnsPolicy",
                 "imagePullSecrets", "priorityClassName", "schedulerName", "serviceAccountName"):
         assert key not in pod["spec"]
+    assert pod["spec"]["affinity"] == {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        one_pod_per_node("llama", 0)]}}
     assert "annotations" not in pod["metadata"]
     assert not contains_none(pod)
 
@@ -210,6 +215,28 @@ def test_template_labels_never_override_ours() -> None:
     assert labels["multinode.dev/job-name"] == "llama"
 
 
+def test_one_pod_per_node_is_a_required_anti_affinity_among_the_attempts_node_pods() -> None:
+    # Whatever the pods ask for: a 1-GPU pod must not share a machine with another node of its job. Only the
+    # same attempt's pods: the previous attempt's, terminating after a restart, must not block the new gang.
+    for attempt in (0, 3):
+        pod = render_node_pod(stored_job(4, resourcesPerNode={"gpus": 1}), 2, attempt)
+        (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term == {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {
+            "multinode.dev/job-name": "llama", "multinode.dev/attempt": str(attempt)}}}
+        assert term["labelSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+
+
+def test_a_malformed_affinity_is_refused_by_field_not_at_render() -> None:
+    for affinity, where in (({"nodeAffinity": "zone-a"}, "nodeAffinity"),
+                            ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": "zone-a"}}}, "nodeSelectorTerms"),
+                            ({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}},
+                             "requiredDuringSchedulingIgnoredDuringExecution")):
+        with pytest.raises(ValidationError) as refused:
+            stored_job(2, podTemplate={"affinity": affinity})
+        assert where in str(refused.value) and "affinity" in str(refused.value)
+
+
 def test_scheduling_fields_pass_through() -> None:
     affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     job = stored_job(
@@ -226,7 +253,9 @@ def test_scheduling_fields_pass_through() -> None:
     )
     spec = render_node_pod(job, 0, 0)["spec"]
     assert spec["tolerations"][0] == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    assert spec["affinity"] == affinity
+    assert spec["affinity"] == {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [],
+                                                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                                                        one_pod_per_node("llama", 0)]}}
     assert spec["priorityClassName"] == "training"
     assert spec["schedulerName"] == "volcano"
     assert spec["serviceAccountName"] == "trainer"
