@@ -1,6 +1,6 @@
 """Jobs on real nodes under the operator installed by helm: the preflight against real DNS, image digest
-pinning with the real image IDs, the Baseten-style env used by a real script, and the leading operator
-replica killed mid-job (another replica finishes it)."""
+pinning with the real image IDs, the Baseten-style env used by a real script, one pod per machine however
+few GPUs a pod asks for, and the leading operator replica killed mid-job (another replica finishes it)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,8 @@ def test_a_digest_pinned_image_and_the_baseten_env_on_real_nodes(operator_namesp
     pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}=baseten").items
     trainers = {p.metadata.name: p for p in pods if p.spec.containers[0].name != "mirror"}
     assert len(trainers) == 2
+    # One pod per node: each real node has 8 GPUs, room for both 1-GPU pods, yet they run on two machines.
+    assert {p.spec.node_name for p in trainers.values()} == {"real-node-0", "real-node-1"}
     for pod in trainers.values():
         assert pod.spec.containers[0].image == trainer.digest_ref
         # What the kubelet ran is the image we pinned: the CRI reports the same digest.
