@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client, config
@@ -231,8 +231,8 @@ class KubeApi:
     async def priority_class_value(self, name: str) -> int | None:
         """The value of PriorityClass `name` (a Kueue Workload's spec.priority); None when there is none."""
         try:
-            data = await self._call("read_priority_class", "GET", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}",
-                                    None)
+            data = await self._call("read_priority_class", "GET",
+                                    f"/apis/scheduling.k8s.io/v1/priorityclasses/{path_segment(name)}", None)
         except ApiError as e:
             if e.status == 404:
                 return None
@@ -408,6 +408,16 @@ class KubeApi:
 
     async def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def path_segment(name: str) -> str:
+    """`name` as one segment of a request path. The names come from a job's spec (its podTemplate's
+    priorityClassName): quoted, so a '/' or '?' cannot reach another path or add a query, and '.' and '..'
+    refused, which the HTTP client would resolve to the parent path. The CRD admits only DNS names there;
+    this holds for objects stored before it did."""
+    if name in (".", ".."):
+        raise ValueError(f"{name!r} is not an object name")
+    return quote(name, safe="")
 
 
 def _job_path(namespace: str, name: str) -> str:
