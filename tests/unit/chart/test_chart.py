@@ -186,8 +186,8 @@ def test_without_leader_election_one_replica_no_lease_rights_no_pdb() -> None:
 
 @pytest.mark.parametrize(("sets", "named"), [
     (("leaderElection.enabled=false",), "replicaCount above 1 needs leaderElection.enabled"),
-    (("leaderElection.renewDeadlineSeconds=15",), "leaseDurationSeconds (15) must exceed renewDeadlineSeconds + "
-                                                  "retryPeriodSeconds (15 + 2)"),
+    (("leaderElection.renewDeadlineSeconds=15",),
+     "leaseDurationSeconds (15) must exceed renewDeadlineSeconds + retryPeriodSeconds (15 + 2)"),
     # Accepted once: the old leader could act until 18 s after its last renewal, a standby took over at 11 s.
     (("leaderElection.leaseDurationSeconds=11", "leaderElection.retryPeriodSeconds=8"),
      "leaseDurationSeconds (11) must exceed renewDeadlineSeconds + retryPeriodSeconds (10 + 8)"),
