@@ -252,6 +252,15 @@ class KubeApi:
             e.api_version = body.get("apiVersion")
             raise
 
+    async def read_metadata(self, namespace: str, body: dict) -> dict:
+        """The metadata of the object stored under `body`'s kind and name (after its create got 409: whose
+        it is, controller/ownership.py)."""
+        prefix, collection, operation = _collection(body)
+        data = await self._call(operation.replace("create_", "read_", 1), "GET",
+                                f"{prefix}/namespaces/{namespace}/{collection}/{path_segment(body['metadata']['name'])}",
+                                None)
+        return json.loads(data).get("metadata") or {}
+
     async def prune_gang_groups(self, namespace: str, api_version: str, job: str, attempt: int) -> list[str]:
         """Delete job `job`'s PodGroups of `api_version` (a gang scheduler's) from attempts before `attempt`;
         the names deleted. Nothing when the kind is not served (its CRD was uninstalled)."""

@@ -106,20 +106,21 @@ class ProgressProbe:
             if key in self._sweeping or self._due.get(key, 0.0) > now:
                 continue
             self._due[key] = now + poll_period(timeout)
-            task = asyncio.create_task(self._sweep(key, self._attempt_of(raw)), name=f"progress-{key[0]}/{key[1]}")
+            uid = (raw.get("metadata") or {}).get("uid")
+            task = asyncio.create_task(self._sweep(key, self._attempt_of(raw), uid), name=f"progress-{key[0]}/{key[1]}")
             self._sweeping[key] = task
             task.add_done_callback(self._finished(key))
         for key in set(self._logs) | set(self._due):
             if key not in watched:
                 self.forget(key)
 
-    async def _sweep(self, key: JobKey, attempt: int) -> None:
+    async def _sweep(self, key: JobKey, attempt: int, uid: str | None) -> None:
         checked = datetime.now(timezone.utc)  # lines written during the sweep may be missed: count up to here
         memory = self._logs.get(key)
         if memory is None or memory.attempt != attempt:
             memory = AttemptLog(attempt)
-        pods = [p for p in self._pods.get(key) or () if isinstance(p, ObservedPod) and p.attempt == attempt
-                and p.phase == PodPhase.RUNNING and not p.terminating and p.started_at]
+        pods = [p for p in self._pods.get(key) or () if isinstance(p, ObservedPod) and p.owner_uid == uid
+                and p.attempt == attempt and p.phase == PodPhase.RUNNING and not p.terminating and p.started_at]
         reads = await asyncio.gather(*(self._read(key[0], p, memory) for p in pods))
         got = {p.index: r for p, r in zip(pods, reads, strict=True) if r is not None}
         memory = absorb_sweep(memory, got)

@@ -14,6 +14,7 @@ from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_
 from multinode.api.conditions import Reason
 from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, EnvName
 from multinode.api.health import HealthStatus, NodeHealth, parse_health_message
+from multinode.reconcile.ownership import controller_uid
 
 
 class PodPhase:
@@ -64,6 +65,9 @@ class ObservedPod:
 
     # The native PodGroup the pod joined (spec.schedulingGroup.podGroupName), if any.
     pod_group: str | None = None
+
+    # The uid of the TrainingJob controlling the pod (None: none does): only the job of that uid counts it.
+    owner_uid: str | None = None
 
     @property
     def unhealthy(self) -> bool:
@@ -144,6 +148,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         health=health,
         started_at=started_at,
         pod_group=(spec.get("schedulingGroup") or {}).get("podGroupName"),
+        owner_uid=controller_uid(meta),
         name=meta.get("name", ""),
         job_name=job_name,
         index=index,
@@ -175,6 +180,7 @@ class ObservedMirror:
     job_name: str
     phase: str
     terminating: bool = False
+    owner_uid: str | None = None
 
     @property
     def active(self) -> bool:
@@ -188,4 +194,4 @@ def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
         return None
     return ObservedMirror(name=meta.get("name", ""), job_name=job_name,
                           phase=(pod.get("status") or {}).get("phase") or PodPhase.PENDING,
-                          terminating=meta.get("deletionTimestamp") is not None)
+                          terminating=meta.get("deletionTimestamp") is not None, owner_uid=controller_uid(meta))

@@ -20,8 +20,8 @@ STARTED = "2026-11-20T11:00:00Z"
 
 
 def rank(index: int, *args: Any, **kw: Any) -> ObservedPod:
-    """A trainer pod of the job."""
-    return pod(index, *args, **kw)
+    """A trainer pod of the job (owned by its uid)."""
+    return pod(index, *args, owner_uid=UID, **kw)
 
 
 class LogServer:
@@ -82,6 +82,16 @@ def test_reads_running_trainers_of_the_current_attempt_from_where_it_left_off() 
     assert sorted(server.calls) == [("llama-0-a0", "2026-11-20T11:00:01Z"), ("llama-1-a0", "2026-11-20T11:00:02Z")]
     ranks = probe.progress(KEY).ranks
     assert ranks[1].step == 2 and ranks[1].step_seconds == 0.5
+
+
+def test_a_pod_with_the_jobs_labels_and_another_owner_is_not_read() -> None:
+    server, swept = LogServer(), []
+    stranger = pod(1, started_at=STARTED, owner_uid="someone-else")
+    server.logs = {"llama-1-a0": [f"2026-11-20T11:00:02Z {PROGRESS_MARKER} step=99"]}
+    probe = probe_of(server, {KEY: [job()]}, {KEY: [rank(0, started_at=STARTED), stranger]}, swept)
+    sweep(probe)
+    assert [c[0] for c in server.calls] == ["llama-0-a0"]
+    assert [r.index for r in probe.progress(KEY).ranks] == [0]
 
 
 def test_an_unreadable_log_leaves_its_rank_out_and_jobs_without_hang_detection_are_not_read() -> None:
