@@ -36,6 +36,7 @@ from multinode.reconcile.observe import ObservedPod
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / ".cache" / "bench" / "progress_memory.json"
 JOB = ("bench", "chatty")
+UID = "bench-uid"
 STAMP_BYTES = len("2026-11-20T12:00:00.000000000Z ")
 HANG_TIMEOUT_SECONDS = 10  # a sweep every 2 s (poll_period)
 
@@ -81,11 +82,15 @@ def peak_rss_mib() -> float:
 
 async def measure(ranks: int, rate: int, line_bytes: int, sweeps: int) -> dict:
     source = ChattyTrainers(rate, line_bytes)
-    job = {"metadata": {"name": JOB[1], "namespace": JOB[0], "uid": "bench"},
+    job = {"metadata": {"name": JOB[1], "namespace": JOB[0], "uid": UID},
            "spec": {"hangDetection": {"timeoutSeconds": HANG_TIMEOUT_SECONDS}},
            "status": {"attempt": 0, "phase": "Running"}}
+    # The pods are the job's own (the probe reads only those); a version of the code from before pods were
+    # matched to jobs by owner has no such field.
+    owned = {"owner_uid": UID} if "owner_uid" in ObservedPod.__dataclass_fields__ else {}
     pods = [ObservedPod(name=f"{JOB[1]}-{i}-a0", job_name=JOB[1], index=i, attempt=0, phase="Running",
-                        node=f"node-{i}", ready=True, started_at="2026-11-20T11:00:00Z") for i in range(ranks)]
+                        node=f"node-{i}", ready=True, started_at="2026-11-20T11:00:00Z", **owned)
+            for i in range(ranks)]
     done: list[float] = []
     finished = asyncio.Event()
 
