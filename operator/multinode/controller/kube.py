@@ -34,6 +34,7 @@ from multinode.api import GROUP, KIND, PLURAL, VERSION
 from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_PLURAL, LABEL_ATTEMPT,
                                      LABEL_JOB_NAME, POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
 from multinode.api.timestamps import rfc3339
+from multinode.reconcile.ownership import controller_uid
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -261,9 +262,11 @@ class KubeApi:
                                 None)
         return json.loads(data).get("metadata") or {}
 
-    async def prune_gang_groups(self, namespace: str, api_version: str, job: str, attempt: int) -> list[str]:
+    async def prune_gang_groups(self, namespace: str, api_version: str, job: str, attempt: int,
+                                owner_uid: str) -> list[str]:
         """Delete job `job`'s PodGroups of `api_version` (a gang scheduler's) from attempts before `attempt`;
-        the names deleted. Nothing when the kind is not served (its CRD was uninstalled)."""
+        the names deleted. Only groups the job `owner_uid` controls: one with the job's label and another
+        owner is not the job's to delete. Nothing when the kind is not served (its CRD was uninstalled)."""
         path = f"/apis/{api_version}/namespaces/{namespace}/{POD_GROUP_PLURAL}"
         try:
             data = await self._call("list_namespaced_pod_group", "GET",
@@ -276,7 +279,8 @@ class KubeApi:
         for item in json.loads(data).get("items", []):
             meta = item.get("metadata") or {}
             seen = (meta.get("labels") or {}).get(LABEL_ATTEMPT, "")
-            if seen.isdigit() and int(seen) < attempt and not meta.get("deletionTimestamp"):
+            if (seen.isdigit() and int(seen) < attempt and not meta.get("deletionTimestamp")
+                    and controller_uid(meta) == owner_uid):
                 stale.append(meta["name"])
         for name in stale:
             await self._call_unless_gone("delete_namespaced_pod_group", "DELETE", f"{path}/{name}", BACKGROUND)

@@ -311,7 +311,8 @@ class Reconciler:
             await self.kube.patch_workload_status(namespace, write.name, write.resource_version, write.status)
         prune = result.gang_groups_to_prune
         if prune is not None:  # after the attempt's own group was made (_apply_creates)
-            await self.kube.prune_gang_groups(namespace, prune.api_version, prune.job, prune.attempt)
+            await self.kube.prune_gang_groups(namespace, prune.api_version, prune.job, prune.attempt,
+                                              job.metadata.uid or "")
         await self._write_status(job, previous or job.status, result)
         if result.job_suspend is not None and result.job_suspend != job.spec.suspend:
             # Kueue admitted (false) or evicted (true) the job's Workload: after the status that says so.

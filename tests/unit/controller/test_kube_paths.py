@@ -1,4 +1,5 @@
-"""Names from a job's spec go into request paths as one quoted segment: none reaches another path."""
+"""Request paths: names from a job's spec go in as one quoted segment (none reaches another path); what a
+listing by label finds is deleted only when the job owns it."""
 
 from __future__ import annotations
 
@@ -28,3 +29,17 @@ def test_a_dot_segment_is_no_name(name: str) -> None:
     kube, _, _ = kube_with(Pool([]))
     with pytest.raises(ValueError, match="is not an object name"):
         asyncio.run(kube.priority_class_value(name))
+
+
+def test_pruning_a_gang_schedulers_groups_deletes_only_the_jobs_own() -> None:
+    owned = [{"apiVersion": "multinode.dev/v1alpha1", "kind": "TrainingJob", "name": "llama", "uid": "u1",
+              "controller": True}]
+    groups = {"items": [
+        {"metadata": {"name": "llama-a0", "labels": {"multinode.dev/attempt": "0"}, "ownerReferences": owned}},
+        {"metadata": {"name": "look-alike", "labels": {"multinode.dev/attempt": "0"}}},  # the label, not the owner
+        {"metadata": {"name": "llama-a1", "labels": {"multinode.dev/attempt": "1"}, "ownerReferences": owned}},
+    ]}
+    pool = Pool([Response(200, data=json.dumps(groups).encode()), Response(200)])
+    kube, _, _ = kube_with(pool)
+    assert asyncio.run(kube.prune_gang_groups("ml", "scheduling.x-k8s.io/v1alpha1", "llama", 1, "u1")) == ["llama-a0"]
+    assert [(m, u.rsplit("/", 1)[-1]) for m, u, _ in pool.sent[1:]] == [("DELETE", "llama-a0")]
