@@ -67,13 +67,18 @@ The operator's rights on namespaced resources: exactly its API calls (operator/m
 - pods: list/watch (index), create and delete (gang creation, restarts, cleanup).
 - services: list/watch (index), create (the headless Service).
 - configmaps: create and delete (each attempt's shared env, read by its pods through envFrom; the
-  previous attempt's is deleted when the next starts). Never read.
+  previous attempt's is deleted when the next starts).
 - serviceaccounts, roles, rolebindings: create (each checkpointed job's mirror identity).
+- get on every kind the operator creates for a job (pods, services, configmaps, serviceaccounts, roles,
+  rolebindings, podgroups, workloads): only after a create is refused because the name is taken (409),
+  to read whether the object there is the job's own before counting it as made (controller/ownership.py);
+  an object the job does not own is never used. For configmaps, serviceaccounts, roles and rolebindings
+  this is the only read (no list, no watch).
 - events: create (phase changes; kopf's warnings).
 - workloads (kueue.x-k8s.io): list/watch (index), create and delete (one per queued job);
   workloads/status: patch (Finished when the job ends, the admission cleared after an eviction).
-No get or update of anything but the jobs' status; patch only of the jobs' status, spec.suspend and
-Kueue Workloads' status; never secrets.
+No update of anything but the jobs' status; patch only of the jobs' status, spec.suspend and Kueue
+Workloads' status; never secrets.
 tests/integration/chart runs a job end to end under exactly these rules.
 */}}
 {{- define "multinode-operator.namespacedRules" -}}
@@ -85,38 +90,38 @@ tests/integration/chart runs a job end to end under exactly these rules.
   verbs: ["get", "patch"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 {{- /* Hang detection reads the trainers' logs (only of jobs with spec.hangDetection). */}}
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "watch", "create"]
+  verbs: ["get", "list", "watch", "create"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["create", "delete"]
+  verbs: ["get", "create", "delete"]
 - apiGroups: [""]
   resources: ["serviceaccounts"]
-  verbs: ["create"]
+  verbs: ["get", "create"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
-  verbs: ["create"]
+  verbs: ["get", "create"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
 {{- /* Native gang scheduling (Kubernetes 1.36 alpha): one PodGroup per attempt, when the apiserver serves it. */}}
 - apiGroups: ["scheduling.k8s.io"]
   resources: ["podgroups"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 {{- /* spec.scheduling.volcano / coscheduling: that scheduler's PodGroup per attempt; earlier ones listed by the job's label and deleted (not watched). */}}
 - apiGroups: ["scheduling.volcano.sh", "scheduling.x-k8s.io"]
   resources: ["podgroups"]
-  verbs: ["list", "create", "delete"]
+  verbs: ["get", "list", "create", "delete"]
 {{- /* Kueue: a Workload per job with the label kueue.x-k8s.io/queue-name; its status when the job ends or is evicted. */}}
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["workloads"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["workloads/status"]
   verbs: ["patch"]

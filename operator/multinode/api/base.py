@@ -19,6 +19,7 @@ MAX_PATH_LENGTH = 4096
 MAX_TEXT_LENGTH = 65536  # one command/args item or env value (scripts passed to `bash -c`)
 MAX_ANNOTATION_VALUE_LENGTH = 262144  # the apiserver's cap on all annotations together
 MAX_MAP_ENTRIES = 64
+MAX_LABEL_VALUE_LENGTH = 63  # also a DNS label's
 
 # Kubernetes resource quantity without a sign ("500m", "64Gi", "1e3"); negative
 # quantities are meaningless for resources and would only fail at pod creation.
@@ -34,12 +35,16 @@ QUALIFIED_NAME_PATTERN = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# DNS-1123 subdomain: the names of most objects (PriorityClass, ServiceAccount, PVC) and schedulerName.
+DNS1123_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY_PATTERN)]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
+# The name of an object the pods refer to (and the operator may read: its path), or a scheduler's name.
+DnsSubdomain = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=DNS1123_SUBDOMAIN_PATTERN)]
 Text = Annotated[str, Field(max_length=MAX_TEXT_LENGTH)]
-LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+LabelValue = Annotated[str, Field(max_length=MAX_LABEL_VALUE_LENGTH, pattern=LABEL_VALUE_PATTERN)]
 AnnotationValue = Annotated[str, Field(max_length=MAX_ANNOTATION_VALUE_LENGTH)]
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
 
-from multinode.api.base import MAX_NAME_LENGTH, MAX_PATH_LENGTH, ApiModel, StatusModel
+from multinode.api.base import DNS1123_SUBDOMAIN_PATTERN, MAX_NAME_LENGTH, MAX_PATH_LENGTH, ApiModel, StatusModel
 from multinode.api.cel import cel_rule
 from multinode.checkpoints.layouts import Completion
 
 ABSOLUTE_PATH_PATTERN = r"^/[^:]*$"
 # PersistentVolumeClaim names are DNS-1123 subdomains.
-CLAIM_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+CLAIM_NAME_PATTERN = DNS1123_SUBDOMAIN_PATTERN
 DEFAULT_CACHE_MOUNT_PATH = "/cache"
 DEFAULT_CHECKPOINT_MOUNT_PATH = "/checkpoints"
 # status.checkpoints.notReady lists at most this many (the newest): the status object stays small.

@@ -98,6 +98,8 @@ class Reason(StrEnum):
     POD_CREATION_FORBIDDEN = "PodCreationForbidden"
     POD_CREATION_FAILED = "PodCreationFailed"
     INVALID_SPEC = "InvalidSpec"
+    # An object under a name the job needs exists and is not the job's (another owner, or none): not used.
+    FOREIGN_OBJECT = "ForeignObject"
     # ImageConsistent
     SAME_DIGEST = "SameDigest"
     # CheckpointsSynced, and Running while the job waits for it

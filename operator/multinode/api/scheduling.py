@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from multinode.api.base import MAX_NAME_LENGTH, ApiModel
+from multinode.api.base import DNS1123_SUBDOMAIN_PATTERN, MAX_NAME_LENGTH, ApiModel
 from multinode.api.cel import cel_rule, immutable_fields_rules
 from multinode.api.constants import DEFAULT_VOLCANO_SCHEDULER
 
 # Volcano's own bound and pattern on spec.queue (a DNS subdomain).
-VOLCANO_QUEUE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+VOLCANO_QUEUE_PATTERN = DNS1123_SUBDOMAIN_PATTERN
 SCHEDULER_NAME_PATTERN = VOLCANO_QUEUE_PATTERN
 
 

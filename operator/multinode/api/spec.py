@@ -20,6 +20,7 @@ from multinode.api.base import (
     QUALIFIED_NAME_PATTERN,
     AnnotationValue,
     ApiModel,
+    DnsSubdomain,
     LabelValue,
     Quantity,
     Text,
@@ -105,16 +106,15 @@ class PodTemplate(ApiModel):
                     "pod anti-affinity on kubernetes.io/hostname against the attempt's other node pods (one pod "
                     "per node), and a required node selector term keeping pods off status.excludedNodes.",
     )
-    priority_class_name: str | None = Field(
-        None, max_length=MAX_NAME_LENGTH, description="PriorityClass of the pods."
+    priority_class_name: DnsSubdomain | None = Field(
+        None, description="PriorityClass of the pods (a DNS-1123 subdomain: lowercase letters, digits, '-', '.')."
     )
-    scheduler_name: str | None = Field(
+    scheduler_name: DnsSubdomain | None = Field(
         None,
-        max_length=MAX_NAME_LENGTH,
-        description="Scheduler for the pods (for example a gang scheduler).",
+        description="Scheduler for the pods (for example a gang scheduler); a DNS-1123 subdomain.",
     )
-    service_account_name: str | None = Field(
-        None, max_length=MAX_NAME_LENGTH, description="ServiceAccount the pods run as."
+    service_account_name: DnsSubdomain | None = Field(
+        None, description="ServiceAccount the pods run as (a DNS-1123 subdomain)."
     )
     image_pull_secrets: list[LocalObjectReference] | None = Field(
         None,

@@ -6,19 +6,23 @@ from collections.abc import Hashable
 from typing import Any
 
 from multinode.controller.kube import ApiError, KubeApi
+from multinode.controller.ownership import claim_existing
 from multinode.reconcile.refusals import counts_as_created
 
 
 class AttemptEnvs:
     """Remembers, per job, the ConfigMap it made last, so a reconcile that creates more pods of the same
     attempt costs no request. After an operator restart the first create gets 409, which counts as
-    created. Nothing watches ConfigMaps: the operator never needs to read one."""
+    created once a read of the ConfigMap shows it is the job's (its name is predictable: a co-tenant could
+    have made it first, with an environment of their choosing). Nothing watches ConfigMaps: the operator
+    reads one only then."""
 
     def __init__(self, kube: KubeApi):
         self.kube = kube
         self._made: dict[Hashable, str] = {}
 
-    async def ensure(self, namespace: str, key: Hashable, config_map: dict[str, Any], stale: str | None) -> None:
+    async def ensure(self, namespace: str, key: Hashable, config_map: dict[str, Any], stale: str | None,
+                     job_uid: str) -> None:
         name = config_map["metadata"]["name"]
         if self._made.get(key) == name:
             return
@@ -27,6 +31,7 @@ class AttemptEnvs:
         except ApiError as e:
             if not counts_as_created(e.status):
                 raise
+            await claim_existing(self.kube, namespace, config_map, job_uid)
         self._made[key] = name
         if stale is not None:
             # The previous attempt's pods are gone or going; its ConfigMap would otherwise stay until the

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client, config
@@ -34,6 +34,7 @@ from multinode.api import GROUP, KIND, PLURAL, VERSION
 from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_PLURAL, LABEL_ATTEMPT,
                                      LABEL_JOB_NAME, POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
 from multinode.api.timestamps import rfc3339
+from multinode.reconcile.ownership import controller_uid
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -231,8 +232,8 @@ class KubeApi:
     async def priority_class_value(self, name: str) -> int | None:
         """The value of PriorityClass `name` (a Kueue Workload's spec.priority); None when there is none."""
         try:
-            data = await self._call("read_priority_class", "GET", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}",
-                                    None)
+            data = await self._call("read_priority_class", "GET",
+                                    f"/apis/scheduling.k8s.io/v1/priorityclasses/{path_segment(name)}", None)
         except ApiError as e:
             if e.status == 404:
                 return None
@@ -252,9 +253,20 @@ class KubeApi:
             e.api_version = body.get("apiVersion")
             raise
 
-    async def prune_gang_groups(self, namespace: str, api_version: str, job: str, attempt: int) -> list[str]:
+    async def read_metadata(self, namespace: str, body: dict) -> dict:
+        """The metadata of the object stored under `body`'s kind and name (after its create got 409: whose
+        it is, controller/ownership.py)."""
+        prefix, collection, operation = _collection(body)
+        data = await self._call(operation.replace("create_", "read_", 1), "GET",
+                                f"{prefix}/namespaces/{namespace}/{collection}/{path_segment(body['metadata']['name'])}",
+                                None)
+        return json.loads(data).get("metadata") or {}
+
+    async def prune_gang_groups(self, namespace: str, api_version: str, job: str, attempt: int,
+                                owner_uid: str) -> list[str]:
         """Delete job `job`'s PodGroups of `api_version` (a gang scheduler's) from attempts before `attempt`;
-        the names deleted. Nothing when the kind is not served (its CRD was uninstalled)."""
+        the names deleted. Only groups the job `owner_uid` controls: one with the job's label and another
+        owner is not the job's to delete. Nothing when the kind is not served (its CRD was uninstalled)."""
         path = f"/apis/{api_version}/namespaces/{namespace}/{POD_GROUP_PLURAL}"
         try:
             data = await self._call("list_namespaced_pod_group", "GET",
@@ -267,7 +279,8 @@ class KubeApi:
         for item in json.loads(data).get("items", []):
             meta = item.get("metadata") or {}
             seen = (meta.get("labels") or {}).get(LABEL_ATTEMPT, "")
-            if seen.isdigit() and int(seen) < attempt and not meta.get("deletionTimestamp"):
+            if (seen.isdigit() and int(seen) < attempt and not meta.get("deletionTimestamp")
+                    and controller_uid(meta) == owner_uid):
                 stale.append(meta["name"])
         for name in stale:
             await self._call_unless_gone("delete_namespaced_pod_group", "DELETE", f"{path}/{name}", BACKGROUND)
@@ -408,6 +421,16 @@ class KubeApi:
 
     async def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def path_segment(name: str) -> str:
+    """`name` as one segment of a request path. The names come from a job's spec (its podTemplate's
+    priorityClassName): quoted, so a '/' or '?' cannot reach another path or add a query, and '.' and '..'
+    refused, which the HTTP client would resolve to the parent path. The CRD admits only DNS names there;
+    this holds for objects stored before it did."""
+    if name in (".", ".."):
+        raise ValueError(f"{name!r} is not an object name")
+    return quote(name, safe="")
 
 
 def _job_path(namespace: str, name: str) -> str:

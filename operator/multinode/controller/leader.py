@@ -1,14 +1,18 @@
 """The leader election loop: read and write the Lease as reconcile/leadership.py decides.
 
 `acquire()` returns once this replica holds the Lease (a standby polls every retryPeriod, jittered);
-`hold()` renews it every retryPeriod and returns when it could not for renewDeadline, or saw another
-holder: the caller must then stop acting at once (cli/operator.py exits the process, as client-go's
+`hold()` renews it every retryPeriod and returns at the latest renewDeadline after its last renewal (sooner
+when the next try could not come before then), or when it saw another holder: the caller must then stop
+acting at once (cli/operator.py exits the process, as client-go's
 users do with klog.Fatal, and Kubernetes restarts the container as a standby). `release()` hands the
 Lease back on a graceful stop, so a standby takes over at its next attempt instead of after the lease
 duration.
 
 While it waits, a standby answers the liveness and readiness probes itself (StandbyHealth): waiting for
 the Lease is its job, not a failure; kopf's own endpoint on the same port replaces it once it leads.
+
+Times are read from the event loop's clock (monotonic, as time.monotonic), so that a test can run the loop
+on a virtual clock.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
@@ -28,6 +31,7 @@ from multinode.reconcile.leadership import (
     Action,
     LeaseRecord,
     Observation,
+    may_try_again,
     must_stop,
     next_step,
     observe,
@@ -65,10 +69,11 @@ class LeaderElector:
     async def try_acquire_or_renew(self) -> bool:
         """One attempt (client-go's tryAcquireOrRenew): True if this replica holds the Lease after it."""
         e = self.election
-        started = time.monotonic()
+        clock = asyncio.get_running_loop().time
+        started = clock()
         lease = await self.kube.get_lease(e.namespace, e.name)
         record = None if lease is None else LeaseRecord.from_spec(lease.get("spec") or {})
-        now = time.monotonic()
+        now = clock()
         self._observation = observe(self._observation, record, now)
         step = next_step(e.identity, self._observation, now, datetime.now(timezone.utc), e.timings)
         if step.action is Action.WAIT:
@@ -84,7 +89,7 @@ class LeaderElector:
             if error.status == 409:  # another replica wrote it since our read: it goes first
                 return False
             raise
-        self._observation = Observation(step.record, time.monotonic())
+        self._observation = Observation(step.record, clock())
         # Counted from before the read: the apiserver stored the renewal no earlier than that, so a standby
         # that observes it starts its lease-duration clock later still.
         self._renewed_at = started
@@ -115,17 +120,27 @@ class LeaderElector:
             await asyncio.sleep(self._jittered())
 
     async def hold(self) -> None:
-        """Renew every retryPeriod; return when leadership is lost (not renewed within renewDeadline, or
-        another holder seen). The caller stops acting at once."""
+        """Renew every retryPeriod; return when leadership is lost: renewDeadline passed since the last
+        renewal, or will have before the next try could be made, or another holder was seen. The caller
+        stops acting at once."""
         e = self.election
         timings = e.timings
+        clock = asyncio.get_running_loop().time
         while True:
+            # Checked before sleeping: a leader that slept through its deadline would act past it, towards
+            # the moment a standby may take over.
+            if not may_try_again(self._renewed_at, clock(), timings):
+                break
             await asyncio.sleep(timings.retry_period_seconds)
-            remaining = self._renewed_at + timings.renew_deadline_seconds - time.monotonic()
+            remaining = self._renewed_at + timings.renew_deadline_seconds - clock()
             if remaining <= 0:
                 break
             try:
-                if await asyncio.wait_for(self.try_acquire_or_renew(), timeout=remaining):
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that comes as
+                # the renewal completes, and a cancelled hold() would go on renewing.
+                async with asyncio.timeout(remaining):
+                    renewed = await self.try_acquire_or_renew()
+                if renewed:
                     continue
             except (ApiError, TimeoutError) as error:
                 log.warning("leader election: renewing Lease %s/%s failed: %s", e.namespace, e.name,
@@ -133,7 +148,7 @@ class LeaderElector:
                 continue
             if self.holder and self.holder != e.identity:
                 break  # taken over: someone else acts now
-            if must_stop(self._renewed_at, time.monotonic(), timings):
+            if must_stop(self._renewed_at, clock(), timings):
                 break
         self._set_leading(False)
         log.error("leader election: %s lost Lease %s/%s (holder now: %s)", e.identity, e.namespace, e.name,

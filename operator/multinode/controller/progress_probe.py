@@ -10,8 +10,11 @@ jobs, and then marks the job dirty: the reconcile that follows judges hangs and 
 reconcile/progress.py; this module only fetches them.
 
 Cost: one GET per running rank per period (a 1000-node job with a 10-minute timeout: 1000 reads each
-30 s, about 33 a second, served by the kubelets). The memory is per job and per rank, dropped when the
-attempt changes or the job finishes.
+30 s, about 33 a second, served by the kubelets). Memory: each log is folded into a few fields as soon as
+it is read (reconcile/progress.py fold_log), so log text is held for at most LOG_READ_CONCURRENCY reads at
+a time (each up to LIMIT_BYTES), whatever the number of ranks; what is kept is per job and per rank, a
+constant size, dropped when the attempt changes or the job finishes (docs/benchmarks.md measures it with
+1000 ranks logging 1 MB/s each: tools/bench/progress_memory.py).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from multinode.api.constants import PROGRESS_MARKER, TRAINER_CONTAINER
 from multinode.api.timestamps import rfc3339
 from multinode.controller.kube import ApiError, KubeApi
 from multinode.reconcile.observe import ObservedPod, PodPhase
-from multinode.reconcile.progress import AttemptLog, JobProgress, PodRead, absorb_sweep, job_progress, parse_log
+from multinode.reconcile.progress import AttemptLog, JobProgress, RankRead, absorb_sweep, fold_log, job_progress
 
 log = logging.getLogger("multinode.controller.progress")
 
@@ -103,28 +106,32 @@ class ProgressProbe:
             if key in self._sweeping or self._due.get(key, 0.0) > now:
                 continue
             self._due[key] = now + poll_period(timeout)
-            task = asyncio.create_task(self._sweep(key, self._attempt_of(raw)), name=f"progress-{key[0]}/{key[1]}")
+            uid = (raw.get("metadata") or {}).get("uid")
+            task = asyncio.create_task(self._sweep(key, self._attempt_of(raw), uid), name=f"progress-{key[0]}/{key[1]}")
             self._sweeping[key] = task
             task.add_done_callback(self._finished(key))
         for key in set(self._logs) | set(self._due):
             if key not in watched:
                 self.forget(key)
 
-    async def _sweep(self, key: JobKey, attempt: int) -> None:
+    async def _sweep(self, key: JobKey, attempt: int, uid: str | None) -> None:
         checked = datetime.now(timezone.utc)  # lines written during the sweep may be missed: count up to here
         memory = self._logs.get(key)
         if memory is None or memory.attempt != attempt:
             memory = AttemptLog(attempt)
-        pods = [p for p in self._pods.get(key) or () if isinstance(p, ObservedPod) and p.attempt == attempt
-                and p.phase == PodPhase.RUNNING and not p.terminating and p.started_at]
-        reads = await asyncio.gather(*(self._read(key[0], p, memory.cursors.get(p.name)) for p in pods))
+        pods = [p for p in self._pods.get(key) or () if isinstance(p, ObservedPod) and p.owner_uid == uid
+                and p.attempt == attempt and p.phase == PodPhase.RUNNING and not p.terminating and p.started_at]
+        reads = await asyncio.gather(*(self._read(key[0], p, memory) for p in pods))
         got = {p.index: r for p, r in zip(pods, reads, strict=True) if r is not None}
-        memory = absorb_sweep(memory, got, PROGRESS_MARKER)
+        memory = absorb_sweep(memory, got)
         self._logs[key] = memory
         self._progress[key] = job_progress(memory, set(got), checked)
         self._on_swept(key)
 
-    async def _read(self, namespace: str, pod: ObservedPod, cursor: int | None) -> PodRead | None:
+    async def _read(self, namespace: str, pod: ObservedPod, memory: AttemptLog) -> RankRead | None:
+        """Read pod's new lines and fold them at once: at most LOG_READ_CONCURRENCY logs' text is held at any
+        time, however many ranks a sweep reads (the folds are a few fields each)."""
+        cursor = memory.cursors.get(pod.name)
         since = None if cursor is None else rfc3339(datetime.fromtimestamp(cursor // 1_000_000_000, timezone.utc))
         async with self._limit:
             try:
@@ -134,5 +141,5 @@ class ProgressProbe:
                 # No verdict on a rank whose log cannot be read (the planner needs every rank's).
                 log.warning("cannot read the log of %s/%s: %s", namespace, pod.name, e)
                 return None
-        lines = [line for line in parse_log(raw) if cursor is None or line.key > cursor]
-        return PodRead(pod.name, pod.node, lines)
+            return fold_log(raw, pod=pod.name, node=pod.node, after=cursor, before=memory.rank(pod.index),
+                            marker=PROGRESS_MARKER)

@@ -26,6 +26,7 @@ from multinode.controller.worker import JobKey, Reconciler
 from multinode.reconcile import observe_mirror_pod, observe_pod
 from multinode.reconcile.gang import observe_pod_group
 from multinode.reconcile.kueue import observe_flavor, observe_workload
+from multinode.reconcile.ownership import OwnedName, controller_uid
 from multinode.reconcile.placement import observe_node
 
 
@@ -52,7 +53,8 @@ def job_event(r: Reconciler) -> OnEvent:
 
 
 def node_pod_keys(pod: dict) -> dict[Hashable, Any]:
-    """A node pod under (namespace, job), and its job under its node's key (node_jobs_key)."""
+    """A node pod under (namespace, job), and its job under its node's key (node_jobs_key). Filed by label;
+    the reconciler takes only those its job's uid owns (ObservedPod.owner_uid)."""
     observed = observe_pod(pod)
     if observed is None:
         return {}
@@ -68,7 +70,7 @@ def mirror_pod_keys(pod: dict) -> dict[Hashable, Any]:
 def service_keys(service: dict) -> dict[Hashable, Any]:
     meta = service["metadata"]
     job = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
-    return {(meta["namespace"], job): meta["name"]} if job else {}
+    return {(meta["namespace"], job): OwnedName(meta["name"], controller_uid(meta))} if job else {}
 
 
 def pod_group_keys(group: dict) -> dict[Hashable, Any]:

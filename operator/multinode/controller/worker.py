@@ -26,6 +26,7 @@ from multinode.controller.attempt_env import AttemptEnvs
 from multinode.controller.creates import create_stream
 from multinode.controller.index_keys import mirror_key
 from multinode.controller.kube import ApiError, KubeApi
+from multinode.controller.ownership import ForeignObject, claim_existing
 from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.queue import WorkQueue
 from multinode.controller.settings import OperatorSettings
@@ -36,7 +37,7 @@ from multinode.reconcile.kueue import queue_name
 from multinode.reconcile.node_loss import NodeDown, node_down
 from multinode.reconcile.outcome import only_named, pod_names
 from multinode.reconcile.placement import needs_nodes
-from multinode.reconcile.refusals import counts_as_created, creation_refused
+from multinode.reconcile.refusals import counts_as_created, creation_refused, foreign_object_found
 from multinode.reconcile.status_report import mark_failed
 
 log = logging.getLogger("multinode.controller")
@@ -66,7 +67,7 @@ class Indices:
 
     jobs: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, name) → the job's body
     pods: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPod; mirror_key → mirror
-    services: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → Service name
+    services: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → OwnedName of its Service
     nodes: Mapping[Hashable, Any] = field(default_factory=dict)  # None → every ObservedNode; name → its own
     pod_groups: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedPodGroup
     workloads: Mapping[Hashable, Any] = field(default_factory=dict)  # (namespace, job) → ObservedWorkload
@@ -78,6 +79,12 @@ def _single(store: Any) -> Any:
     for value in store or ():
         return value
     return None
+
+
+def _owned(store: Any, uid: str | None) -> list[Any]:
+    """The entries of an index value whose object the job `uid` controls (reconcile/ownership.py): one with the
+    job's labels and another owner is not the job's."""
+    return [value for value in store or () if value.owner_uid == uid]
 
 
 def _created(status: TrainingJobStatus) -> bool:
@@ -97,6 +104,11 @@ def _key(job: TrainingJob) -> JobKey:
     namespace, name = job.metadata.namespace, job.metadata.name
     assert namespace is not None and name is not None, "a stored TrainingJob has a namespace and a name"
     return namespace, name
+
+
+def _pod_named(name: str) -> dict[str, Any]:
+    """What reading pod `name` back needs to know of it."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}}
 
 
 def _exists(error: BaseException) -> bool:
@@ -230,7 +242,7 @@ class Reconciler:
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
                 delay = min(self.settings.max_retry_delay_seconds, 0.5 * 2 ** (failures - 1))
-                summary = e.message if isinstance(e, ApiError) else repr(e)
+                summary = e.message if isinstance(e, (ApiError, ForeignObject)) else repr(e)
                 log.warning("reconcile of %s/%s failed (%d in a row), retrying in %.1fs: %s",
                             key[0], key[1], failures, delay, summary)
                 self.queue.add(key, delay=delay)
@@ -259,19 +271,24 @@ class Reconciler:
             return
         if unknown:
             self._log_unknown(job, unknown)
-        pods: list[ObservedPod] = list(self.indices.pods.get(key) or ())
-        observed = Observed(pods=tuple(pods), service_exists=key in self.indices.services,
-                            mirror=_single(self.indices.pods.get(mirror_key(*key))),
+        uid = job.metadata.uid
+        pods: list[ObservedPod] = _owned(self.indices.pods.get(key), uid)
+        observed = Observed(pods=tuple(pods), service_exists=bool(_owned(self.indices.services.get(key), uid)),
+                            mirror=_single(_owned(self.indices.pods.get(mirror_key(*key)), uid)),
                             resume_source_latest=self._resume_source_latest(job),
                             nodes=tuple(self.indices.nodes.get(None) or ()) if needs_nodes(job, pods) else (),
                             down_nodes=self._down_nodes(pods),
                             progress=self.probe.progress(key), gone_disruptions=dict(self.gone.get(key) or {}),
-                            gang_api=self.gang_api, pod_groups=tuple(self.indices.pod_groups.get(key) or ()),
+                            gang_api=self.gang_api, pod_groups=tuple(_owned(self.indices.pod_groups.get(key), uid)),
                             **await self._kueue_observed(job, key))
         previous = self.written.get(job.metadata.uid or "")
         result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
         try:
             await self._apply_creates(job, result, {p.name for p in pods})
+        except ForeignObject as e:
+            result = foreign_object_found(job, result, e.message, now=datetime.now(timezone.utc)).plan or result
+            await self._write_status(job, previous or job.status, result)  # say why before the retry
+            raise
         except ApiError as e:
             refused = creation_refused(job, result, pods, e.status, e.message, now=datetime.now(timezone.utc),
                                        api_version=e.api_version)
@@ -294,7 +311,8 @@ class Reconciler:
             await self.kube.patch_workload_status(namespace, write.name, write.resource_version, write.status)
         prune = result.gang_groups_to_prune
         if prune is not None:  # after the attempt's own group was made (_apply_creates)
-            await self.kube.prune_gang_groups(namespace, prune.api_version, prune.job, prune.attempt)
+            await self.kube.prune_gang_groups(namespace, prune.api_version, prune.job, prune.attempt,
+                                              job.metadata.uid or "")
         await self._write_status(job, previous or job.status, result)
         if result.job_suspend is not None and result.job_suspend != job.spec.suspend:
             # Kueue admitted (false) or evicted (true) the job's Workload: after the status that says so.
@@ -310,7 +328,7 @@ class Reconciler:
         """What the Kueue integration reads (reconcile/kueue.py): nothing for a job without a queue name."""
         if not self.kueue_api or queue_name(job) is None:
             return {"kueue_api": self.kueue_api}
-        workload = _single(self.indices.workloads.get(key))
+        workload = _single(_owned(self.indices.workloads.get(key), job.metadata.uid))
         flavors = {}
         for name in workload.flavors if workload is not None else ():
             labels = _single(self.indices.flavors.get(name))
@@ -343,7 +361,7 @@ class Reconciler:
 
     async def _apply_creates(self, job: TrainingJob, result: Plan, indexed: set[str]) -> None:
         key = _key(job)
-        namespace = key[0]
+        namespace, uid = key[0], job.metadata.uid or ""
         for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
             # In order: the Service, the mirror's identity, the mirror, then the attempt's PodGroup (before its pods).
             try:
@@ -351,11 +369,16 @@ class Reconciler:
             except ApiError as e:
                 if not counts_as_created(e.status):
                     raise
+                await claim_existing(self.kube, namespace, obj, uid)  # the name is taken: by this job?
         wanted = self._not_expected(key, pod_names(result.pods_to_create), indexed)
         if wanted and result.attempt_env is not None:
-            await self.attempt_envs.ensure(namespace, key, result.attempt_env, result.stale_attempt_env)
+            await self.attempt_envs.ensure(namespace, key, result.attempt_env, result.stale_attempt_env, uid)
         outcomes = await create_stream(self.kube, namespace, only_named(result.pods_to_create, wanted),
                                        2 * self.settings.api_concurrency)
+        # A pod whose name was taken is this job's (created by an earlier reconcile, not indexed yet) or in the
+        # way: pods are many, so these reads go on together.
+        await asyncio.gather(*(claim_existing(self.kube, namespace, _pod_named(name), uid)
+                               for name, outcome in outcomes if outcome is not None and _exists(outcome)))
         expected, now = self.expected.setdefault(key, {}), time.monotonic()
         expected.update((name, now) for name, outcome in outcomes if outcome is None or _exists(outcome))
         if not expected:

@@ -28,6 +28,7 @@ from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import GroupPrune, Plan, Verdict
+from multinode.reconcile.ownership import controller_uid
 from multinode.render import pod_group_name, render_pod_group
 from multinode.render.gang_group import GANG_GROUP_API_VERSIONS, named_gang_scheduler, render_gang_group
 from multinode.render.names import job_identity
@@ -56,6 +57,7 @@ class ObservedPodGroup:
     # spec.schedulingConstraints.topology keys as the apiserver stored them: it drops the constraint when
     # TopologyAwareWorkloadScheduling is off, and discovery cannot tell, so the stored group is the answer.
     topology_keys: tuple[str, ...] = ()
+    owner_uid: str | None = None  # the TrainingJob controlling it (reconcile/ownership.py)
 
 
 def observe_pod_group(body: Mapping[str, Any]) -> ObservedPodGroup | None:
@@ -71,7 +73,8 @@ def observe_pod_group(body: Mapping[str, Any]) -> ObservedPodGroup | None:
     return ObservedPodGroup(name=meta.get("name", ""), job_name=job, attempt=int(attempt),
                             scheduled=scheduled.get("status"), reason=scheduled.get("reason"),
                             message=scheduled.get("message"), terminating=meta.get("deletionTimestamp") is not None,
-                            topology_keys=tuple(c.get("key", "") for c in constraints))
+                            topology_keys=tuple(c.get("key", "") for c in constraints),
+                            owner_uid=controller_uid(meta))
 
 
 def choose_gang(job: TrainingJob, status: TrainingJobStatus, current: Mapping[int, ObservedPod],

@@ -35,6 +35,7 @@ from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import WorkloadStatusWrite
+from multinode.reconcile.ownership import controller_uid
 from multinode.reconcile.restarts import record_restart
 
 KUEUE_API_VERSION_FULL = f"{KUEUE_API_GROUP}/{KUEUE_API_VERSION}"
@@ -65,6 +66,7 @@ class ObservedWorkload:
     terminating: bool = False
     # status.conditions as stored, for the status writes that add to them.
     conditions: tuple[Mapping[str, Any], ...] = ()
+    owner_uid: str | None = None  # the TrainingJob controlling it (reconcile/ownership.py)
 
 
 def observe_workload(body: Mapping[str, Any]) -> ObservedWorkload | None:
@@ -92,7 +94,7 @@ def observe_workload(body: Mapping[str, Any]) -> ObservedWorkload | None:
         finished=(by_type.get("Finished") or {}).get("status") == "True",
         waiting=quota.get("message", "") if quota.get("status") == "False" else "",
         terminating=meta.get("deletionTimestamp") is not None,
-        conditions=conditions)
+        conditions=conditions, owner_uid=controller_uid(meta))
 
 
 def observe_flavor(body: Mapping[str, Any]) -> Mapping[str, str]:

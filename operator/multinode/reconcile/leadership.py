@@ -8,8 +8,13 @@ The rules are client-go's (k8s.io/client-go/tools/leaderelection): a Lease held 
 expired `leaseDurationSeconds` after this replica *observed* its last change, on this replica's own
 monotonic clock, never by comparing the renewTime written by another machine with our wall clock (clocks
 of two nodes differ). A released Lease (empty holderIdentity, as a leader leaves it on a graceful stop)
-is free at once. A leader that has not renewed within renewDeadline must stop acting; as renewDeadline
-< leaseDuration, it stops before any standby can see the Lease as expired.
+is free at once.
+
+A leader stops acting once it has not renewed for renewDeadline, and does not wait for a renewal that
+could not even be tried before then (`may_try_again`): it acts at most renewDeadline after its last
+renewal. A standby takes over no earlier than leaseDuration after it saw that renewal, so timings must
+keep leaseDuration > renewDeadline + retryPeriod: the old leader is gone a whole retry period before any
+standby may act, time for the calls it had in flight when it stopped to land or fail.
 """
 
 from __future__ import annotations
@@ -34,13 +39,17 @@ class LeaseTimings:
     retry_period_seconds: float = 2.0
 
     def __post_init__(self) -> None:
-        # client-go refuses the same combinations (NewLeaderElector).
-        if self.retry_period_seconds <= 0:
-            raise ValueError("the retry period must be positive")
-        if self.renew_deadline_seconds <= JITTER_FACTOR * self.retry_period_seconds:
-            raise ValueError(f"the renew deadline must exceed {JITTER_FACTOR} × the retry period")
-        if self.lease_duration_seconds <= self.renew_deadline_seconds:
-            raise ValueError("the lease duration must exceed the renew deadline")
+        # client-go refuses the first two; the third is stricter than client-go's (lease > renew), see above.
+        lease, renew, retry = self.lease_duration_seconds, self.renew_deadline_seconds, self.retry_period_seconds
+        if retry <= 0:
+            raise ValueError(f"leader election: the retry period must be positive, not {retry:g}s")
+        if renew <= JITTER_FACTOR * retry:
+            raise ValueError(f"leader election: the renew deadline ({renew:g}s) must exceed {JITTER_FACTOR} × the "
+                             f"retry period ({retry:g}s)")
+        if lease <= renew + retry:
+            raise ValueError(f"leader election: the lease duration ({lease:g}s) must exceed the renew deadline plus "
+                             f"the retry period ({renew:g}s + {retry:g}s): a leader may act until the renew deadline, "
+                             f"a standby takes over a lease duration after the last renewal it saw")
 
 
 @dataclass(frozen=True)
@@ -131,3 +140,9 @@ def released(record: LeaseRecord, identity: str, wall: datetime) -> LeaseRecord 
 def must_stop(last_renewed: float, now: float, timings: LeaseTimings) -> bool:
     """A leader whose last successful renewal is renewDeadline old stops acting (and exits)."""
     return now - last_renewed >= timings.renew_deadline_seconds
+
+
+def may_try_again(last_renewed: float, now: float, timings: LeaseTimings) -> bool:
+    """Whether a leader that waits a retry period from `now` can still try to renew before its renew
+    deadline. If not, it stops now: waiting would only let it act past the deadline."""
+    return now + timings.retry_period_seconds < last_renewed + timings.renew_deadline_seconds

@@ -14,6 +14,7 @@ from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_
 from multinode.api.conditions import Reason
 from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, EnvName
 from multinode.api.health import HealthStatus, NodeHealth, parse_health_message
+from multinode.reconcile.ownership import controller_uid
 
 
 class PodPhase:
@@ -67,6 +68,9 @@ class ObservedPod:
 
     # The native PodGroup the pod joined (spec.schedulingGroup.podGroupName), if any.
     pod_group: str | None = None
+
+    # The uid of the TrainingJob controlling the pod (None: none does): only the job of that uid counts it.
+    owner_uid: str | None = None
 
     @property
     def unhealthy(self) -> bool:
@@ -144,6 +148,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         health=health,
         started_at=started_at,
         pod_group=(spec.get("schedulingGroup") or {}).get("podGroupName"),
+        owner_uid=controller_uid(meta),
         name=meta.get("name", ""),
         job_name=job_name,
         index=index,
@@ -196,6 +201,7 @@ class ObservedMirror:
     terminating: bool = False
     # Why its container waits, if for anything but its turn (an image that cannot be pulled).
     waiting: Wait = Wait()
+    owner_uid: str | None = None
 
     @property
     def active(self) -> bool:
@@ -209,4 +215,5 @@ def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
         return None
     status = pod.get("status") or {}
     return ObservedMirror(name=meta.get("name", ""), job_name=job_name, phase=status.get("phase") or PodPhase.PENDING,
-                          terminating=meta.get("deletionTimestamp") is not None, waiting=_blocking_wait(status))
+                          terminating=meta.get("deletionTimestamp") is not None, waiting=_blocking_wait(status),
+                          owner_uid=controller_uid(meta))

@@ -4,7 +4,9 @@ The controller's client (controller/kube.py) only reports the status and the api
 decisions are here, as pure functions, so they are tested with plain values:
 
 - 409 AlreadyExists: a previous operator (or this one, before the pod index caught up) created it; the
-  object exists, which is all a create wants.
+  object exists, which is all a create wants, if it is the job's own: the controller reads the object and
+  checks its owner (controller/ownership.py). One that is not the job's is `foreign_object_found`: the job
+  says which object is in the way (ForeignObject) and the create is retried with backoff.
 - 403 Forbidden: the cluster may change (a missing PriorityClass or ServiceAccount, a quota), so the job
   says why and the create is retried with backoff.
 - 400/422 Invalid: a passed-through volume, affinity or valueFrom of the wrong shape or with an unknown
@@ -67,6 +69,14 @@ class RefusedCreation:
 
     plan: Plan | None
     retry: bool
+
+
+def foreign_object_found(job: TrainingJob, result: Plan, message: str, *, now: datetime) -> RefusedCreation:
+    """A create found its name taken by an object that is not the job's (`message` names it): the job uses
+    none of it, says so, and the create is retried with backoff."""
+    set_condition(result.status.conditions, ConditionType.RUNNING, "False", Reason.FOREIGN_OBJECT, message,
+                  now=rfc3339(now), generation=job.metadata.generation)
+    return RefusedCreation(plan=result, retry=True)
 
 
 def creation_refused(job: TrainingJob, result: Plan, pods: Iterable[ObservedPod], status: int | None,

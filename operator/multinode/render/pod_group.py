@@ -11,18 +11,27 @@ attempt ends, the last one goes with the job (owner reference).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from multinode.api import LABEL_ATTEMPT, TrainingJob
+from multinode.api.base import MAX_LABEL_VALUE_LENGTH
 from multinode.api.constants import POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_KIND
 from multinode.render.names import common_labels, job_identity, owner_reference
 
 
 def pod_group_name(job_name: str, attempt: int) -> str:
-    """`<job>-a<attempt>`: a DNS subdomain (the job's name is a DNS label), like the pods' `-a<attempt>`."""
+    """`<job>-a<attempt>`, like the pods' `-a<attempt>`. Also a label value (coscheduling joins a pod to its
+    group by the label scheduling.x-k8s.io/pod-group), so at most 63 characters: a longer one keeps the
+    job name's start and puts 8 hex of its hash before the attempt, `<job start>-<hash>-a<attempt>`, still
+    one name per job and attempt."""
     if attempt < 0:
         raise ValueError(f"attempt must be >= 0, got {attempt}")
-    return f"{job_name}-a{attempt}"
+    name = f"{job_name}-a{attempt}"
+    if len(name) <= MAX_LABEL_VALUE_LENGTH:
+        return name
+    suffix = f"-{hashlib.sha256(job_name.encode()).hexdigest()[:8]}-a{attempt}"
+    return job_name[:MAX_LABEL_VALUE_LENGTH - len(suffix)].rstrip("-") + suffix
 
 
 def render_pod_group(job: TrainingJob, attempt: int) -> dict[str, Any]:

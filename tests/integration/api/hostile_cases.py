@@ -235,6 +235,13 @@ CASES = [
              "spec.resourcesPerNode.gpuResourceName", "should match"),
     rejected("claim-name-sql", job(cache={"claimName": "x'; DROP TABLE pvcs; --"}), "spec.cache.claimName",
              "should match"),
+    # names the operator puts into a request path (priorityClassName: it reads the PriorityClass for Kueue)
+    rejected("priority-class-path", job(**template(priorityClassName="../../api/v1/namespaces/kube-system/secrets/x")),
+             "spec.podTemplate.priorityClassName", "should match"),
+    rejected("service-account-uppercase", job(**template(serviceAccountName="Trainer")),
+             "spec.podTemplate.serviceAccountName", "should match"),
+    rejected("scheduler-name-slash", job(**template(schedulerName="default/scheduler")),
+             "spec.podTemplate.schedulerName", "should match"),
     rejected("resumeFrom-job-shell", job(cache={"claimName": "c"}, checkpointing={
         "claimName": "k", "resumeFrom": {"trainingJob": "$(rm -rf /)"}}),
              "spec.checkpointing.resumeFrom.trainingJob", "should match"),

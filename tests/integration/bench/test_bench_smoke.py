@@ -1,4 +1,5 @@
-"""A smoke run of every benchmark `make bench` runs, at toy sizes, so the harness cannot rot unnoticed.
+"""A smoke run of every benchmark `make bench` runs, at toy sizes, so the harness cannot rot unnoticed (and of
+tools/bench/progress_memory.py, which `make bench` leaves out: its figures compare two versions of the code).
 
 Each script starts a local cluster of its own (a few fake nodes) beside the session's, runs the systems it
 compares (multinode, JobSet, Kubeflow Training Operator v1; `make test` builds both peers) and writes its
@@ -128,6 +129,21 @@ def plan_scale_report(bench_dir: Path) -> dict:
     out = bench_dir / "plan_scale.json"
     run_bench("plan_scale.py", "--nodes", "50", "200", "--out", str(out))
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def progress_memory_report(bench_dir: Path) -> dict:
+    out = bench_dir / "progress_memory.json"
+    run_bench("progress_memory.py", "--ranks", "6", "--rate", "100000", "--line-bytes", "1024", "--sweeps", "2",
+              "--tracemalloc", "--out", str(out))
+    return json.loads(out.read_text())
+
+
+def test_progress_memory_bench_sweeps_every_rank_and_reads_the_memory(progress_memory_report: dict) -> None:
+    report = progress_memory_report
+    assert report["sweeps"] == 2 and report["reads"] == 12 and report["ranks_with_a_step"] == 6, report
+    assert report["mib_served"] >= 0 and 0 < report["rss_before_mib"] <= report["peak_rss_mib"], report
+    assert report["tracemalloc_peak_mib"] > 0 and report["steps_seen"], report
 
 
 def test_huge_bench_starts_one_big_job_and_many_small_ones_and_reads_the_rss(huge_report: dict) -> None:

@@ -166,12 +166,19 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
                            *((v, "podgroups.scheduling.k8s.io") for v in ("list", "watch", "create", "delete")),
                            ("patch", "trainingjobs.multinode.dev"),
                            *((v, "workloads.kueue.x-k8s.io") for v in ("list", "watch", "create", "delete")),
-                           ("patch", "workloads.kueue.x-k8s.io/status")]:
+                           ("patch", "workloads.kueue.x-k8s.io/status"),
+                           # whose an object is, after its create got 409 (controller/ownership.py)
+                           *(("get", r) for r in ("pods", "services", "configmaps", "serviceaccounts",
+                                                  "roles.rbac.authorization.k8s.io",
+                                                  "rolebindings.rbac.authorization.k8s.io",
+                                                  "podgroups.scheduling.k8s.io", "podgroups.scheduling.x-k8s.io",
+                                                  "podgroups.scheduling.volcano.sh", "workloads.kueue.x-k8s.io"))]:
         assert release.can(verb, resource, ns), (verb, resource)
     assert release.can("watch", "nodes")
     assert release.can("watch", "resourceflavors.kueue.x-k8s.io")
     assert release.can("get", "priorityclasses.scheduling.k8s.io")
-    for verb, resource in [("get", "secrets"), ("list", "secrets"), ("update", "trainingjobs.multinode.dev"),
+    for verb, resource in [("get", "secrets"), ("list", "secrets"), ("list", "configmaps"), ("watch", "configmaps"),
+                           ("update", "configmaps"), ("update", "trainingjobs.multinode.dev"),
                            ("get", "trainingjobs.multinode.dev"), ("update", "trainingjobs.multinode.dev/status"),
                            ("update", "pods"), ("patch", "pods"), ("delete", "services"), ("get", "nodes"),
                            ("list", "namespaces"), ("create", "clusterroles.rbac.authorization.k8s.io"),

@@ -174,3 +174,25 @@ def test_a_missing_crd_keeps_the_job_pending_with_a_reason_until_it_is_installed
         wait_for(lambda: len(pods_of(kubeconfig, ns, name, 0)) == 2, timeout=30, what="the pods created")
         custom.delete_namespaced_custom_object("multinode.dev", "v1alpha1", ns, "trainingjobs", name)
         wait_for(lambda: jobs.job_gone(custom, ns, name), timeout=30, what="the job deleted")
+
+
+def test_a_job_name_of_61_characters_gets_a_coscheduling_group_whose_name_is_a_valid_label(
+    custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str, crd_dir: Path
+) -> None:
+    """`<job>-a0` would be 64 characters: too long for the pods' scheduling.x-k8s.io/pod-group label, so every
+    pod was refused. The group's name is shortened with a hash, and the pods carry it."""
+    ns, name = job_namespace, "long-" + "x" * 55 + "s"
+    assert len(name) == 61
+    scheduling = {"coscheduling": {"schedulerName": "scheduler-plugins-scheduler"}}
+    with installed(kubeconfig, crd_dir, COSCHEDULING_CRDS):
+        jobs.apply(kubeconfig, ns, training_job(name, 2, scheduling=scheduling))
+        [group] = wait_for(lambda: list(groups(custom, COSCHEDULING, ns, name).values()), timeout=30,
+                           what="the coscheduling PodGroup")
+        group_name = group["metadata"]["name"]
+        assert len(group_name) <= 63 and group_name.endswith("-a0")
+        pods = wait_for(lambda: p if len(p := pods_of(kubeconfig, ns, name, 0)) == 2 else None, timeout=30,
+                        what="the 2 pods of attempt 0")
+        assert {p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] for p in pods} == {group_name}
+        assert scheduling_status(custom, ns, name)["podGroup"] == group_name
+        custom.delete_namespaced_custom_object("multinode.dev", "v1alpha1", ns, "trainingjobs", name)
+        wait_for(lambda: jobs.job_gone(custom, ns, name), timeout=30, what="the job deleted")

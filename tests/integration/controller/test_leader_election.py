@@ -1,6 +1,8 @@
 """Two operator replicas and one Lease: only the holder acts; a SIGKILLed leader is replaced by the standby,
 which finishes the work in flight; a gracefully stopped one hands the Lease over at once; leaders killed
-again and again while jobs are being created leave every job with exactly its pods, none twice, no orphan.
+again and again while jobs are being created leave every job with exactly its pods, none twice, no orphan;
+a leader cut off from the apiserver exits within its renew deadline, before the standby takes over; timings
+that would let it act after that are refused at start.
 
 Shortened timings (the benchmark, tools/bench/failover.py, uses client-go's defaults) keep this quick.
 """
@@ -11,6 +13,7 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -21,9 +24,16 @@ from localcluster.harness.operator import OperatorProcess, leader_election_env
 from localcluster.harness.trainingjobs import training_job
 from localcluster.harness.waiting import wait_for
 from multinode.api import LABEL_ATTEMPT, LABEL_NODE_INDEX
+from multinode.cli.operator import LOST_LEASE_EXIT_CODE
 from tests.support import jobs
+from tests.support.faultproxy import Fault, FaultProxy
 
 DURATION, RENEW_DEADLINE, RETRY = 6.0, 4.0, 0.5
+# The least margin the rules accept, scaled down: renew deadline just above 1.2 × the retry period, lease
+# duration just above renew deadline + retry period.
+WORST_DURATION, WORST_RENEW_DEADLINE, WORST_RETRY = 3.7, 2.0, 1.6
+# How late the test may see the cut-off leader's exit: its poll period, the process's exit, a loaded host.
+EXIT_SEEN_SLACK_SECONDS = 0.4
 
 
 @pytest.fixture
@@ -43,11 +53,14 @@ class Replicas:
         self.running: dict[str, OperatorProcess] = {}
         self._ids = itertools.count()
 
-    def start(self) -> OperatorProcess:
+    def start(self, kubeconfig: str | None = None, timings: tuple[float, float, float] = (DURATION, RENEW_DEADLINE,
+                                                                                         RETRY)) -> OperatorProcess:
         identity = f"replica-{next(self._ids)}"
-        env = dict(self.extra_env, **leader_election_env(self.namespace, identity, duration=DURATION,
-                                                         renew_deadline=RENEW_DEADLINE, retry_period=RETRY))
-        op = OperatorProcess(self.kubeconfig, [self.namespace], self.tmp_path / f"{identity}.log", extra_env=env)
+        duration, renew_deadline, retry = timings
+        env = dict(self.extra_env, **leader_election_env(self.namespace, identity, duration=duration,
+                                                         renew_deadline=renew_deadline, retry_period=retry))
+        op = OperatorProcess(kubeconfig or self.kubeconfig, [self.namespace], self.tmp_path / f"{identity}.log",
+                             extra_env=env)
         op.start()  # a standby answers the liveness probe too
         self.running[identity] = op
         return op
@@ -160,3 +173,52 @@ def test_leaders_killed_repeatedly_while_jobs_are_created_leave_no_duplicate_or_
         assert len(all_pods) == sum(sizes.values()), "pods beyond the jobs' own"
     finally:
         replicas.stop_all()
+
+
+def test_a_leader_cut_off_from_the_apiserver_exits_within_its_renew_deadline_before_the_standby_leads(
+    api: client.ApiClient, kubeconfig: str, ha_namespace: str, tmp_path: Path
+) -> None:
+    """The worst timings accepted: the leader reaches the apiserver through a proxy that starts failing its Lease
+    calls; it must exit no later than its renew deadline after its last renewal, and the standby (which reaches
+    the apiserver directly) must not lead before then."""
+    ns = ha_namespace
+    worst = (WORST_DURATION, WORST_RENEW_DEADLINE, WORST_RETRY)
+    leases = client.CoordinationV1Api(api)
+    replicas = Replicas(kubeconfig, ns, tmp_path)
+    with FaultProxy(kubeconfig) as proxy:
+        try:
+            leader = replicas.start(proxy.kubeconfig(tmp_path / "proxy.kubeconfig"), timings=worst)
+            leader_identity, _ = replicas.wait_leader()
+            standby = replicas.start(timings=worst)
+            assert not standby.leading()
+            rule = proxy.inject(Fault("status", path_regex=r"/leases/", status=503))
+            give_up = time.monotonic() + WORST_DURATION + 10 * WORST_RETRY + 10
+            last_renewal, exited_at = None, None
+            while not standby.leading():
+                lease = leases.read_namespaced_lease("multinode-operator", ns).spec
+                if lease.holder_identity == leader_identity:
+                    last_renewal = lease.renew_time
+                if exited_at is None and leader.proc is not None and leader.proc.poll() is not None:
+                    exited_at = datetime.now(timezone.utc)
+                assert time.monotonic() < give_up, "the standby never took over"
+                time.sleep(0.05)
+            assert exited_at is not None, "the standby leads while the cut-off leader still runs"
+            assert leader.proc is not None and leader.proc.returncode == LOST_LEASE_EXIT_CODE
+            assert last_renewal is not None and rule.injected > 0
+            acted_for = (exited_at - last_renewal).total_seconds()
+            assert acted_for <= WORST_RENEW_DEADLINE + EXIT_SEEN_SLACK_SECONDS, \
+                f"the leader acted {acted_for:.2f}s after its last renewal\n{leader.log_tail()}"
+        finally:
+            replicas.stop_all()
+
+
+def test_timings_that_let_a_leader_act_after_a_standby_took_over_are_refused_at_start(
+    kubeconfig: str, ha_namespace: str, tmp_path: Path
+) -> None:
+    """11/10/8: a leader could act until 18 s after its last renewal, a standby take over at 11 s."""
+    env = leader_election_env(ha_namespace, "unsafe", duration=11, renew_deadline=10, retry_period=8)
+    op = OperatorProcess(kubeconfig, [ha_namespace], tmp_path / "unsafe.log", extra_env=env)
+    op.start(wait_ready=False)
+    assert op.proc is not None
+    assert op.proc.wait(timeout=60) != 0
+    assert "the lease duration (11s) must exceed the renew deadline plus the retry period (10s + 8s)" in op.log_tail()

@@ -107,6 +107,16 @@ def test_rejects_invalid_spec(fields: dict) -> None:
         spec(**fields)
 
 
+@pytest.mark.parametrize("field", ["priorityClassName", "serviceAccountName", "schedulerName"])
+@pytest.mark.parametrize("value", ["../../api/v1/namespaces/kube-system/secrets/x", "Trainer", "a b", "", "-a",
+                                   "a" * 254])
+def test_names_of_other_objects_must_be_dns_subdomains_and_the_error_names_the_field(field: str, value: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        spec(podTemplate={field: value})
+    assert f"podTemplate.{field}" in str(raised.value)
+    assert spec(podTemplate={field: "a.b-c"}).pod_template is not None
+
+
 @pytest.mark.parametrize("quantity", ["32", "500m", "1.5", "64Gi", "1e3", ".5", "2k"])
 def test_accepts_kubernetes_quantities(quantity: str) -> None:
     assert spec(resourcesPerNode={"cpu": quantity}).resources_per_node.cpu == quantity

@@ -21,18 +21,19 @@ REPOSITORY = OPERATOR_IMAGE_REPOSITORY
 NAMESPACED_RIGHTS = {
     *(("multinode.dev", "trainingjobs", v) for v in ("list", "watch", "delete", "patch")),
     *(("multinode.dev", "trainingjobs/status", v) for v in ("get", "patch")),
-    *(("", "pods", v) for v in ("list", "watch", "create", "delete")),
+    *(("", "pods", v) for v in ("get", "list", "watch", "create", "delete")),
     ("", "pods/log", "get"),
-    *(("", "services", v) for v in ("list", "watch", "create")),
-    *(("", "configmaps", v) for v in ("create", "delete")),
-    ("", "serviceaccounts", "create"),
-    ("rbac.authorization.k8s.io", "roles", "create"),
-    ("rbac.authorization.k8s.io", "rolebindings", "create"),
+    *(("", "services", v) for v in ("get", "list", "watch", "create")),
+    # get: only after a create got 409, to see whether the object there is the job's own (controller/ownership.py)
+    *(("", "configmaps", v) for v in ("get", "create", "delete")),
+    *(("", "serviceaccounts", v) for v in ("get", "create")),
+    *(("rbac.authorization.k8s.io", "roles", v) for v in ("get", "create")),
+    *(("rbac.authorization.k8s.io", "rolebindings", v) for v in ("get", "create")),
     ("", "events", "create"),
-    *(("scheduling.k8s.io", "podgroups", v) for v in ("list", "watch", "create", "delete")),
+    *(("scheduling.k8s.io", "podgroups", v) for v in ("get", "list", "watch", "create", "delete")),
     *((g, "podgroups", v) for g in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
-      for v in ("list", "create", "delete")),
-    *(("kueue.x-k8s.io", "workloads", v) for v in ("list", "watch", "create", "delete")),
+      for v in ("get", "list", "create", "delete")),
+    *(("kueue.x-k8s.io", "workloads", v) for v in ("get", "list", "watch", "create", "delete")),
     ("kueue.x-k8s.io", "workloads/status", "patch"),
 }
 CLUSTER_RIGHTS = {("", "nodes", "list"), ("", "nodes", "watch"), ("kueue.x-k8s.io", "resourceflavors", "list"),
@@ -186,8 +187,13 @@ def test_without_leader_election_one_replica_no_lease_rights_no_pdb() -> None:
 
 @pytest.mark.parametrize(("sets", "named"), [
     (("leaderElection.enabled=false",), "replicaCount above 1 needs leaderElection.enabled"),
-    (("leaderElection.renewDeadlineSeconds=15",), "leaseDurationSeconds must exceed renewDeadlineSeconds"),
-    (("leaderElection.retryPeriodSeconds=9",), "renewDeadlineSeconds must exceed 1.2"),
+    (("leaderElection.renewDeadlineSeconds=15",),
+     "leaseDurationSeconds (15) must exceed renewDeadlineSeconds + retryPeriodSeconds (15 + 2)"),
+    # Accepted once: the old leader could act until 18 s after its last renewal, a standby took over at 11 s.
+    (("leaderElection.leaseDurationSeconds=11", "leaderElection.retryPeriodSeconds=8"),
+     "leaseDurationSeconds (11) must exceed renewDeadlineSeconds + retryPeriodSeconds (10 + 8)"),
+    (("leaderElection.leaseDurationSeconds=30", "leaderElection.retryPeriodSeconds=9"),
+     "renewDeadlineSeconds must exceed 1.2"),
 ])
 def test_unsafe_replica_and_timing_combinations_fail(sets: tuple[str, ...], named: str) -> None:
     result = template(*sets, check=False)

@@ -51,8 +51,8 @@ def test_an_expectation_is_dropped_once_the_index_has_the_pod() -> None:
     kube = RecordingKube()
     r = reconciler(kube)
     asyncio.run(r.reconcile(KEY))
-    r.indices.pods[KEY] = [ObservedPod(name=f"llama-{i}-a0", job_name="llama", index=i, attempt=0, phase="Pending")
-                               for i in range(3)]  # the watch events arrived
+    r.indices.pods[KEY] = [ObservedPod(name=f"llama-{i}-a0", job_name="llama", index=i, attempt=0, phase="Pending",
+                                       owner_uid="uid-123") for i in range(3)]  # the watch events arrived
     asyncio.run(r.reconcile(KEY))
     assert KEY not in r.expected or not r.expected[KEY]
     assert len(kube.created) == 3

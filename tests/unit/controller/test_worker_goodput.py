@@ -13,13 +13,14 @@ from multinode.controller.worker import Indices, Reconciler
 from multinode.reconcile import ObservedPod
 from tests.unit.controller.fake_kube import FakeKube
 from localcluster.harness.trainingjobs import stored_job
+from multinode.reconcile.ownership import OwnedName
 
 KEY = ("ml", "llama")
 
 
 def running_pods() -> list[ObservedPod]:
     return [ObservedPod(name=f"llama-{i}-a0", job_name="llama", index=i, attempt=0, phase="Running",
-                        node=f"gpu-node-{i}", ready=True) for i in range(2)]
+                        node=f"gpu-node-{i}", ready=True, owner_uid="uid-123") for i in range(2)]
 
 
 def test_a_new_operator_continues_the_stored_goodput_and_exposes_it() -> None:
@@ -40,7 +41,8 @@ def test_a_new_operator_continues_the_stored_goodput_and_exposes_it() -> None:
     }
     kube = FakeKube(lambda namespace, pod: None)
     reconciler = Reconciler(kube, OperatorSettings(),  # type: ignore[arg-type]
-                            Indices(jobs={KEY: [body]}, pods={KEY: running_pods()}, services={KEY: ["llama"]}))
+                            Indices(jobs={KEY: [body]}, pods={KEY: running_pods()},
+                                    services={KEY: [OwnedName("llama", "uid-123")]}))
 
     asyncio.run(reconciler.reconcile(KEY))
 

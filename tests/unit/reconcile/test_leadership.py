@@ -13,6 +13,7 @@ from multinode.reconcile.leadership import (
     LeaseRecord,
     LeaseTimings,
     Observation,
+    may_try_again,
     must_stop,
     next_step,
     observe,
@@ -88,9 +89,18 @@ def test_leader_stops_at_the_renew_deadline() -> None:
     assert must_stop(100.0, 110.0, T)
 
 
-@pytest.mark.parametrize(("duration", "deadline", "retry"), [(15, 15, 2), (15, 10, 9), (15, 10, 0), (10, 12, 2)])
-def test_inconsistent_timings_are_refused(duration: float, deadline: float, retry: float) -> None:
-    with pytest.raises(ValueError):
+def test_a_leader_does_not_wait_for_a_renewal_it_could_not_try_before_its_deadline() -> None:
+    assert may_try_again(100.0, 107.9, T)  # the next try, at 109.9, is before the deadline (110)
+    assert not may_try_again(100.0, 108.0, T)
+
+
+# (11, 10, 8): the chart accepted it once; a leader then acted until 18 s, a standby took over at 11 s.
+@pytest.mark.parametrize(("duration", "deadline", "retry", "named"), [
+    (15, 15, 2, "lease duration"), (15, 10, 9, "renew deadline"), (15, 10, 0, "retry period"),
+    (10, 12, 2, "lease duration"), (12, 10, 2, "lease duration"),
+    (11, 10, 8, r"lease duration \(11s\) must exceed the renew deadline plus the retry period \(10s \+ 8s\)")])
+def test_inconsistent_timings_are_refused(duration: float, deadline: float, retry: float, named: str) -> None:
+    with pytest.raises(ValueError, match=named):
         LeaseTimings(duration, deadline, retry)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from multinode.api import Phase
-from multinode.reconcile.refusals import Refusal, classify, counts_as_created, creation_refused
+from multinode.reconcile.refusals import Refusal, classify, counts_as_created, creation_refused, foreign_object_found
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from localcluster.harness.trainingjobs import stored_job
 
@@ -34,6 +34,15 @@ def test_forbidden_keeps_the_job_pending_says_why_and_retries() -> None:
     assert refused.plan.status.phase == Phase.PENDING
     running = condition(refused.plan.status, "Running")
     assert (running.status, running.reason, running.message) == ("False", "PodCreationForbidden", message)
+
+
+def test_a_foreign_object_keeps_the_job_from_going_on_says_which_and_retries() -> None:
+    job = stored_job(2)
+    message = "ConfigMap ml/llama-a0-0123abcd exists and is not this job's (controlled by nothing): ..."
+    refused = foreign_object_found(job, run(job, []), message, now=NOW)
+    assert refused.retry and refused.plan is not None
+    running = condition(refused.plan.status, "Running")
+    assert (running.status, running.reason, running.message) == ("False", "ForeignObject", message)
 
 
 @pytest.mark.parametrize("status", [400, 422])

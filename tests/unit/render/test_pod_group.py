@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from multinode.api.base import LABEL_VALUE_PATTERN
 from multinode.render import pod_group_name, render_node_pod, render_pod_group
 from localcluster.harness.trainingjobs import stored_job
 
@@ -37,3 +40,16 @@ def test_the_pods_priority_class_is_the_group_s_and_topology_its_constraint() ->
     spec = render_pod_group(job, attempt=0)["spec"]
     assert spec["priorityClassName"] == "training-high"
     assert spec["schedulingConstraints"] == {"topology": [{"key": "block"}]}
+
+
+def test_a_long_job_name_gives_a_group_name_that_is_still_a_label_value() -> None:
+    """Coscheduling joins pods by the label scheduling.x-k8s.io/pod-group = the group's name: 63 characters at
+    most, however long the job's name (up to 63) and the attempt."""
+    long = "a" * 55 + "-b-c-d-e"  # 63 characters, and a '-' where the name is cut
+    names = {pod_group_name(long, attempt) for attempt in (0, 7, 123456)}
+    assert len(names) == 3
+    for name in names:
+        assert len(name) <= 63 and re.fullmatch(LABEL_VALUE_PATTERN, name) and name.startswith("a" * 40), name
+    other = pod_group_name("a" * 55 + "-b-c-d-x", 0)
+    assert other != pod_group_name(long, 0)  # same start, another job: another group
+    assert pod_group_name("a" * 58, 12) == "a" * 58 + "-a12"  # 63: unchanged

@@ -1,0 +1,45 @@
+"""Request paths: names from a job's spec go in as one quoted segment (none reaches another path); what a
+listing by label finds is deleted only when the job owns it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tests.unit.controller.fake_http import Pool, Response, kube_with
+
+PRIORITY_CLASSES = "https://apiserver/apis/scheduling.k8s.io/v1/priorityclasses/"
+
+
+def test_a_priority_class_name_is_one_quoted_segment_of_the_path() -> None:
+    pool = Pool([Response(200, data=json.dumps({"value": 7}).encode()), Response(404, reason="NotFound")])
+    kube, _, _ = kube_with(pool)
+    assert asyncio.run(kube.priority_class_value("training-high")) == 7
+    # Stored before the CRD checked it: urllib3 would resolve the '..' and read a Secret instead.
+    assert asyncio.run(kube.priority_class_value("../../../api/v1/namespaces/kube-system/secrets/x?watch=1")) is None
+    assert [url for _, url, _ in pool.sent] == [
+        PRIORITY_CLASSES + "training-high",
+        PRIORITY_CLASSES + "..%2F..%2F..%2Fapi%2Fv1%2Fnamespaces%2Fkube-system%2Fsecrets%2Fx%3Fwatch%3D1"]
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_dot_segment_is_no_name(name: str) -> None:
+    kube, _, _ = kube_with(Pool([]))
+    with pytest.raises(ValueError, match="is not an object name"):
+        asyncio.run(kube.priority_class_value(name))
+
+
+def test_pruning_a_gang_schedulers_groups_deletes_only_the_jobs_own() -> None:
+    owned = [{"apiVersion": "multinode.dev/v1alpha1", "kind": "TrainingJob", "name": "llama", "uid": "u1",
+              "controller": True}]
+    groups = {"items": [
+        {"metadata": {"name": "llama-a0", "labels": {"multinode.dev/attempt": "0"}, "ownerReferences": owned}},
+        {"metadata": {"name": "look-alike", "labels": {"multinode.dev/attempt": "0"}}},  # the label, not the owner
+        {"metadata": {"name": "llama-a1", "labels": {"multinode.dev/attempt": "1"}, "ownerReferences": owned}},
+    ]}
+    pool = Pool([Response(200, data=json.dumps(groups).encode()), Response(200)])
+    kube, _, _ = kube_with(pool)
+    assert asyncio.run(kube.prune_gang_groups("ml", "scheduling.x-k8s.io/v1alpha1", "llama", 1, "u1")) == ["llama-a0"]
+    assert [(m, u.rsplit("/", 1)[-1]) for m, u, _ in pool.sent[1:]] == [("DELETE", "llama-a0")]
