@@ -155,7 +155,8 @@ def test_the_operator_touches_no_object_that_is_not_a_jobs(policed: Release, as_
     admin.create_namespaced_pod(ns, pod({"name": "tenants"}))
     assert "may delete only configmaps controlled by a TrainingJob" in refused(
         lambda: core.delete_namespaced_config_map("tenants", ns))
-    assert "may delete only pods controlled by a TrainingJob" in refused(lambda: core.delete_namespaced_pod("tenants", ns))
+    assert "may delete only pods controlled by a TrainingJob" in refused(
+        lambda: core.delete_namespaced_pod("tenants", ns))
 
 
 def test_the_operators_pods_get_no_more_than_the_namespace_allows(
@@ -192,7 +193,8 @@ def test_a_mirror_writes_only_its_own_jobs_status(policed: Release, api: client.
     core.create_namespaced_service_account(ns, {"metadata": {"name": "mine-mirror"}})
     client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(ns, {
         "metadata": {"name": "mine-mirror"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": policed.mirror_cluster_role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": policed.mirror_cluster_role},
         "subjects": [{"kind": "ServiceAccount", "name": "mine-mirror", "namespace": ns}]})
     mirror = client.CustomObjectsApi(client_for_token(api, service_account_token(core, ns, "mine-mirror")))
     patch = {"status": {"checkpoints": {"mirrored": 9}}}
