@@ -209,6 +209,14 @@ privileged, added capabilities from `.capabilities` (a CEL list) only, no Unconf
 (!has({{ .context }}.seccompProfile) || {{ .context }}.seccompProfile.type != 'Unconfined') && (!has({{ .context }}.appArmorProfile) || {{ .context }}.appArmorProfile.type != 'Unconfined')
 {{- end }}
 
+{{/* What must outlive `helm uninstall` with the CRD (crds.keep): the jobs it keeps need it. */}}
+{{- define "multinode-operator.keptWithTheJobs" -}}
+{{- if .Values.crds.keep }}
+annotations:
+  helm.sh/resource-policy: keep
+{{- end }}
+{{- end }}
+
 {{- define "multinode-operator.crdMetadata" -}}
 metadata:
   name: trainingjobs.multinode.dev

@@ -40,7 +40,13 @@ from multinode.render.names import (
     pod_name,
     service_name,
 )
-from multinode.render.security import adds_ipc_lock, preflight_security_context, trainer_security_context
+from multinode.render.security import (
+    SHARED_CACHE_DIR_MODE,
+    adds_ipc_lock,
+    preflight_is_the_trainer,
+    preflight_security_context,
+    trainer_security_context,
+)
 from multinode.render.settings import RenderSettings
 from multinode.render.tolerations import pod_tolerations
 
@@ -117,6 +123,8 @@ def _preflight_container(job: TrainingJob, index: int, env_from: list[dict[str, 
     if cache_dir is not None:
         # The job's cache dir exists before the trainer starts, so scripts can write into it at once.
         args += ["--make-dir", cache_dir]
+        if not preflight_is_the_trainer(job):
+            args += ["--make-dir-mode", SHARED_CACHE_DIR_MODE]
         mounts += [m for m in node_storage_mounts(job) if m["name"] == CACHE_VOLUME]
     resources = {kind: dict(values) for kind, values in PREFLIGHT_RESOURCES.items()}
     # The trainer's GPUs and RDMA devices, so the health check sees what the trainer will.

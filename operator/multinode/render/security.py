@@ -55,6 +55,16 @@ def trainer_ids(job: TrainingJob) -> tuple[int | None, int | None]:
     return uid, gid
 
 
+def preflight_is_the_trainer(job: TrainingJob) -> bool:
+    """Whether the preflight runs as the trainer's user: when the job names a non-root one."""
+    return bool(trainer_ids(job)[0])
+
+
+# The job's cache dir, made by a preflight that is not the trainer's user, must still be the trainer's to write:
+# it runs as the image's user, maybe root without capabilities (no CAP_DAC_OVERRIDE), so everyone may write it.
+SHARED_CACHE_DIR_MODE = "777"
+
+
 def preflight_security_context(job: TrainingJob, *, ipc_lock: bool) -> dict[str, Any]:
     """Non-root, RuntimeDefault seccomp, nothing but IPC_LOCK (when it judges the trainer's memlock rights).
 
@@ -62,7 +72,7 @@ def preflight_security_context(job: TrainingJob, *, ipc_lock: bool) -> dict[str,
     is then the trainer's to write. Otherwise as the operator image's user.
     """
     uid, gid = trainer_ids(job)
-    if not uid:  # unnamed, or root: the preflight never runs as root
+    if not preflight_is_the_trainer(job):  # unnamed, or root: the preflight never runs as root
         uid, gid = OPERATOR_IMAGE_UID, OPERATOR_IMAGE_UID
     context: dict[str, Any] = {"runAsNonRoot": True, "runAsUser": uid}
     if gid is not None:

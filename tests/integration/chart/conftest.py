@@ -126,6 +126,13 @@ def wait_policies_settled(kubeconfig: str, *, enforced: bool | None = None) -> N
              what=f"the apiserver {'enforcing' if enforced else 'no longer enforcing'} the TrainingJob policy")
 
 
+def remove_kept_mirror_objects(kubeconfig: str, release: Release) -> None:
+    """What `helm uninstall` keeps with the CRD besides it (templates/mirror-rbac.yaml)."""
+    name = release.mirror_cluster_role
+    kubectl(kubeconfig, "delete", "--ignore-not-found", f"clusterrole/{name}", f"validatingadmissionpolicy/{name}",
+            f"validatingadmissionpolicybinding/{name}")
+
+
 @contextlib.contextmanager
 def installed_release(core: client.CoreV1Api, kubeconfig: str, crd: str, *sets: str) -> Iterator[Release]:
     chart_crd = (CHART_DIR / "files" / "crd.yaml").read_text()
@@ -149,6 +156,7 @@ def installed_release(core: client.CoreV1Api, kubeconfig: str, crd: str, *sets: 
         if rel.installed:
             rel.helm("uninstall", rel.name, "--wait", check=False)
         hand_crd_to(kubeconfig, None, None)
+        remove_kept_mirror_objects(kubeconfig, rel)
         for ns in (jobs_ns, ops_ns):
             core.delete_namespace(ns)
         for pv in rel.pvs:

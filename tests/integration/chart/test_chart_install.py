@@ -235,13 +235,15 @@ def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
     out = release.helm("uninstall", release.name, "--wait").stdout
     release.installed = False
     assert "kept due to the resource policy" in out and CRD_NAME in out
+    # The mirrors' ClusterRole and its policy stay with the CRD: the kept jobs' mirrors go on reporting.
+    assert release.mirror_cluster_role in out
+    assert rbac.read_cluster_role(release.mirror_cluster_role).rules[0].resources == ["trainingjobs/status"]
 
     gone = {
         "Deployment": lambda: apps.read_namespaced_deployment(release.fullname, release.namespace),
         "ServiceAccount": lambda: core.read_namespaced_service_account(release.fullname, release.namespace),
         "Service": lambda: core.read_namespaced_service(f"{release.fullname}-metrics", release.namespace),
         "ClusterRole": lambda: rbac.read_cluster_role(release.fullname),
-        "mirror ClusterRole": lambda: rbac.read_cluster_role(release.mirror_cluster_role),
         "ClusterRoleBinding": lambda: rbac.read_cluster_role_binding(release.fullname),
         "Role": lambda: rbac.read_namespaced_role(release.fullname, ns),
         "RoleBinding": lambda: rbac.read_namespaced_role_binding(release.fullname, ns),

@@ -85,3 +85,16 @@ def test_the_namespace_labels_are_the_ones_multinode_names() -> None:
 def test_the_policies_can_be_left_out() -> None:
     objects = render("admissionPolicies.enabled=false")
     assert not policies(objects) and not bindings(objects)
+
+
+def test_the_mirrors_cluster_role_and_policy_stay_with_the_kept_crd() -> None:
+    """helm uninstall keeps the CRD and so the jobs; their mirrors still need their ClusterRole and policy."""
+    def kept(objects: list[dict]) -> set[str]:
+        return {f"{o['kind']}/{o['metadata']['name']}" for o in objects
+                if (o["metadata"].get("annotations") or {}).get("helm.sh/resource-policy") == "keep"
+                and o["kind"] != "CustomResourceDefinition"}
+
+    mirror = "mn-multinode-operator-mirror"
+    assert kept(render()) == {f"ClusterRole/{mirror}", f"ValidatingAdmissionPolicy/{mirror}",
+                              f"ValidatingAdmissionPolicyBinding/{mirror}"}
+    assert kept(render("crds.keep=false")) == set()

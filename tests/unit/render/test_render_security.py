@@ -72,8 +72,10 @@ def test_the_preflight_is_restricted_and_runs_as_the_trainers_non_root_user() ->
     # It creates the job's cache dir: as the trainer's user, the trainer may write it.
     named = stored_job(**STORAGE, podTemplate={"securityContext": {"runAsUser": 1000, "runAsGroup": 3000},
                                                "containerSecurityContext": {"runAsUser": 1001}})
-    context = preflight(render_node_pod(named, 0, 0))["securityContext"]
+    named_preflight = preflight(render_node_pod(named, 0, 0))
+    context = named_preflight["securityContext"]
     assert (context["runAsUser"], context["runAsGroup"]) == (1001, 3000)
+    assert "--make-dir-mode" not in named_preflight["args"]  # the dir is the trainer's own
     # A root trainer's preflight is still not root.
     root = stored_job(podTemplate={"securityContext": {"runAsUser": 0}})
     assert preflight(render_node_pod(root, 0, 0))["securityContext"]["runAsUser"] == OPERATOR_IMAGE_UID
