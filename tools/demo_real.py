@@ -17,6 +17,7 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 from localcluster.faults import kill_worker_script
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from multinode.api.constants import LABEL_ALLOW_HOST_PATH
 
 from demo import CHART, REPO, helm, kubectl, say  # the kwok demo's helpers (same folder, on sys.path)
 
@@ -74,6 +75,9 @@ def main() -> int:
 
     say("applying examples/real/ (two shared volumes and a 2-node torchrun TrainingJob), as a user would")
     kubectl(kc, "create", "namespace", NAMESPACE)
+    say(f"as the cluster's admin: namespace {NAMESPACE} may mount hostPath volumes (the example mounts torch from "
+        "the host), which the chart's admission policy refuses unless a namespace is labelled for it")
+    kubectl(kc, "label", "namespace", NAMESPACE, f"{LABEL_ALLOW_HOST_PATH}=true")
     kubectl(kc, "apply", "-n", NAMESPACE, "-f", str(EXAMPLE))
     shown: dict[str, int] = {}
     wait(lambda: (loss_lines(core, 0, shown), len(shown) == 2 and all(shown.values()))[1], 300,

@@ -1,4 +1,5 @@
-"""Fixtures for tests that run the operator: the CRD, and one operator process for the session."""
+"""Fixtures for tests that run the operator: the CRD, the mirrors' ClusterRole, and one operator process for the
+session."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
 from localcluster.harness.waiting import wait_for
 from multinode.api import CRD_NAME
+from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE
+from tests.unit.chart.chart import CHART_DIR, KUBE_VERSION, helm
 
 # The session operator watches only namespaces with this prefix; tests that need an operator of their
 # own (restart, RBAC identities) use other prefixes, so two operators never handle the same job.
@@ -39,7 +42,19 @@ def custom(api: client.ApiClient) -> client.CustomObjectsApi:
 
 
 @pytest.fixture(scope="session")
-def operator(kubeconfig: str, crd: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+def mirror_cluster_role(kubeconfig: str) -> str:
+    """The chart's mirror ClusterRole and the policy that keeps each mirror to its own job's status, as a release
+    named multinode-operator installs them: the operator binds every job's mirror to that ClusterRole."""
+    manifest = helm("template", "multinode-operator", str(CHART_DIR), "--kube-version", KUBE_VERSION,
+                    "--show-only", "templates/mirror-rbac.yaml").stdout
+    assert f"name: {DEFAULT_MIRROR_CLUSTER_ROLE}\n" in manifest, manifest
+    kubectl(kubeconfig, "apply", "-f", "-", input=manifest)
+    return DEFAULT_MIRROR_CLUSTER_ROLE
+
+
+@pytest.fixture(scope="session")
+def operator(kubeconfig: str, crd: str, mirror_cluster_role: str,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     log_path = Path(tmp_path_factory.mktemp("operator")) / "operator.log"
     op = OperatorProcess(kubeconfig, [f"{SHARED_OPERATOR_NS_PREFIX}-*"], log_path)
     op.start()

@@ -10,6 +10,20 @@ from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER
 from multinode.render import render_attempt_env, render_node_pod
 
 
+def trainer(pod: dict[str, Any]) -> dict[str, Any]:
+    """A rendered node pod's one container, the trainer."""
+    (container,) = pod["spec"]["containers"]
+    assert container["name"] == TRAINER_CONTAINER
+    return container
+
+
+def preflight(pod: dict[str, Any]) -> dict[str, Any]:
+    """A rendered node pod's one init container, the preflight."""
+    (container,) = pod["spec"]["initContainers"]
+    assert container["name"] == PREFLIGHT_CONTAINER
+    return container
+
+
 def container_env(pod: dict[str, Any], container: str, config_maps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """A container's env as the kubelet builds it: the data of each envFrom ConfigMap (found among
     `config_maps` by name; a missing one is an error here, as it is for the kubelet), then `env`, a later

@@ -162,10 +162,13 @@ def wait_operator_env(core: client.CoreV1Api, namespace: str, name: str, value: 
     return wait_for(rolled_out, timeout=timeout, what=f"every operator pod with {name}={value}, one leading")
 
 
-def real_job(name: str, num_nodes: int, script: str, *, gpus: int = 1, image: str = TRAINER_IMAGE, **spec) -> dict:
-    """A TrainingJob for real nodes whose trainers run `script` with python3 (no torch needed)."""
+def real_job(name: str, num_nodes: int, script: str, *, gpus: int = 1, image: str = TRAINER_IMAGE,
+             pod_template: dict | None = None, **spec) -> dict:
+    """A TrainingJob for real nodes whose trainers run `script` with python3 (no torch needed); `pod_template`
+    adds to its podTemplate."""
     return training_job(name, num_nodes, gpus=gpus, image=image, imagePullPolicy="Never",
                         command=["python3", "-u", "-c", script],
                         resourcesPerNode={"gpus": gpus, "cpu": "50m", "memory": "64Mi"},
-                        podTemplate={"nodeSelector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION]},
+                        podTemplate={"nodeSelector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION],
+                                     **(pod_template or {})},
                         **spec)

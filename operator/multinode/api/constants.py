@@ -65,6 +65,16 @@ LABEL_KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 # The Workload's one podSet: numNodes pods like the node pod.
 KUEUE_POD_SET = "node"
 
+# Namespace labels (value "true") by which an admin lets a namespace's TrainingJobs, and the operator's pods
+# there, have what the chart's admission policies refuse by default (docs/security.md). Only someone who may
+# label namespaces can set them.
+LABEL_ALLOW_HOST_PATH = f"{GROUP}/allow-host-path"
+LABEL_ALLOW_HOST_NETWORK = f"{GROUP}/allow-host-network"
+LABEL_ALLOW_INLINE_VOLUMES = f"{GROUP}/allow-inline-volumes"
+LABEL_ALLOW_PRIVILEGED = f"{GROUP}/allow-privileged"
+NAMESPACE_ALLOWANCES = (LABEL_ALLOW_HOST_PATH, LABEL_ALLOW_HOST_NETWORK, LABEL_ALLOW_INLINE_VOLUMES,
+                        LABEL_ALLOW_PRIVILEGED)
+
 # Multus reads this pod annotation to attach secondary (usually InfiniBand/RoCE) networks.
 ANNOTATION_MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
 # Label published by NVIDIA GPU Feature Discovery; spec.accelerator selects on it.

@@ -16,7 +16,7 @@ MultusNetworkName = Annotated[
 
 
 class RdmaSpec(ApiModel):
-    """RDMA devices per node; setting this also grants the IPC_LOCK capability."""
+    """RDMA devices per node; setting this also grants the IPC_LOCK capability (unless ipcLock is false)."""
 
     resource_name: str = Field(
         DEFAULT_RDMA_RESOURCE_NAME,
@@ -28,6 +28,13 @@ class RdmaSpec(ApiModel):
         ),
     )
     count: int = Field(1, ge=1, description="Number of RDMA devices per node.")
+    ipc_lock: bool = Field(
+        True,
+        description="Add the IPC_LOCK capability to the trainer (and to the preflight's RDMA check), so RDMA can "
+                    "pin memory past RLIMIT_MEMLOCK. Pod Security `baseline` refuses it: set false where the nodes' "
+                    "runtime gives containers an unlimited memlock limit (containerd's LimitMEMLOCK=infinity); "
+                    "the preflight's memlock check then confirms the limit.",
+    )
 
 
 class NcclSpec(ApiModel):

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
 
 from multinode.api.base import (
+    DNS1123_SUBDOMAIN_PATTERN,
     MAX_MAP_ENTRIES,
     MAX_NAME_LENGTH,
     MAX_PATH_LENGTH,
@@ -32,6 +33,7 @@ from multinode.api.lifecycle import CleanPodPolicy, FailurePolicy, ImageConsiste
 from multinode.api.network import NetworkSpec
 from multinode.api.progress import HangDetection
 from multinode.api.scheduling import SchedulingSpec
+from multinode.api.security import ContainerSecurityContext, PodSecurityContext
 from multinode.api.constants import (
     DEFAULT_STARTUP_TIMEOUT_SECONDS,
     DEFAULT_GPU_RESOURCE_NAME,
@@ -115,6 +117,25 @@ class PodTemplate(ApiModel):
     )
     service_account_name: DnsSubdomain | None = Field(
         None, description="ServiceAccount the pods run as (a DNS-1123 subdomain)."
+    )
+    automount_service_account_token: bool = Field(
+        False,
+        description="Mount the ServiceAccount's token into the node pods. Off unless asked: a trainer that does "
+                    "not call the Kubernetes API holds no credentials for it.",
+    )
+    security_context: PodSecurityContext | None = Field(
+        None,
+        description="The node pods' security context. runAsNonRoot with seccompProfile RuntimeDefault is all a "
+                    "job needs to meet Pod Security `restricted`.",
+    )
+    container_security_context: ContainerSecurityContext | None = Field(
+        None,
+        description="The trainer container's security context; multinode's defaults (no privilege escalation, "
+                    "every capability dropped, IPC_LOCK with RDMA) fill what is unset.",
+    )
+    runtime_class_name: str | None = Field(
+        None, max_length=MAX_NAME_LENGTH, pattern=DNS1123_SUBDOMAIN_PATTERN,
+        description="RuntimeClass of the node pods (a sandboxed or GPU runtime).",
     )
     image_pull_secrets: list[LocalObjectReference] | None = Field(
         None,

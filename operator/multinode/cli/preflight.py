@@ -105,15 +105,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peers", help="comma-separated names to wait for (default: from the env contract)")
     parser.add_argument("--make-dir", action="append", default=[], metavar="PATH",
                         help="create this directory first (the job's cache dir); repeatable")
+    parser.add_argument("--make-dir-mode", type=lambda value: int(value, 8), metavar="OCTAL",
+                        help="permissions of a directory --make-dir creates (default: what the umask leaves)")
     health.add_arguments(parser)
     bandwidth.add_arguments(parser)
 
 
-def make_dirs(paths: list[str]) -> str | None:
-    """Create each directory; return a failure message naming the first one that cannot be made."""
+def make_dirs(paths: list[str], mode: int | None = None) -> str | None:
+    """Create each directory (with `mode`, when this process is the one that creates it; one that exists is
+    left as it is); return a failure message naming the first one that cannot be made."""
     for path in paths:
         try:
-            os.makedirs(path, exist_ok=True)
+            os.makedirs(os.path.dirname(path.rstrip("/")) or ".", exist_ok=True)
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                if not os.path.isdir(path):
+                    raise
+            else:
+                if mode is not None:
+                    os.chmod(path, mode)  # not mkdir's mode: the umask would mask it
         except OSError as e:
             return f"CacheUnavailable: cannot create {path}: {e.strerror or e}"
         log.info("directory %s is ready", path)
@@ -159,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         _write_termination_message(message or "")
         return 1
     collective_request = bandwidth.request_from_args(args)
-    failure = make_dirs(args.make_dir)
+    failure = make_dirs(args.make_dir, args.make_dir_mode)
     if failure:
         log.error("%s", failure)
         _write_termination_message(failure)

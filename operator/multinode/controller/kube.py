@@ -66,7 +66,6 @@ _COLLECTIONS = {
     "Service": ("/api/v1", "services", "create_namespaced_service"),
     "ConfigMap": ("/api/v1", "configmaps", "create_namespaced_config_map"),
     "ServiceAccount": ("/api/v1", "serviceaccounts", "create_namespaced_service_account"),
-    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", "create_namespaced_role"),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "create_namespaced_role_binding"),
     "Event": ("/api/v1", "events", "create_namespaced_event"),
     "PodGroup": (f"/apis/{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}", POD_GROUP_PLURAL,
@@ -242,7 +241,7 @@ class KubeApi:
         return int(value) if value is not None else None
 
     async def create(self, namespace: str, body: dict) -> None:
-        """Create a Pod, Service, ConfigMap, ServiceAccount, Role, RoleBinding or PodGroup (the kinds the
+        """Create a Pod, Service, ConfigMap, ServiceAccount, RoleBinding or PodGroup (the kinds the
         operator makes). A
         refusal, 409 AlreadyExists included, is raised as ApiError: the caller decides what it means."""
         prefix, collection, operation = _collection(body)

@@ -10,7 +10,7 @@ from typing import Any
 
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS
 from multinode.reconcile.leadership import LeaseTimings
-from multinode.render import DEFAULT_OPERATOR_IMAGE, RenderSettings
+from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE, DEFAULT_OPERATOR_IMAGE, RenderSettings
 
 # A minute: a LIST of every TrainingJob is cheap next to the watches, and a lost event costs a job at most
 # two minutes of waiting instead of for ever.
@@ -56,7 +56,8 @@ class OperatorSettings:
         render = RenderSettings(
             operator_image=operator_image or os.environ.get("MULTINODE_OPERATOR_IMAGE", DEFAULT_OPERATOR_IMAGE),
             preflight_timeout_seconds=_env_int("MULTINODE_PREFLIGHT_TIMEOUT_SECONDS",
-                                               DEFAULT_PREFLIGHT_TIMEOUT_SECONDS))
+                                               DEFAULT_PREFLIGHT_TIMEOUT_SECONDS),
+            mirror_cluster_role=os.environ.get("MULTINODE_MIRROR_CLUSTER_ROLE") or DEFAULT_MIRROR_CLUSTER_ROLE)
         namespaces = tuple(n for n in os.environ.get("MULTINODE_NAMESPACES", "").split(",") if n)
         values: dict[str, Any] = {
             "namespaces": namespaces,

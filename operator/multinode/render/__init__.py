@@ -17,10 +17,11 @@ from multinode.render.names import (
 from multinode.render.pod import render_node_pod
 from multinode.render.pod_group import pod_group_name, render_pod_group
 from multinode.render.service import render_headless_service
-from multinode.render.settings import DEFAULT_OPERATOR_IMAGE, RenderSettings
+from multinode.render.settings import DEFAULT_MIRROR_CLUSTER_ROLE, DEFAULT_OPERATOR_IMAGE, RenderSettings
 
 
 __all__ = [
+    "DEFAULT_MIRROR_CLUSTER_ROLE",
     "DEFAULT_OPERATOR_IMAGE",
     "PREFLIGHT_CONTAINER",
     "TRAINER_CONTAINER",

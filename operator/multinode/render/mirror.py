@@ -1,4 +1,4 @@
-"""The checkpoint mirror of a job: its pod, and an identity that may touch nothing but this job's status.
+"""The checkpoint mirror of a job: its pod, and an identity that may touch nothing but TrainingJob status.
 
 The mirror runs as its own small CPU pod (not a sidecar): it must outlive the loss of any training
 node, keep running while the gang restarts, and do the final sync after every node has exited.
@@ -20,7 +20,8 @@ from multinode.api.constants import (
 )
 from multinode.render.names import job_identity, owner_reference
 from multinode.render.settings import RenderSettings
-from multinode.render.storage import job_cache_dir, job_mirror_dir, mirror_storage_mounts, storage_volumes
+from multinode.render.security import mirror_container_security_context, mirror_pod_security_context
+from multinode.render.storage import job_cache_dir, job_mirror_dir, mirror_storage_mounts, mirror_storage_volumes
 
 MIRROR_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
 
@@ -43,24 +44,24 @@ def render_mirror_service_account(job: TrainingJob) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(job)}
 
 
-def render_mirror_role(job: TrainingJob) -> dict[str, Any]:
-    """Read and patch this one job's status subresource; nothing else (docs/checkpoints.md)."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": _metadata(job),
-        "rules": [{"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"],
-                   "resourceNames": [job.metadata.name], "verbs": ["get", "patch"]}],
-    }
+# What a mirror may do: read and patch TrainingJob status (mirror/reporter.py). The chart ships these rules as
+# a ClusterRole (templates/mirror-rbac.yaml; a test compares them), bound per job by a RoleBinding in the
+# job's namespace: the operator holds `bind` on that one ClusterRole and creates no Roles, so it cannot hand
+# out any other right. That a mirror writes only its own job's status is the chart's admission policy's to
+# enforce, in the same template.
+MIRROR_RULES = [{"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "patch"]}]
 
 
-def render_mirror_role_binding(job: TrainingJob) -> dict[str, Any]:
+def render_mirror_role_binding(job: TrainingJob, settings: RenderSettings | None = None) -> dict[str, Any]:
+    """Binds the mirror ClusterRole to this job's mirror ServiceAccount, in the job's namespace only."""
+    settings = settings or RenderSettings()
     name = mirror_name(job_identity(job).name)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": _metadata(job),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": settings.mirror_cluster_role},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": job.metadata.namespace}],
     }
 
@@ -87,8 +88,7 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
         "ports": [{"name": "metrics", "containerPort": MIRROR_METRICS_PORT}],
         "resources": {kind: dict(values) for kind, values in MIRROR_RESOURCES.items()},
         "volumeMounts": mirror_storage_mounts(job),
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": mirror_container_security_context(),
     }
     # Prefer a node that runs none of the job's training pods: losing one node should not take
     # both a rank and the only copy process with it.
@@ -99,10 +99,13 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
     }]}}
     spec: dict[str, Any] = {
         "serviceAccountName": mirror_name(identity.name),
+        # Its own identity's token, the one credential it needs (to patch its job's status).
+        "automountServiceAccountToken": True,
+        "securityContext": mirror_pod_security_context(),
         # A crashed mirror restarts in place; after its final sync it exits 0 and stays Succeeded.
         "restartPolicy": "OnFailure",
         "containers": [container],
-        "volumes": storage_volumes(job),
+        "volumes": mirror_storage_volumes(job),
         "affinity": anti_affinity,
     }
     # The mirror needs the job's volumes, and runs in the job's pool: the job's node selector and
@@ -120,5 +123,5 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
 
 def render_mirror_objects(job: TrainingJob, settings: RenderSettings | None = None) -> list[dict[str, Any]]:
     """In creation order: the identity first, so the pod never starts without its permissions."""
-    return [render_mirror_service_account(job), render_mirror_role(job), render_mirror_role_binding(job),
+    return [render_mirror_service_account(job), render_mirror_role_binding(job, settings),
             render_mirror_pod(job, settings)]

@@ -43,6 +43,13 @@ from multinode.render.names import (
     pod_name,
     service_name,
 )
+from multinode.render.security import (
+    SHARED_CACHE_DIR_MODE,
+    adds_ipc_lock,
+    preflight_is_the_trainer,
+    preflight_security_context,
+    trainer_security_context,
+)
 from multinode.render.settings import RenderSettings
 from multinode.render.tolerations import pod_tolerations
 
@@ -58,6 +65,10 @@ PREFLIGHT_RESOURCES = {
 def _without_empty(mapping: dict[str, Any]) -> dict[str, Any]:
     """Drop None, empty dicts and empty lists, so manifests carry no nulls or noise."""
     return {key: value for key, value in mapping.items() if value not in (None, {}, [])}
+
+
+def _dump(model: Any) -> dict[str, Any] | None:
+    return None if model is None else model.model_dump(by_alias=True, exclude_none=True)
 
 
 def _dump_all(models: list[Any] | None) -> list[dict[str, Any]]:
@@ -81,20 +92,11 @@ def _trainer_resources(job: TrainingJob) -> dict[str, Any]:
     return _without_empty({"limits": limits, "requests": requests})
 
 
-def _rdma_security_context(job: TrainingJob) -> dict[str, Any] | None:
-    if job.spec.network.rdma is None:
-        return None
-    # Without IPC_LOCK the memlock limit stays at 64 KiB and RDMA memory
-    # registration fails or crawls. Granted only with RDMA: it is a privilege.
-    return {"capabilities": {"add": ["IPC_LOCK"]}}
-
-
 def _trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: list[dict[str, Any]],
                        image: str) -> dict[str, Any]:
     spec = job.spec
     mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}, *node_storage_mounts(job)]
     mounts.extend(_dump_all(spec.pod_template.volume_mounts))
-    security_context = _rdma_security_context(job)
     return _without_empty(
         {
             "name": TRAINER_CONTAINER,
@@ -109,7 +111,7 @@ def _trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: li
             "env": env,
             "resources": _trainer_resources(job),
             "volumeMounts": mounts,
-            "securityContext": security_context,
+            "securityContext": trainer_security_context(job),
         }
     )
 
@@ -124,6 +126,8 @@ def _preflight_container(job: TrainingJob, index: int, env_from: list[dict[str, 
     if cache_dir is not None:
         # The job's cache dir exists before the trainer starts, so scripts can write into it at once.
         args += ["--make-dir", cache_dir]
+        if not preflight_is_the_trainer(job):
+            args += ["--make-dir-mode", SHARED_CACHE_DIR_MODE]
         mounts += [m for m in node_storage_mounts(job) if m["name"] == CACHE_VOLUME]
     resources = {kind: dict(values) for kind, values in PREFLIGHT_RESOURCES.items()}
     # The trainer's GPUs and RDMA devices, so the health check sees what the trainer will.
@@ -140,7 +144,7 @@ def _preflight_container(job: TrainingJob, index: int, env_from: list[dict[str, 
         "resources": resources,
         "volumeMounts": mounts,
         # Same memlock rights as the trainer, or the memlock check would judge a different container.
-        "securityContext": _rdma_security_context(job) if checks_rdma(job) else None,
+        "securityContext": preflight_security_context(job, ipc_lock=checks_rdma(job) and adds_ipc_lock(job)),
     })
 
 
@@ -265,6 +269,10 @@ def render_node_pod(
             "priorityClassName": template.priority_class_name,
             "schedulerName": template.scheduler_name or gang_scheduler_name(job, gang),
             "serviceAccountName": template.service_account_name,
+            # The trainers get the API token only when the job asks: most never call the API.
+            "automountServiceAccountToken": template.automount_service_account_token,
+            "securityContext": _dump(template.security_context),
+            "runtimeClassName": template.runtime_class_name,
             "imagePullSecrets": _dump_all(template.image_pull_secrets),
             "hostNetwork": True if host_network else None,
             # With hostNetwork the default policy would use the node's resolver and

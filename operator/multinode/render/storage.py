@@ -40,6 +40,16 @@ def storage_volumes(job: TrainingJob) -> list[dict[str, Any]]:
     return volumes
 
 
+def mirror_storage_volumes(job: TrainingJob) -> list[dict[str, Any]]:
+    """The node pods' volumes, the cache claim read-only: the mirror never writes it, and the kubelet then
+    leaves its ownership alone (the mirror pod's fsGroup is for the checkpoint volume)."""
+    volumes = storage_volumes(job)
+    for volume in volumes:
+        if volume["name"] == CACHE_VOLUME:
+            volume["persistentVolumeClaim"]["readOnly"] = True
+    return volumes
+
+
 def node_storage_mounts(job: TrainingJob) -> list[dict[str, Any]]:
     """Nodes write the cache and only read the backed-up copies (the mirror is their one writer)."""
     mounts: list[dict[str, Any]] = []

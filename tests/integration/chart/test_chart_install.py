@@ -6,124 +6,32 @@ enforces PodSecurity `restricted`. The operator itself then runs as a local proc
 chart's ServiceAccount, against the RBAC-enforcing apiserver: whatever the chart's roles lack, the job
 below cannot finish.
 
-The CRD is cluster-wide and shared with the other tests. The release adopts the one already applied
-(the way docs/install.md describes for a CRD first installed with kubectl), helm upgrades it, and the keep
-policy makes `helm uninstall` leave it; the test gives the CRD back without helm's ownership metadata.
+Releases come from tests/integration/chart/conftest.py (the shared CRD handed to each, and back).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 
 from multinode.api import CRD_NAME, GROUP, PLURAL, VERSION
-from multinode.api.crd import render_crd_yaml
 from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
 from localcluster.harness.trainingjobs import training_job
+from tests.integration.chart.conftest import IMAGE_TAG, Release, crd_object
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
-from localcluster.harness.kube import kubectl, new_namespace
+from localcluster.harness.kube import kubectl
 from tests.support.kube import kubeconfig_for_token, service_account_token
 from localcluster.harness.operator import OperatorProcess, leader_election_env
 from tests.support.storage import bound_claim
 from localcluster.harness.waiting import wait_for
 from tests.support.mirror import MirrorProcess, write_checkpoint
-from tests.unit.chart.chart import CHART_DIR, helm
+from tests.unit.chart.chart import CHART_DIR
 
-IMAGE_TAG = "0.0.0-test"
-HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
-               "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "stage")
-HELM_ANNOTATIONS = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace", "helm.sh/resource-policy")
 CACHE_MOUNT, CKPT_MOUNT = "/cache", "/checkpoints"
-
-
-@dataclass
-class Release:
-    name: str
-    namespace: str  # the operator's namespace (PodSecurity restricted)
-    jobs_namespace: str  # not watched by the session operator (t-*)
-    kubeconfig: str
-    install_output: str = ""
-    installed: bool = True
-    pvs: list[str] = field(default_factory=list)
-
-    @property
-    def fullname(self) -> str:
-        return f"{self.name}-multinode-operator"
-
-    @property
-    def service_account(self) -> str:
-        return f"system:serviceaccount:{self.namespace}:{self.fullname}"
-
-    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return helm(*args, "--namespace", self.namespace, "--kubeconfig", self.kubeconfig, check=check)
-
-    def can(self, verb: str, resource: str, namespace: str | None = None) -> bool:
-        """Whether the chart's identity may `verb` `resource` ("plural.group/subresource"). A SubjectAccessReview
-        of its own: `kubectl auth can-i` answers no for a group the apiserver does not serve (Kueue's here),
-        while RBAC grants it all the same."""
-        resource, _, sub = resource.partition("/")
-        plural, _, group = resource.partition(".")
-        attributes = client.V1ResourceAttributes(verb=verb, resource=plural, group=group, subresource=sub or None,
-                                                 namespace=namespace)
-        review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
-            user=self.service_account, groups=["system:serviceaccounts", f"system:serviceaccounts:{self.namespace}",
-                                               "system:authenticated"], resource_attributes=attributes))
-        with config.new_client_from_config(config_file=self.kubeconfig) as api:
-            return bool(client.AuthorizationV1Api(api).create_subject_access_review(review).status.allowed)
-
-
-def crd_object(kubeconfig: str) -> dict:
-    return json.loads(kubectl(kubeconfig, "get", "crd", CRD_NAME, "-o", "json").stdout)
-
-
-def hand_crd_to(kubeconfig: str, release: str | None, namespace: str | None) -> None:
-    """Give the shared CRD to a release (helm adopts an object carrying its ownership metadata), or back."""
-    if release is None:
-        kubectl(kubeconfig, "label", "crd", CRD_NAME, *(f"{k}-" for k in HELM_LABELS), check=False)
-        kubectl(kubeconfig, "annotate", "crd", CRD_NAME, *(f"{k}-" for k in HELM_ANNOTATIONS), check=False)
-        return
-    kubectl(kubeconfig, "label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
-    kubectl(kubeconfig, "annotate", "crd", CRD_NAME, "--overwrite",
-            f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}")
-
-
-@pytest.fixture
-def release(core: client.CoreV1Api, kubeconfig: str, crd: str) -> Iterator[Release]:
-    """A release of each test's own: the lifecycle test upgrades and uninstalls it, so a shared one would
-    make the other tests depend on running before it."""
-    chart_crd = (CHART_DIR / "files" / "crd.yaml").read_text()
-    assert chart_crd == Path(crd).read_text() == render_crd_yaml(), \
-        "the chart's CRD differs from the generated one (run `make crds`); installing it would change the shared CRD"
-    ops_ns = new_namespace(core, prefix="mno")
-    core.patch_namespace(ops_ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted",
-                                                          "pod-security.kubernetes.io/enforce-version": "latest"}}})
-    jobs_ns = new_namespace(core, prefix="cj")
-    rel = Release(name=f"mn{uuid.uuid4().hex[:6]}", namespace=ops_ns, jobs_namespace=jobs_ns, kubeconfig=kubeconfig)
-    install = ("install", rel.name, str(CHART_DIR), "--set", f"image.tag={IMAGE_TAG}", "--set", "operator.workers=4")
-    try:
-        # The CRD exists (applied with kubectl): helm refuses it until it carries the release's metadata.
-        refused = rel.helm(*install, check=False)
-        assert refused.returncode != 0 and "cannot be imported into the current release" in refused.stderr, refused
-        hand_crd_to(kubeconfig, rel.name, ops_ns)
-        rel.install_output = rel.helm(*install).stdout
-        yield rel
-    finally:
-        if rel.installed:
-            rel.helm("uninstall", rel.name, "--wait", check=False)
-        hand_crd_to(kubeconfig, None, None)
-        for ns in (jobs_ns, ops_ns):
-            core.delete_namespace(ns)
-        for pv in rel.pvs:
-            core.delete_persistent_volume(pv)
 
 
 def test_install_is_accepted_and_the_operator_pod_admitted_as_restricted(
@@ -162,14 +70,14 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
     for verb, resource in [("list", "trainingjobs.multinode.dev"), ("delete", "trainingjobs.multinode.dev"),
                            ("patch", "trainingjobs.multinode.dev/status"), ("create", "pods"), ("delete", "pods"),
                            ("create", "services"), ("create", "serviceaccounts"),
-                           ("create", "roles.rbac.authorization.k8s.io"), ("create", "events"), ("get", "pods/log"),
+                           ("create", "rolebindings.rbac.authorization.k8s.io"), ("create", "events"),
+                           ("get", "pods/log"),
                            *((v, "podgroups.scheduling.k8s.io") for v in ("list", "watch", "create", "delete")),
                            ("patch", "trainingjobs.multinode.dev"),
                            *((v, "workloads.kueue.x-k8s.io") for v in ("list", "watch", "create", "delete")),
                            ("patch", "workloads.kueue.x-k8s.io/status"),
                            # whose an object is, after its create got 409 (controller/ownership.py)
                            *(("get", r) for r in ("pods", "services", "configmaps", "serviceaccounts",
-                                                  "roles.rbac.authorization.k8s.io",
                                                   "rolebindings.rbac.authorization.k8s.io",
                                                   "podgroups.scheduling.k8s.io", "podgroups.scheduling.x-k8s.io",
                                                   "podgroups.scheduling.volcano.sh", "workloads.kueue.x-k8s.io"))]:
@@ -177,9 +85,15 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
     assert release.can("watch", "nodes")
     assert release.can("watch", "resourceflavors.kueue.x-k8s.io")
     assert release.can("get", "priorityclasses.scheduling.k8s.io")
+    # It hands out no right but the mirror's: no Roles, and bind of the mirror ClusterRole alone.
+    assert can_on_named(release, "bind", f"clusterroles.rbac.authorization.k8s.io/{release.mirror_cluster_role}", ns)
+    assert not can_on_named(release, "bind", "clusterroles.rbac.authorization.k8s.io/cluster-admin", ns)
+    assert not can_on_named(release, "bind", f"clusterroles.rbac.authorization.k8s.io/{release.fullname}", ns)
     for verb, resource in [("get", "secrets"), ("list", "secrets"), ("list", "configmaps"), ("watch", "configmaps"),
                            ("update", "configmaps"), ("update", "trainingjobs.multinode.dev"),
                            ("get", "trainingjobs.multinode.dev"), ("update", "trainingjobs.multinode.dev/status"),
+                           ("get", "trainingjobs.multinode.dev/status"), ("create", "roles.rbac.authorization.k8s.io"),
+                           ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
                            ("update", "pods"), ("patch", "pods"), ("delete", "services"), ("get", "nodes"),
                            ("list", "namespaces"), ("create", "clusterroles.rbac.authorization.k8s.io"),
                            ("escalate", "roles.rbac.authorization.k8s.io"), ("bind", "roles.rbac.authorization.k8s.io"),
@@ -208,7 +122,9 @@ def run_operator_as_chart(release: Release, core: client.CoreV1Api, tmp_path: Pa
     token = service_account_token(core, release.namespace, release.fullname)
     kubeconfig = kubeconfig_for_token(release.kubeconfig, token, tmp_path / f"{log}.kubeconfig")
     # With leader election as the chart configures it: the Lease in the release namespace, under the chart's Role.
+    # Mirrors are bound to the release's ClusterRole, as the chart's Deployment tells the operator.
     env = {"MULTINODE_OPERATOR_IMAGE": f"{OPERATOR_IMAGE_REPOSITORY}:{IMAGE_TAG}",
+           "MULTINODE_MIRROR_CLUSTER_ROLE": release.mirror_cluster_role,
            **leader_election_env(release.namespace, log, lease=release.fullname)}
     op = OperatorProcess(kubeconfig, [release.jobs_namespace], tmp_path / f"{log}.log", extra_env=env)
     op.start()
@@ -232,7 +148,10 @@ def checkpointed_job(release: Release, core: client.CoreV1Api, custom: client.Cu
     jobs.wait_phase(custom, ns, "ckpt", "Running", timeout=90)
     wait_for(lambda: any(p.metadata.name == "ckpt-mirror" for p in core.list_namespaced_pod(ns).items),
              timeout=30, what="the mirror pod")
-    # The mirror's identity: ServiceAccount, Role and RoleBinding the operator created under the chart's rights.
+    # The mirror's identity: a ServiceAccount, and a RoleBinding to the chart's mirror ClusterRole, which the
+    # operator created under the chart's rights and admission policies.
+    binding = client.RbacAuthorizationV1Api(core.api_client).read_namespaced_role_binding("ckpt-mirror", ns)
+    assert binding.role_ref.kind == "ClusterRole" and binding.role_ref.name == release.mirror_cluster_role
     mirror_token = service_account_token(core, ns, "ckpt-mirror")
     source, dest = tmp_path / "cache" / "ckpt", tmp_path / "checkpoints" / "ckpt"
     source.mkdir(parents=True)
@@ -288,7 +207,11 @@ def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
     survivor = jobs.get_job(custom, ns, "ckpt")
     assert survivor["metadata"]["uid"] == first["metadata"]["uid"] and survivor["status"]["phase"] == "Succeeded"
     cluster_role = rbac.read_cluster_role(release.fullname)
-    # Only the cluster-scoped rules: nodes, and Kueue's flavors and the PriorityClasses its Workloads need.
+    # Only the cluster-scoped rules: nodes, and Kueue's flavors and the PriorityClasses its Workloads need. The
+    # namespace's Role holds bind of the mirror ClusterRole there.
+    assert can_on_named(release, "bind", f"clusterroles.rbac.authorization.k8s.io/{release.mirror_cluster_role}", ns)
+    assert not can_on_named(release, "bind", f"clusterroles.rbac.authorization.k8s.io/{release.mirror_cluster_role}",
+                            "default")
     assert [(r.resources, r.verbs) for r in cluster_role.rules] == [
         (["nodes"], ["list", "watch"]), (["resourceflavors"], ["list", "watch"]), (["priorityclasses"], ["get"])]
     assert rbac.read_namespaced_role(release.fullname, ns).metadata.labels["stage"] == "upgraded"
@@ -318,6 +241,9 @@ def test_operator_as_the_charts_identity_then_upgrade_and_uninstall(
     out = release.helm("uninstall", release.name, "--wait").stdout
     release.installed = False
     assert "kept due to the resource policy" in out and CRD_NAME in out
+    # The mirrors' ClusterRole and its policy stay with the CRD: the kept jobs' mirrors go on reporting.
+    assert release.mirror_cluster_role in out
+    assert rbac.read_cluster_role(release.mirror_cluster_role).rules[0].resources == ["trainingjobs/status"]
 
     gone = {
         "Deployment": lambda: apps.read_namespaced_deployment(release.fullname, release.namespace),

@@ -39,7 +39,8 @@ from kubernetes import client
 from multinode.api import GROUP, PLURAL, VERSION, TrainingJob
 from multinode.metrics.mirror import MirrorMetrics
 from multinode.metrics.operator import OperatorMetrics
-from multinode.render.mirror import render_mirror_role
+from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE
+from multinode.render.mirror import render_mirror_role_binding
 from tests.support import jobs
 from localcluster.harness.kube import kubectl, new_namespace
 from tests.support.storage import bound_claim
@@ -311,12 +312,12 @@ def test_operations_md_names_only_metrics_that_exist_and_every_one_that_does() -
     assert documented == families, f"undocumented metrics: {families - documented}"
 
 
-def rules_of(kind: str) -> list[dict[str, Any]]:
+def documented(kind: str, name: str) -> dict[str, Any]:
     for block in yaml_blocks(OPERATIONS):
         for doc in documents(block.text):
-            if is_complete(doc) and doc["kind"] == kind:
-                return doc["rules"]
-    raise AssertionError(f"no {kind} in docs/operations.md")
+            if is_complete(doc) and doc["kind"] == kind and doc["metadata"]["name"] == name:
+                return doc
+    raise AssertionError(f"no {kind} {name} in docs/operations.md")
 
 
 def normalized(rules: list[dict[str, Any]]) -> list[tuple]:
@@ -326,14 +327,17 @@ def normalized(rules: list[dict[str, Any]]) -> list[tuple]:
 
 
 def test_operator_rbac_in_operations_md_is_what_the_chart_grants() -> None:
+    """Both ClusterRoles: the operator's and the one it binds each job's mirror to."""
     assert shutil.which("helm"), "helm is not on PATH (make test puts the pinned one there)"
     assert (CHART / "Chart.yaml").exists(), f"no chart at {rel(CHART)}"
     rendered = subprocess.run(["helm", "template", "multinode-operator", str(CHART), "-n", "multinode-system",
                                "--kube-version", "1.36.0"], capture_output=True, text=True, timeout=60, check=False)
     assert rendered.returncode == 0, rendered.stderr
-    chart_roles = [d for d in yaml.safe_load_all(rendered.stdout) if d and d.get("kind") == "ClusterRole"]
-    assert len(chart_roles) == 1, [r["metadata"]["name"] for r in chart_roles]
-    assert normalized(rules_of("ClusterRole")) == normalized(chart_roles[0]["rules"])
+    chart_roles = {d["metadata"]["name"]: d for d in yaml.safe_load_all(rendered.stdout)
+                   if d and d.get("kind") == "ClusterRole"}
+    assert set(chart_roles) == {"multinode-operator", DEFAULT_MIRROR_CLUSTER_ROLE}
+    for name, role in chart_roles.items():
+        assert normalized(documented("ClusterRole", name)["rules"]) == normalized(role["rules"]), name
 
 
 def test_leader_election_role_in_operations_md_is_what_the_chart_grants() -> None:
@@ -349,14 +353,14 @@ def test_leader_election_role_in_operations_md_is_what_the_chart_grants() -> Non
     assert normalized(doc_role["rules"]) == normalized(chart_role["rules"])
 
 
-def test_mirror_role_in_operations_md_is_what_the_operator_creates() -> None:
-    role = next(d for b in yaml_blocks(OPERATIONS) for d in documents(b.text) if is_complete(d) and d["kind"] == "Role"
-                and d["metadata"]["name"].endswith("-mirror"))
-    job_name = role["metadata"]["name"].removesuffix("-mirror")
+def test_mirror_binding_in_operations_md_is_what_the_operator_creates() -> None:
+    doc = documented("RoleBinding", "llama-mirror")
     job = TrainingJob.model_validate({
-        "metadata": {"name": job_name, "namespace": "ml", "uid": "00000000-0000-4000-8000-000000000001"},
+        "metadata": {"name": "llama", "namespace": doc["metadata"]["namespace"],
+                     "uid": "00000000-0000-4000-8000-000000000001"},
         "spec": {"numNodes": 2, "image": "x", "cache": {"claimName": "c"}, "checkpointing": {"claimName": "k"}}})
-    assert normalized(role["rules"]) == normalized(render_mirror_role(job)["rules"])
+    binding = render_mirror_role_binding(job)
+    assert (doc["roleRef"], doc["subjects"]) == (binding["roleRef"], binding["subjects"])
 
 
 def camel_constants(paths: list[Path], pattern: str = r"[A-Z][A-Za-z]+") -> set[str]:

@@ -25,6 +25,7 @@ from localcluster.trainerenv import TRAINER_ENV_MOUNT
 
 from multinode.api import GROUP, PLURAL, VERSION
 from tests.support import jobs
+from localcluster.harness.kube import allow_host_path
 from localcluster.harness.trainingjobs import training_job
 from localcluster.harness.waiting import wait_for
 from tests.support.realnodes import clients, real_job
@@ -83,7 +84,8 @@ TORCH_HANG = textwrap.dedent("""
 def test_a_real_gang_that_hangs_in_an_all_reduce_is_restarted_and_succeeds(
         operator_namespace: tuple[LocalCluster, str]) -> None:
     cluster, namespace = operator_namespace
-    _core, custom = clients(cluster)
+    core, custom = clients(cluster)
+    allow_host_path(core, namespace)  # torch is mounted from the host
     name = "torch-hang"
     body = training_job(
         name, 2, gpus=1, image=TRAINER_IMAGE, imagePullPolicy="Never", command=["python3", "-u", "-c", TORCH_HANG],

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 from localcluster import LocalCluster
 
-from localcluster.harness.kube import kubectl
+from localcluster.harness.kube import allow_host_path, kubectl
 from localcluster.harness.waiting import wait_for
 from multinode.api import GROUP, PLURAL, VERSION
 from tests.support import jobs
@@ -71,6 +71,7 @@ def test_a_hung_gang_resumes_from_the_latest_complete_checkpoint(
         operator_namespace: tuple[LocalCluster, str]) -> None:
     cluster, namespace = operator_namespace
     core, custom = clients(cluster)
+    allow_host_path(core, namespace)  # the example mounts torch from the host
     kubectl(str(cluster.kubeconfig), "apply", "-n", namespace, "-f", str(EXAMPLE / "storage.yaml"))
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _body())
 

@@ -13,7 +13,7 @@ from localcluster import LocalCluster
 from localcluster.faults import kill_worker_script
 
 from tests.support import jobs
-from localcluster.harness.kube import kubectl, new_namespace
+from localcluster.harness.kube import allow_host_path, kubectl, new_namespace
 from tests.support.realnodes import attempt_logs, clients
 from localcluster.harness.waiting import wait_for
 
@@ -36,6 +36,7 @@ def test_the_real_example_trains_survives_a_killed_rank_and_resumes(
     cluster, _ = real_operator
     core, custom = clients(cluster)
     namespace = new_namespace(core, prefix="realtrain")
+    allow_host_path(core, namespace)  # the example mounts torch from the host
     kc = str(cluster.kubeconfig)
     try:
         kubectl(kc, "apply", "-n", namespace, "-f", str(EXAMPLE))

@@ -48,7 +48,7 @@ def full_trainingjob() -> dict[str, Any]:
                 "rendezvousPort": 29500,
                 "hostNetwork": False,
                 "multusNetworks": ["ib-a", "ib-b"],
-                "rdma": {"resourceName": "rdma/hca_shared_devices_a", "count": 1},
+                "rdma": {"resourceName": "rdma/hca_shared_devices_a", "count": 1, "ipcLock": True},
                 "nccl": {
                     "socketIfname": "net1",
                     "ibHca": "=mlx5_0,mlx5_1",
@@ -100,6 +100,18 @@ def full_trainingjob() -> dict[str, Any]:
                 "priorityClassName": "training",
                 "schedulerName": "volcano",
                 "serviceAccountName": "trainer",
+                "automountServiceAccountToken": True,
+                "securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "fsGroup": 1000,
+                                    "fsGroupChangePolicy": "OnRootMismatch", "supplementalGroups": [2000],
+                                    "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/pod.json"},
+                                    "appArmorProfile": {"type": "Localhost", "localhostProfile": "trainer"}},
+                "containerSecurityContext": {
+                    "runAsUser": 1001, "runAsGroup": 1001, "runAsNonRoot": True, "readOnlyRootFilesystem": False,
+                    "allowPrivilegeEscalation": False, "privileged": False,
+                    "capabilities": {"add": ["SYS_PTRACE"], "drop": ["ALL"]},
+                    "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/trainer.json"},
+                    "appArmorProfile": {"type": "Localhost", "localhostProfile": "trainer-strict"}},
+                "runtimeClassName": "nvidia",
                 "imagePullSecrets": [{"name": "regcred"}],
                 "volumes": [
                     {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}},

@@ -10,7 +10,7 @@ import yaml
 
 from multinode.api import TrainingJob
 from multinode.api.crd import render_crd, render_crd_yaml
-from multinode.render.mirror import render_mirror_pod, render_mirror_role
+from multinode.render.mirror import MIRROR_RULES, render_mirror_pod
 from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
 from tests.unit.chart.chart import CHART_DIR, KUBE_VERSION, REPO, helm, of_kind, one, render, template
 
@@ -20,15 +20,15 @@ REPOSITORY = OPERATOR_IMAGE_REPOSITORY
 # (apiGroup, resource, verb): exactly the operator's API calls (operator/multinode/controller), nothing more.
 NAMESPACED_RIGHTS = {
     *(("multinode.dev", "trainingjobs", v) for v in ("list", "watch", "delete", "patch")),
-    *(("multinode.dev", "trainingjobs/status", v) for v in ("get", "patch")),
+    ("multinode.dev", "trainingjobs/status", "patch"),
     *(("", "pods", v) for v in ("get", "list", "watch", "create", "delete")),
     ("", "pods/log", "get"),
     *(("", "services", v) for v in ("get", "list", "watch", "create")),
     # get: only after a create got 409, to see whether the object there is the job's own (controller/ownership.py)
     *(("", "configmaps", v) for v in ("get", "create", "delete")),
     *(("", "serviceaccounts", v) for v in ("get", "create")),
-    *(("rbac.authorization.k8s.io", "roles", v) for v in ("get", "create")),
     *(("rbac.authorization.k8s.io", "rolebindings", v) for v in ("get", "create")),
+    ("rbac.authorization.k8s.io", "clusterroles", "bind"),  # the mirror ClusterRole only (resourceNames)
     ("", "events", "create"),
     *(("scheduling.k8s.io", "podgroups", v) for v in ("get", "list", "watch", "create", "delete")),
     *((g, "podgroups", v) for g in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
@@ -41,6 +41,7 @@ CLUSTER_RIGHTS = {("", "nodes", "list"), ("", "nodes", "watch"), ("kueue.x-k8s.i
 # Leader election, in the release namespace only (a Role of its own): create any Lease, get and update its own.
 LEASE_RIGHTS = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}
 LEASE_ROLE = "mn-multinode-operator-leader-election"
+MIRROR_CLUSTER_ROLE = "mn-multinode-operator-mirror"
 
 VARIANTS = {
     "default": (),
@@ -56,6 +57,12 @@ VARIANTS = {
 def job_roles(objects: list[dict], kind: str) -> list[dict]:
     """Roles (or RoleBindings) for the jobs' namespaces: all but the leader election one."""
     return [o for o in of_kind(objects, kind) if o["metadata"]["name"] != LEASE_ROLE]
+
+
+def operator_cluster_role(objects: list[dict]) -> dict:
+    """The operator's ClusterRole (the other one is the mirrors')."""
+    (role,) = [r for r in of_kind(objects, "ClusterRole") if r["metadata"]["name"] != MIRROR_CLUSTER_ROLE]
+    return role
 
 
 def rights(rules: list[dict]) -> set[tuple[str, str, str]]:
@@ -101,13 +108,17 @@ def test_rbac_has_no_wildcards_and_never_secrets(rendered: list[dict]) -> None:
         for rule in role["rules"]:
             for key in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[key] and not any("*" in item for item in rule[key]), (role["metadata"], rule)
-            assert not {"secrets", "secrets/*"} & set(rule["resources"]), rule
-            assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+            assert not {"secrets", "secrets/*", "roles", "clusterrolebindings"} & set(rule["resources"]), rule
+            assert not {"escalate", "impersonate"} & set(rule["verbs"]), rule
             assert not rule.get("nonResourceURLs"), rule
+            # bind, only of the mirror ClusterRole: the one right the operator hands out.
+            if "bind" in rule["verbs"]:
+                assert (rule["resources"], rule["resourceNames"], rule["verbs"]) == (
+                    ["clusterroles"], [MIRROR_CLUSTER_ROLE], ["bind"]), rule
 
 
 def test_all_namespaces_mode_binds_one_cluster_role_with_exactly_the_operators_rights(default: list[dict]) -> None:
-    role = one(default, "ClusterRole")
+    role = operator_cluster_role(default)
     assert rights(role["rules"]) == NAMESPACED_RIGHTS | CLUSTER_RIGHTS
     binding = one(default, "ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
@@ -122,8 +133,8 @@ def test_all_namespaces_mode_binds_one_cluster_role_with_exactly_the_operators_r
 
 def test_namespace_list_mode_renders_a_role_per_namespace_and_a_node_only_cluster_role() -> None:
     objects = render("watchNamespaces={team-a,team-b}")
-    assert rights(one(objects, "ClusterRole")["rules"]) == CLUSTER_RIGHTS
-    assert one(objects, "ClusterRoleBinding")["roleRef"]["name"] == one(objects, "ClusterRole")["metadata"]["name"]
+    assert rights(operator_cluster_role(objects)["rules"]) == CLUSTER_RIGHTS
+    assert one(objects, "ClusterRoleBinding")["roleRef"]["name"] == operator_cluster_role(objects)["metadata"]["name"]
     roles = {r["metadata"]["namespace"]: r for r in job_roles(objects, "Role")}
     bindings = {b["metadata"]["namespace"]: b for b in job_roles(objects, "RoleBinding")}
     assert set(roles) == set(bindings) == {"team-a", "team-b"}
@@ -137,16 +148,23 @@ def test_namespace_list_mode_renders_a_role_per_namespace_and_a_node_only_cluste
     assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
 
 
-def test_the_operator_holds_every_right_it_grants_the_mirror() -> None:
-    """RBAC refuses to let anyone create a Role granting rights they do not hold (escalation check)."""
-    job = TrainingJob.model_validate({"metadata": {"name": "j", "namespace": "ml", "uid": "u"},
-                                      "spec": {"numNodes": 2, "image": "train:1"}})
-    mirror_rights = rights(render_mirror_role(job)["rules"])
-    assert mirror_rights <= NAMESPACED_RIGHTS
+def test_the_mirror_cluster_role_grants_what_the_mirror_calls_and_the_operator_may_bind_only_it() -> None:
+    """The operator creates no Roles: each job's mirror is bound to the chart's ClusterRole, which the
+    operator may bind (RBAC lets a binding be made by who holds `bind` on its role) without holding its rights."""
     for sets in (VARIANTS["default"], VARIANTS["namespaces"]):
-        roles = job_roles(render(*sets), "Role") or of_kind(render(*sets), "ClusterRole")
-        for role in roles:
-            assert mirror_rights <= rights(role["rules"])
+        objects = render(*sets)
+        (mirror,) = [r for r in of_kind(objects, "ClusterRole") if r["metadata"]["name"] == MIRROR_CLUSTER_ROLE]
+        assert mirror["rules"] == MIRROR_RULES
+        assert env(objects)["MULTINODE_MIRROR_CLUSTER_ROLE"] == MIRROR_CLUSTER_ROLE
+        for role in job_roles(objects, "Role") or [operator_cluster_role(objects)]:
+            binds = [r for r in role["rules"] if "bind" in r["verbs"]]
+            assert binds == [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                              "resourceNames": [MIRROR_CLUSTER_ROLE], "verbs": ["bind"]}]
+
+
+def test_pod_logs_only_while_hang_detection_may_read_them() -> None:
+    assert ("", "pods/log", "get") in rights(operator_cluster_role(render())["rules"])
+    assert ("", "pods/log", "get") not in rights(operator_cluster_role(render("rbac.readPodLogs=false"))["rules"])
 
 
 ELECTION_ENV = {
@@ -166,7 +184,7 @@ def test_leader_election_by_default_two_replicas_a_lease_role_a_pdb_and_spread_a
     binding = next(b for b in of_kind(default, "RoleBinding") if b["metadata"]["name"] == LEASE_ROLE)
     assert binding["roleRef"]["name"] == LEASE_ROLE and binding["subjects"][0]["namespace"] == "mn-system"
     assert not any(("coordination.k8s.io", "leases") == (g, r) for g, r, _ in rights(
-        one(default, "ClusterRole")["rules"])), "no cluster-wide Lease rights"
+        operator_cluster_role(default)["rules"])), "no cluster-wide Lease rights"
     c = container(default)
     downward = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if "valueFrom" in e}
     assert downward == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
@@ -202,8 +220,8 @@ def test_unsafe_replica_and_timing_combinations_fail(sets: tuple[str, ...], name
 
 def test_finalizers_right_only_on_request() -> None:
     extra = ("multinode.dev", "trainingjobs/finalizers", "update")
-    assert extra not in rights(one(render(), "ClusterRole")["rules"])
-    assert extra in rights(one(render("rbac.ownerReferencesPermissionEnforcement=true"), "ClusterRole")["rules"])
+    assert extra not in rights(operator_cluster_role(render())["rules"])
+    assert extra in rights(operator_cluster_role(render("rbac.ownerReferencesPermissionEnforcement=true"))["rules"])
 
 
 def test_rbac_and_service_account_can_be_left_out() -> None:
@@ -272,7 +290,7 @@ def test_default_deployment(default: list[dict]) -> None:
         "MULTINODE_OPERATOR_IMAGE": c["image"],
         "MULTINODE_WORKERS": "8", "MULTINODE_API_CONCURRENCY": "32",
         "MULTINODE_API_TIMEOUT_SECONDS": "30", "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS": "300",
-        "MULTINODE_RESYNC_SECONDS": "60",
+        "MULTINODE_RESYNC_SECONDS": "60", "MULTINODE_MIRROR_CLUSTER_ROLE": MIRROR_CLUSTER_ROLE,
         **ELECTION_ENV,
     }
     assert c["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
@@ -326,7 +344,8 @@ def test_values_reach_the_pod() -> None:
     assert env(objects) == {
         "MULTINODE_OPERATOR_IMAGE": c["image"], "MULTINODE_WORKERS": "3", "MULTINODE_API_CONCURRENCY": "7",
         "MULTINODE_API_TIMEOUT_SECONDS": "12.5", "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS": "90",
-        "MULTINODE_RESYNC_SECONDS": "45", **ELECTION_ENV, "HTTPS_PROXY": "http://proxy:3128", "NODE": None}
+        "MULTINODE_RESYNC_SECONDS": "45", "MULTINODE_MIRROR_CLUSTER_ROLE": MIRROR_CLUSTER_ROLE, **ELECTION_ENV,
+        "HTTPS_PROXY": "http://proxy:3128", "NODE": None}
     assert {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in c["env"]
     assert c["args"] == ["operator", "--liveness=http://0.0.0.0:9000/healthz", "--metrics-port=9100", "--verbose"]
     assert c["imagePullPolicy"] == "Always"
@@ -498,7 +517,8 @@ def test_chart_has_no_crds_folder() -> None:
 
 
 def test_every_namespaced_object_is_in_the_release_namespace(default: list[dict]) -> None:
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding"}
     for obj in default:
         if obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"], obj["kind"]

@@ -108,6 +108,17 @@ def test_make_dir_creates_the_job_cache_dir_and_names_one_it_cannot_create(tmp_p
     assert f"CacheUnavailable: cannot create {blocker / 'llm'}" in bad.stderr
 
 
+def test_make_dir_mode_applies_to_a_dir_it_creates_and_leaves_an_existing_one_alone(tmp_path: Path) -> None:
+    """The trainer may run as another user, root without capabilities included: the dir must be its to write."""
+    from multinode.cli.preflight import make_dirs
+
+    made, kept = tmp_path / "cache" / "llm", tmp_path / "cache" / "old"
+    kept.mkdir(parents=True, mode=0o700)
+    assert make_dirs([str(made), str(kept)], 0o777) is None
+    assert made.stat().st_mode & 0o777 == 0o777
+    assert kept.stat().st_mode & 0o777 == 0o700
+
+
 def _preflight_args(*argv: str):
     import argparse
 

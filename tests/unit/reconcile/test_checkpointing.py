@@ -13,11 +13,12 @@ def test_mirror_identity_then_pod_are_created_with_the_job() -> None:
     result = run(job(), [])
 
     assert [(o["kind"], o["metadata"]["name"]) for o in result.objects_to_create] == [
-        ("ServiceAccount", "llama-mirror"), ("Role", "llama-mirror"), ("RoleBinding", "llama-mirror"),
-        ("Pod", "llama-mirror")]
-    role = result.objects_to_create[1]
-    assert role["rules"] == [{"apiGroups": ["multinode.dev"], "resources": ["trainingjobs/status"],
-                              "resourceNames": ["llama"], "verbs": ["get", "patch"]}]
+        ("ServiceAccount", "llama-mirror"), ("RoleBinding", "llama-mirror"), ("Pod", "llama-mirror")]
+    # No Role of its own: the binding names the mirror ClusterRole the chart ships.
+    binding = result.objects_to_create[1]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "multinode-operator-mirror"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "llama-mirror", "namespace": "ml"}]
 
 
 def test_a_running_mirror_is_left_alone_and_a_failed_one_replaced() -> None:

@@ -12,10 +12,7 @@ from multinode.api import TrainingJob
 from multinode.render import render_node_pod
 from multinode.render.health import exclude_nodes
 from multinode.render.pod import one_pod_per_node
-
-
-def preflight(pod: dict[str, Any]) -> dict[str, Any]:
-    return pod["spec"]["initContainers"][0]
+from tests.support.pods import preflight
 
 
 def test_the_checks_follow_the_request() -> None:
@@ -29,7 +26,7 @@ def test_the_checks_follow_the_request() -> None:
     # The trainer's devices, so the check sees them (the kubelet hands them on to the trainer).
     assert container["resources"]["limits"] == {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": "8",
                                                 "rdma/hca_shared_devices_a": "2"}
-    assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
     assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
 
 
@@ -37,7 +34,7 @@ def test_a_cpu_job_without_shm_size_checks_nothing() -> None:
     container = preflight(render_node_pod(stored_job(2), 0, 0))
     assert container["args"] == ["--timeout", "300"]
     assert container["resources"]["limits"] == {"cpu": "100m", "memory": "128Mi"}
-    assert "securityContext" not in container and "volumeMounts" not in container
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]} and "volumeMounts" not in container
 
 
 @pytest.mark.parametrize(("health_check", "args"), [

@@ -11,19 +11,7 @@ from multinode.render import RenderSettings, render_headless_service, render_nod
 from multinode.render.pod import one_pod_per_node
 from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
 from tests.support.packaging import PROJECT_VERSION
-from tests.support.pods import node_env, preflight_env
-
-
-def trainer(pod: dict[str, Any]) -> dict[str, Any]:
-    (container,) = pod["spec"]["containers"]
-    assert container["name"] == "trainer"
-    return container
-
-
-def preflight(pod: dict[str, Any]) -> dict[str, Any]:
-    (container,) = pod["spec"]["initContainers"]
-    assert container["name"] == "preflight"
-    return container
+from tests.support.pods import node_env, preflight, preflight_env, trainer
 
 
 def env_of(env: list[dict[str, Any]]) -> dict[str, Any]:
@@ -98,10 +86,10 @@ def test_trainer_container_fields() -> None:
 def test_minimal_job_omits_unset_fields() -> None:
     pod = render_node_pod(stored_job(), 0, 0)
     container = trainer(pod)
-    for key in ("imagePullPolicy", "command", "args", "workingDir", "resources", "securityContext"):
+    for key in ("imagePullPolicy", "command", "args", "workingDir", "resources"):
         assert key not in container
-    for key in ("nodeSelector", "hostNetwork", "dnsPolicy",
-                "imagePullSecrets", "priorityClassName", "schedulerName", "serviceAccountName"):
+    for key in ("nodeSelector", "hostNetwork", "dnsPolicy", "imagePullSecrets", "priorityClassName",
+                "schedulerName", "serviceAccountName", "securityContext", "runtimeClassName"):
         assert key not in pod["spec"]
     assert pod["spec"]["affinity"] == {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         one_pod_per_node("llama", 0)]}}
@@ -144,12 +132,12 @@ def test_rdma_adds_devices_and_ipc_lock() -> None:
     )
     container = trainer(render_node_pod(job, 0, 0))
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "rdma/ib": "2"}
-    assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert container["securityContext"]["capabilities"] == {"add": ["IPC_LOCK"], "drop": ["ALL"]}
 
 
 def test_no_ipc_lock_without_rdma() -> None:
     container = trainer(render_node_pod(stored_job(resourcesPerNode={"gpus": 8}), 0, 0))
-    assert "securityContext" not in container
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert not [name for name in container["resources"]["limits"] if name.startswith("rdma/")]
 
 

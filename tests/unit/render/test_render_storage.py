@@ -37,7 +37,8 @@ def test_cache_and_checkpoint_volumes_are_mounted_rw_and_ro() -> None:
     assert mounts["multinode-checkpoints"] == {"name": "multinode-checkpoints", "mountPath": "/checkpoints",
                                                "readOnly": True}
     preflight = pod["spec"]["initContainers"][0]
-    assert preflight["args"][-2:] == ["--make-dir", "/cache/llama"]
+    # The trainer runs as the image's user (maybe root without capabilities): the dir is everyone's to write.
+    assert preflight["args"][-4:] == ["--make-dir", "/cache/llama", "--make-dir-mode", "777"]
     assert [m["name"] for m in preflight["volumeMounts"]] == ["multinode-cache"]
 
 

@@ -203,6 +203,10 @@ class LocalCluster:
             f"--cert-dir={d / 'certs'}",
             f"--secure-port={api_port}", f"--bind-address={self.address}", f"--advertise-address={self.address}",
             "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+            # As kubeadm and managed clusters run it: privileged pods are possible at all, so what refuses
+            # them is Pod Security admission and the chart's admission policies (both on by default), as
+            # on users' clusters.
+            "--allow-privileged=true",
             f"--token-auth-file={d / 'tokens.csv'}",
             f"--service-cluster-ip-range={netplan.SERVICE_RANGE}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",

@@ -30,6 +30,9 @@ KUBELET_FIXED_PATHS = {
     "pki": Path("/var/lib/kubelet/pki"),
     "containers-log": Path("/var/log/containers"),
 }
+# Where the fake device plugin lists a container's RDMA device IDs (as SR-IOV's lists its VFs in
+# PCIDEVICE_<RESOURCE>): a job's healthCheck.rdmaDeviceEnv names it, there being no /dev/infiniband here.
+FAKE_RDMA_DEVICES_ENV = "MULTINODE_FAKE_RDMA_DEVICES"
 # containerd's CNI result cache and shim sockets ignore its root and state folders.
 RUNTIME_FIXED_PATHS = (Path("/var/lib/cni"), Path("/run/containerd"))
 
@@ -162,7 +165,7 @@ class RealNode:
         if visible_gpus is not None:
             gpu["visible"] = visible_gpus
         resources = [gpu,
-                     {"resource": self.pool.rdma_resource_name, "count": rdma, "env": "MULTINODE_FAKE_RDMA_DEVICES"}]
+                     {"resource": self.pool.rdma_resource_name, "count": rdma, "env": FAKE_RDMA_DEVICES_ENV}]
         tmp = self.devices_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(resources))
         tmp.replace(self.devices_file)

@@ -9,6 +9,7 @@ import uuid
 from kubernetes import client
 
 from localcluster.harness.waiting import wait_for
+from multinode.api.constants import LABEL_ALLOW_HOST_PATH
 
 
 def new_namespace(core: client.CoreV1Api, prefix: str = "t") -> str:
@@ -37,3 +38,10 @@ def kubectl(kubeconfig: str, *args: str, check: bool = True, input: str | None =
     if check and result.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
     return result
+
+
+def allow_host_path(core: client.CoreV1Api, namespace: str) -> None:
+    """Let `namespace`'s TrainingJobs mount hostPath volumes, as the cluster's admin would: the chart's admission
+    policy refuses them elsewhere (docs/security.md). The local real-node jobs mount torch from the host
+    (localcluster/trainerenv.py, examples/real/)."""
+    core.patch_namespace(namespace, {"metadata": {"labels": {LABEL_ALLOW_HOST_PATH: "true"}}})

@@ -1,0 +1,81 @@
+"""The pods the operator renders, judged by the apiserver's own Pod Security admission.
+
+Each pod is created as a server-side dry run in a namespace enforcing a Pod Security level: admission runs
+in full (PodSecurity, the ServiceAccount plugin, validation), nothing is stored. The same pods run on real
+nodes in tests/integration/realnodes/test_pod_security.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from multinode.render.mirror import render_mirror_pod, render_mirror_service_account
+from multinode.render.pod import render_node_pod
+from localcluster.harness.kube import new_namespace
+from localcluster.harness.trainingjobs import stored_job
+
+STORAGE = {"cache": {"claimName": "team-cache"}, "checkpointing": {"claimName": "ckpt"}}
+NON_ROOT = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def enforcing(core: client.CoreV1Api, level: str) -> str:
+    name = new_namespace(core, prefix=f"psa-{level[:4]}")
+    core.patch_namespace(name, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": level,
+                                                         "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    return name
+
+
+@pytest.fixture(scope="module")
+def restricted(core: client.CoreV1Api) -> Iterator[str]:
+    name = enforcing(core, "restricted")
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def baseline(core: client.CoreV1Api) -> Iterator[str]:
+    name = enforcing(core, "baseline")
+    yield name
+    core.delete_namespace(name)
+
+
+def admit(core: client.CoreV1Api, pod: dict) -> str | None:
+    """None when the pod would be admitted, else the apiserver's reason."""
+    try:
+        core.create_namespaced_pod(pod["metadata"]["namespace"], pod, dry_run="All")
+    except client.ApiException as e:
+        return str(json.loads(e.body)["message"])
+    return None
+
+
+def test_a_job_that_runs_as_non_root_with_runtime_default_seccomp_meets_restricted(
+        core: client.CoreV1Api, restricted: str) -> None:
+    job = stored_job(namespace=restricted, **STORAGE, podTemplate={"securityContext": NON_ROOT})
+    assert admit(core, render_node_pod(job, 0, 0)) is None
+    # The mirror pod, under its own ServiceAccount (the ServiceAccount plugin wants it to exist).
+    core.create_namespaced_service_account(restricted, render_mirror_service_account(job))
+    assert admit(core, render_mirror_pod(job)) is None
+
+
+def test_without_the_jobs_non_root_user_only_the_trainer_is_refused(core: client.CoreV1Api, restricted: str) -> None:
+    """The image's user is the one thing multinode cannot decide: the refusal names the trainer alone."""
+    reason = admit(core, render_node_pod(stored_job(namespace=restricted), 0, 0))
+    assert reason is not None and reason.endswith(
+        'violates PodSecurity "restricted:latest": runAsNonRoot != true (pod or container "trainer" must set '
+        'securityContext.runAsNonRoot=true), seccompProfile (pod or container "trainer" must set '
+        'securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")'), reason
+
+
+def test_rdma_meets_baseline_only_without_ipc_lock(core: client.CoreV1Api, baseline: str) -> None:
+    with_lock = stored_job(namespace=baseline, resourcesPerNode={"gpus": 8}, network={"rdma": {"count": 1}})
+    reason = admit(core, render_node_pod(with_lock, 0, 0))
+    assert reason is not None and reason.endswith(
+        'violates PodSecurity "baseline:latest": non-default capabilities (containers "preflight", "trainer" must '
+        'not include "IPC_LOCK" in securityContext.capabilities.add)'), reason
+    without = stored_job(namespace=baseline, resourcesPerNode={"gpus": 8},
+                         network={"rdma": {"count": 1, "ipcLock": False}})
+    assert admit(core, render_node_pod(without, 0, 0)) is None
