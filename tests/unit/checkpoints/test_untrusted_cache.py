@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -223,3 +225,37 @@ def test_a_cache_directory_that_is_a_symlink_is_not_read(tmp_path: Path, dst: Pa
 
     assert [p.reason for p in report.problems] == ["CacheUnavailable"] and "symlink" in report.problems[0].message
     assert published_names(dst) == set()
+
+
+MIRROR_UID = 65532   # the mirror pod's pinned non-root uid, with the same gid as its fsGroup
+
+
+def test_a_non_root_mirror_publishes_what_a_root_trainer_wrote_with_ordinary_modes() -> None:
+    """The trainer often runs as root (NGC images), the mirror as a pinned non-root uid: it needs nothing of
+    the cache but what ordinary modes give everyone (files 0644, directories 0755), and of the checkpoint
+    volume what the pod's fsGroup gives (group-owned, group-writable, setgid)."""
+    assert os.geteuid() == 0, "the test plays the root trainer and drops to the mirror's uid (setpriv)"
+    base = Path(tempfile.mkdtemp(prefix="multinode-nonroot-"))   # pytest's tmp folders are private to root
+    base.chmod(0o755)
+    old_umask = os.umask(0o022)
+    try:
+        src, volume = base / "cache" / "job", base / "checkpoints"
+        ckpt = make.sharded(src, CKPT)
+        write(ckpt / "optimizer" / "rank_0.pt", b"state")
+        os.symlink("rank_00000.pt", ckpt / "model.pt")
+        os.utime(ckpt / "COMPLETE")
+        volume.mkdir()
+        os.chown(volume, 0, MIRROR_UID)
+        volume.chmod(0o2775)
+        as_mirror = ["setpriv", f"--reuid={MIRROR_UID}", f"--regid={MIRROR_UID}", "--clear-groups"]
+        done = subprocess.run([*as_mirror, sys.executable, "-m", "multinode.checkpoints.cli_sync", str(src),
+                               str(volume / "job")], capture_output=True, text=True, timeout=PASS_TIMEOUT,
+                              check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout.splitlines()[-1])["mirrored"] == [CKPT]
+        verify_mirrored(volume / "job" / CKPT, full=True)
+        assert (volume / "job" / CKPT / "model.pt").read_bytes() == (ckpt / "rank_00000.pt").read_bytes()
+        assert (volume / "job" / CKPT).stat().st_uid == MIRROR_UID
+    finally:
+        os.umask(old_umask)
+        shutil.rmtree(base)
