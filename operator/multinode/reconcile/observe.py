@@ -175,6 +175,7 @@ class ObservedMirror:
     job_name: str
     phase: str
     terminating: bool = False
+    node: str | None = None   # where it was scheduled: a node that stops answering takes it down
 
     @property
     def active(self) -> bool:
@@ -188,4 +189,5 @@ def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
         return None
     return ObservedMirror(name=meta.get("name", ""), job_name=job_name,
                           phase=(pod.get("status") or {}).get("phase") or PodPhase.PENDING,
-                          terminating=meta.get("deletionTimestamp") is not None)
+                          terminating=meta.get("deletionTimestamp") is not None,
+                          node=(pod.get("spec") or {}).get("nodeName"))

@@ -23,7 +23,7 @@ from multinode.api.conditions import Reason
 from multinode.api.lifecycle import CleanPodPolicy
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import lifecycle
-from multinode.reconcile.checkpointing import mirror_needs, resume_path
+from multinode.reconcile.checkpointing import Resumer, mirror_needs, mirror_on_lost_node, resume_path, resumed_by
 from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
@@ -67,9 +67,11 @@ class Observed:
     mirror: ObservedMirror | None = None
     # Latest mirrored checkpoint of the job named in spec.checkpointing.resumeFrom.trainingJob.
     resume_source_latest: str | None = None
+    # The jobs of the namespace whose spec.checkpointing.resumeFrom.trainingJob names this one.
+    resumers: tuple[Resumer, ...] = ()
     # Nodes, only when spec.topology asks for one domain or stragglers.action Exclude must know the job fits.
     nodes: tuple[ObservedNode, ...] = ()
-    # Nodes that host the job's pods and are not Ready or are gone, by name (node_loss.py).
+    # Nodes that host the job's pods (its mirror's too) and are not Ready or are gone, by name (node_loss.py).
     down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
     # What the controller's log prober last read of the current attempt's ranks (spec.hangDetection only).
     progress: JobProgress | None = None
@@ -106,6 +108,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     status.num_nodes = job.spec.num_nodes
     result = Plan(status=status)
     mirror = observed.mirror
+    status.resumed_by = resumed_by(job, observed.resumers)
 
     if status.phase in TERMINAL_PHASES:
         delete_old_pod_groups(status, observed.pod_groups, result)
@@ -114,7 +117,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
 
     if not observed.service_exists:
         result.service = render_headless_service(job)
-    if job.spec.checkpointing is not None:
+    if job.spec.checkpointing is not None and not mirror_on_lost_node(job, mirror, observed.down_nodes, now, result):
         final_sync_done = bool(status.checkpoints and status.checkpoints.final_sync_time)
         create_mirror, delete_mirror = mirror_needs(mirror, final_sync_done)
         if create_mirror:
