@@ -144,7 +144,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
         status.start_time = rfc3339(now)
     deadline = lifecycle.deadline_verdict(job, status, result, now)
     if deadline is not None:
-        return _finish(job, status, before, current, deadline, result, now, mirror)
+        return _finish(job, status, before, current, deadline, result, now, observed)
 
     if status.phase == Phase.RESTARTING and not ready_for_next_attempt(job, status, older, result, now):
         fill_node_statuses(status, current, job.spec.num_nodes)
@@ -175,7 +175,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     if blocked is not None and verdict.phase == Phase.PENDING:
         verdict = blocked
     if verdict.phase in TERMINAL_PHASES:
-        return _finish(job, status, before, current, verdict, result, now, mirror)
+        return _finish(job, status, before, current, verdict, result, now, observed)
     verdict = gang_verdict(job, status, current, observed.pod_groups, verdict, now)
     status.topology_domain = status.topology_domain or placed_domain(
         job, current, {n.name: n.labels for n in observed.nodes})
@@ -218,7 +218,7 @@ def _fail_attempt(job: TrainingJob, status: TrainingJobStatus, before: TrainingJ
     if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
         force_delete_stranded(current.values(), observed.down_nodes, result)
         return result
-    return _finish(job, status, before, current, failed, result, now, observed.mirror)
+    return _finish(job, status, before, current, failed, result, now, observed)
 
 
 def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,
@@ -292,18 +292,19 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
 
 
 def _finish(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
-            verdict: Verdict, result: Plan, now: datetime, mirror: ObservedMirror | None) -> Plan:
-    """Succeed or fail: stop the nodes at once; with checkpointing, wait for the final sync first."""
+            verdict: Verdict, result: Plan, now: datetime, observed: Observed) -> Plan:
+    """Succeed or fail: stop the nodes at once; with checkpointing, wait for the final sync first (requested
+    once no pod of the job may write)."""
     result.pods_to_create = []
     if job.spec.clean_pod_policy != CleanPodPolicy.NONE:
         result.delete(p.name for p in current.values() if p.active)
     fill_node_statuses(status, current, job.spec.num_nodes)
-    if hold_for_final_sync(job, status, before, result, now):
+    if hold_for_final_sync(job, status, before, result, now, observed.pods):
         return result
     status.completion_time = rfc3339(now)
     status.next_attempt_time = None
     set_conditions(status, verdict, created=len(current), num_nodes=job.spec.num_nodes, now=now,
                    generation=job.metadata.generation)
     change_phase(status, before, verdict, result)
-    result.delete(lifecycle.finished_job_deletions(job, list(current.values()), mirror))
+    result.delete(lifecycle.finished_job_deletions(job, list(current.values()), observed.mirror))
     return result
