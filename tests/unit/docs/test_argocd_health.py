@@ -52,7 +52,7 @@ def cond(type_: str, status: str, reason: str, message: str) -> dict:
     (job("Failed", [cond("Failed", "True", "RestartLimitExceeded", "no restarts left")]),
      ("Degraded", "no restarts left")),
     (job("Running", generation=3, observed=2), ("Progressing", "The operator has not seen the latest spec yet")),
-], ids=["no-status", "unschedulable", "image-pull", "running", "final-sync", "final-sync-waiting", "restarting", "suspended",
-        "succeeded", "failed", "spec-not-observed"])
+], ids=["no-status", "unschedulable", "image-pull", "running", "final-sync", "final-sync-waiting", "restarting",
+        "suspended", "succeeded", "failed", "spec-not-observed"])
 def test_health_of_each_phase(obj: dict, expected: tuple[str, str]) -> None:
     assert health(obj) == expected
