@@ -7,13 +7,12 @@ ServiceAccount the operator made), against real directories standing in for the 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
-from localcluster import LocalCluster, NodePoolConfig
+from localcluster import LocalCluster
 
 from localcluster.harness.kwoknodes import clear_failure, fail_nodes
 from multinode.api import GROUP, PLURAL, VERSION
@@ -23,6 +22,7 @@ from tests.support.jobs import FINISH_AFTER
 from localcluster.harness.kube import kubectl
 from tests.support.kube import client_for_token, kubeconfig_for_token, service_account_token
 from tests.support.mirror import MirrorProcess, write_checkpoint
+from tests.support.nodepools import own_pool
 from tests.support.storage import bound_claim
 from localcluster.harness.waiting import wait_for
 
@@ -202,16 +202,12 @@ def test_a_checkpoint_not_complete_is_reported_with_its_reason_until_it_is(
 
 @pytest.fixture
 def mirror_pool(local_cluster: LocalCluster, core: client.CoreV1Api) -> Iterator[str]:
-    """Nodes of this test's own: one of them is failed, and none comes back (kwok may leave it NotReady)."""
-    prefix = f"mirrorloss-{uuid.uuid4().hex[:6]}"
-    names = local_cluster.create_nodes(NodePoolConfig(count=3, name_prefix=prefix))
-    wait_for(lambda: all(any(c.type == "Ready" and c.status == "True"
-                             for c in core.read_node(n).status.conditions or [])
-                         for n in names), timeout=60, what="pool Ready")
-    yield prefix
-    clear_failure(core, names)
-    for name in names:
-        core.delete_node(name)
+    """Nodes of this test's own: one of them is failed (kwok may leave it NotReady), and all go after."""
+    with own_pool(local_cluster, core, "mirrorloss") as pool:
+        try:
+            yield pool.prefix
+        finally:
+            clear_failure(core, pool.names)
 
 
 def test_a_mirror_on_a_node_that_fails_is_replaced_even_if_the_trainers_tolerate_it_for_ever(
