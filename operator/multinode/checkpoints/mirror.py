@@ -164,14 +164,13 @@ class Mirror:
         try:
             candidates = scan_checkpoints(self.source, self.completion, settle_seconds=self.settle_seconds,
                                           now=self.monotonic(), final=final, settle=self._settle,
-                                          world_size=self.world_size)
+                                          world_size=self.world_size, progress=self.progress)
         except OSError as e:
             self._problem(report, "CacheUnavailable", f"cannot read the cache directory {self.source}: "
                                                       f"{e.strerror or e}")
             return []
         report.scanned = True
         self._sightings.observe((stamp for c in candidates for stamp in c.stamps or ()), self.monotonic())
-        self.progress()
         now = self.clock()
         for c in candidates:
             if c.complete:

@@ -51,13 +51,15 @@ class CheckpointCandidate:
 
 def scan_checkpoints(source: Path, completion: Completion = Completion.AUTO, *, settle_seconds: float = 60.0,
                      now: float | None = None, final: bool = False,
-                     settle: SettleTracker | None = None, world_size: int | None = None) -> list[CheckpointCandidate]:
+                     settle: SettleTracker | None = None, world_size: int | None = None,
+                     progress: Callable[[], None] = lambda: None) -> list[CheckpointCandidate]:
     """Every checkpoint directory directly under `source`, oldest first (by step, then mtime).
 
     `final=True` says the job has ended, so nothing is being written any more: the settle rule is then
     satisfied at once. `settle` remembers snapshots across calls (the Mirror passes its own), and `now` is
     its clock (the mirror's monotonic one); without it the settle rule compares file times with file
-    times (settle.py). Raises OSError when `source` cannot be listed, or is a symlink (never followed).
+    times (settle.py). `progress` is called after each directory is judged. Raises OSError when `source`
+    cannot be listed, or is a symlink (never followed).
     """
     source = Path(source)
     now = time.monotonic() if now is None else now
@@ -81,6 +83,7 @@ def scan_checkpoints(source: Path, completion: Completion = Completion.AUTO, *, 
         candidate = _inspect(name, st, view, Completion(completion))
         if candidate is not None:
             candidates.append(candidate)
+        progress()
     if settle is not None:
         settle.retain(c.name for c in candidates)
     return sorted(candidates, key=lambda c: (order_key(c.step, c.mtime_ns), c.name))
