@@ -45,7 +45,8 @@ elseif phase == "Failed" then
   hs.message = words(condition("Failed"), "Failed")
 elseif phase == "Running" then
   local synced = condition("CheckpointsSynced")
-  if synced ~= nil and synced.status == "False" and synced.reason == "FinalSyncRequested" then
+  if synced ~= nil and synced.status == "False"
+      and (synced.reason == "FinalSyncRequested" or synced.reason == "FinalSyncWaitingForPods") then
     hs.status = "Progressing"
     hs.message = words(synced, "Final checkpoint sync")
   else

@@ -22,6 +22,10 @@ DEFAULT_CHECKPOINT_MOUNT_PATH = "/checkpoints"
 # status.checkpoints.notReady lists at most this many (the newest): the status object stays small.
 MAX_NOT_READY_REPORTED = 5
 MAX_NOT_READY_MESSAGE = 1024
+# status.resumedBy lists at most this many checkpoints; the mirror prunes nothing while it is full (there may
+# be more than it says).
+MAX_RESUMED_BY = 32
+JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _DATE_TIME: JsonDict = {"format": "date-time"}
 
 
@@ -48,7 +52,7 @@ class ResumeFrom(ApiModel):
         "spec.checkpointing.resumeFrom: set exactly one of trainingJob and path")]})
 
     training_job: str | None = Field(
-        None, min_length=1, max_length=63, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
+        None, min_length=1, max_length=63, pattern=JOB_NAME_PATTERN,
         description="Another TrainingJob in this namespace: resume from its latest mirrored checkpoint. "
                     "Both jobs must use the same checkpoint volume.")
     path: str | None = Field(None, max_length=MAX_PATH_LENGTH, pattern=ABSOLUTE_PATH_PATTERN,
@@ -126,3 +130,12 @@ class CheckpointsStatus(StatusModel):
         default_factory=list, max_length=MAX_NOT_READY_REPORTED,
         description=f"The newest checkpoint directories of the cache (at most {MAX_NOT_READY_REPORTED}, newest "
                     "first) that are not complete, so not published yet, with the reason; absent when none is.")
+
+
+class ResumedByStatus(StatusModel):
+    """A checkpoint of this job that another job's running attempt resumed from."""
+
+    path: str = Field(max_length=MAX_PATH_LENGTH, description="The mirrored checkpoint, as status.resumedFrom "
+                                                              "of the other job names it.")
+    training_job: str = Field(max_length=63, pattern=JOB_NAME_PATTERN,
+                              description="The first (by name) of the jobs of this namespace that resumed from it.")

@@ -105,6 +105,7 @@ class Reason(StrEnum):
     # CheckpointsSynced, and Running while the job waits for it
     FINAL_SYNC = "FinalSync"
     FINAL_SYNC_REQUESTED = "FinalSyncRequested"
+    FINAL_SYNC_WAITING_FOR_PODS = "FinalSyncWaitingForPods"   # training ended; a pod may still write
     FINAL_SYNC_DONE = "FinalSyncDone"
     FINAL_SYNC_TIMED_OUT = "FinalSyncTimedOut"
     # CheckpointMirror (ImagePullFailing and ContainerConfigError above are also its False reasons)

@@ -131,6 +131,10 @@ OPERATOR_METRICS_PORT = 8080
 # which must differ from the metrics port.
 OPERATOR_HEALTH_PORT = 8081
 MIRROR_METRICS_PORT = 9400
+# The mirror's liveness endpoint, on its metrics port: 503 once it made no progress for MIRROR_STUCK_AFTER_SECONDS
+# past the time its next pass was due (multinode.mirror.liveness).
+MIRROR_HEALTH_PATH = "/healthz"
+MIRROR_STUCK_AFTER_SECONDS = 600
 # The value of MULTINODE_PROGRESS_MARKER (defined with the stdlib-only helper that prints it).
 PROGRESS_MARKER = MARKER
 

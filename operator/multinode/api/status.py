@@ -9,7 +9,7 @@ from pydantic import Field
 from pydantic.config import JsonDict
 
 from multinode.api.base import MAX_PATH_LENGTH, StatusModel
-from multinode.api.checkpointing import CheckpointsStatus
+from multinode.api.checkpointing import MAX_RESUMED_BY, CheckpointsStatus, ResumedByStatus
 from multinode.api.goodput import GoodputStatus
 from multinode.api.progress import ProgressStatus
 from multinode.api.health import MAX_EXCLUDED_NODES, ExcludedNode, NodeHealth
@@ -199,6 +199,12 @@ class TrainingJobStatus(StatusModel):
     checkpoints: CheckpointsStatus | None = Field(
         None, description="What the checkpoint mirror reports; written only by the job's mirror pod."
     )
+    resumed_by: list[ResumedByStatus] = Field(
+        default_factory=list, max_length=MAX_RESUMED_BY,
+        description="This job's mirrored checkpoints that other jobs of the namespace (resumeFrom.trainingJob "
+                    "names this one) resumed their running attempt from, one entry per checkpoint; the mirror "
+                    f"neither prunes nor replaces them. At most {MAX_RESUMED_BY}: while the list is full the mirror "
+                    "prunes nothing.")
     uncounted_restarts: int = Field(0, ge=0, description="Gang restarts that did not count (node loss, "
                                                           "disruptions, resume after suspend).")
     restart_history: list[RestartRecord] = Field(default_factory=list, max_length=10,

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from io import FileIO
 from pathlib import Path
 
-from multinode.checkpoints.hashing import DEFAULT_HASH, ProbeCollector, new_hash, probe
-from multinode.checkpoints.tree import SourceFile
+from multinode.checkpoints.hashing import DEFAULT_HASH, ProbeCollector, new_hash, probe_open
+from multinode.checkpoints.tree import SourceFile, open_regular
 
 BUFFER_SIZE = 8 << 20
 FICLONE = 0x40049409          # ioctl(dst_fd, FICLONE, src_fd): share extents (btrfs, XFS, bcachefs)
@@ -112,35 +112,50 @@ def _advise_dontneed(fd: int, start: int, end: int) -> None:
             pass   # advice only
 
 
-def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
     # ctime as well as mtime: a writer that restores the mtime (utime) still moves the ctime.
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def ensure_unchanged(src: SourceFile, before: os.stat_result) -> None:
-    """Raise SourceChanged unless `src` still is the file we started reading (re-stat after reading)."""
+def ensure_unchanged(src: SourceFile, f: FileIO, before: os.stat_result) -> None:
+    """Raise SourceChanged unless `src` still is the file we started reading: the open file unchanged (fstat),
+    and its path still naming it (lstat: not replaced by another file, or by a symlink)."""
     try:
-        after = os.stat(src.path)
+        after = os.fstat(f.fileno())
+        named = os.stat(src.path, follow_symlinks=False)
     except OSError as e:
         raise SourceError(e) from None
     if _identity(after) != _identity(before) or after.st_size != src.size:
         raise SourceChanged(f"{src.path} changed while it was read (size {src.size} -> {after.st_size})")
+    if (named.st_dev, named.st_ino) != (before.st_dev, before.st_ino):
+        raise SourceChanged(f"{src.path} was replaced while it was read")
 
 
 def _open_source(src: SourceFile) -> tuple[FileIO, os.stat_result]:
+    """Open a file of the cache as the walk listed it: a regular file (tree.open_regular), the very inode the
+    walk saw. A directory on its path swapped for a symlink after the walk leads to another inode: refused
+    as a change, so nothing outside the checkpoint is ever read."""
     try:
-        f = open(src.path, "rb", buffering=0)  # noqa: SIM115 - returned open; the caller closes it
-        before = os.fstat(f.fileno())
+        fd, before = open_regular(src.path)
     except OSError as e:
         raise SourceError(e) from None
+    f = open(fd, "rb", buffering=0)  # noqa: SIM115 - returned open; the caller closes it
     try:
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)   # larger readahead
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)   # larger readahead
     except OSError:
         pass
-    if before.st_size != src.size or before.st_mtime_ns != src.mtime_ns or before.st_ino != src.ino:
+    if (before.st_size, before.st_mtime_ns, before.st_ino, before.st_dev) != (src.size, src.mtime_ns, src.ino,
+                                                                              src.dev):
         f.close()
         raise SourceChanged(f"{src.path} changed since it was listed")
     return f, before
+
+
+def _ensure_within(src: SourceFile, read: int) -> None:
+    """Stop a read that goes past the size the walk listed: the file grows (a writer appends), and what is
+    read must never outgrow what was judged, however long the writer goes on."""
+    if read > src.size:
+        raise SourceChanged(f"{src.path} grew while it was read (listed with {src.size} bytes)")
 
 
 def _read(f: FileIO, buf: bytearray) -> int | None:
@@ -180,6 +195,7 @@ def copy_and_hash(src: SourceFile, dst: str | Path, cancel: threading.Event) -> 
             while n := _read(f, buf):
                 if cancel.is_set():
                     raise Cancelled()
+                _ensure_within(src, copied + n)
                 chunk = view[:n]
                 h.update(chunk)
                 sampled.feed(copied, chunk)
@@ -194,11 +210,11 @@ def copy_and_hash(src: SourceFile, dst: str | Path, cancel: threading.Event) -> 
                 os.fsync(fd)
             except OSError as e:
                 raise DestinationError(e) from None
+            ensure_unchanged(src, f, before)
         finally:
             os.close(fd)
     finally:
         f.close()
-    ensure_unchanged(src, before)
     if copied != src.size:
         raise SourceChanged(f"{src.path}: read {copied} bytes, expected {src.size}")
     return Digests({DEFAULT_HASH: h.hexdigest()}, sampled.digest())
@@ -217,21 +233,24 @@ def hash_source(src: SourceFile, cancel: threading.Event, algorithms: Collection
         while n := _read(f, buf):
             if cancel.is_set():
                 raise Cancelled()
+            _ensure_within(src, size + n)
             for h in hashes.values():
                 h.update(view[:n])
             sampled.feed(size, view[:n])
             size += n
-    ensure_unchanged(src, before)
+        ensure_unchanged(src, f, before)
     if size != src.size:
         raise SourceChanged(f"{src.path}: read {size} bytes, expected {src.size}")
     return Digests({algorithm: h.hexdigest() for algorithm, h in hashes.items()}, sampled.digest())
 
 
 def probe_source(src: SourceFile, algorithm: str) -> str:
-    try:
-        return probe(src.path, src.size, algorithm)
-    except OSError as e:
-        raise SourceError(e) from None
+    f, _ = _open_source(src)
+    with f:
+        try:
+            return probe_open(f.fileno(), src.size, algorithm)
+        except OSError as e:
+            raise SourceError(e) from None
 
 
 def link_published(published: Path, dst: str | Path) -> str:
@@ -271,22 +290,28 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 
-def exchange(a: Path, b: Path) -> None:
-    """Swap two directories in one step (Linux renameat2 RENAME_EXCHANGE): whoever opens `b` by path
-    finds the old directory or the new one, never neither and never a mix. Where the filesystem cannot
-    exchange, `b` is moved to `a`'s place first: a moment without `b`, still never a mix."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is not None:
-        if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-            return
-        err = ctypes.get_errno()
-        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-            raise OSError(err, os.strerror(err), str(b))
-    aside = a.with_name(a.name + ".old")
-    os.rename(b, aside)
-    os.rename(a, b)
-    os.rename(aside, a)
+def _load_renameat2() -> Callable[..., int] | None:
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except OSError:
+        return None
+
+
+_renameat2 = _load_renameat2()
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one step (Linux renameat2 RENAME_EXCHANGE): whoever opens `b` by path finds
+    the old directory or the new one, never neither and never a mix. False where the C library or the
+    filesystem (NFS) cannot exchange: nothing was moved, and the caller falls back (replacing.py)."""
+    if _renameat2 is None:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
 
 
 def is_out_of_space(error: OSError) -> bool:

@@ -7,14 +7,17 @@ hashing.DEFAULT_HASH: the index keeps each digest under its algorithm, and a fil
 hashed with every algorithm its candidates use, in one read.
 
 A source file that is the very file an earlier manifest was made from (same inode, size, mtime and
-ctime; the publisher records the identity only of files whose ctime was already older than
-IDENTITY_MARGIN_NS, so a rewrite within one timestamp granule cannot keep it) is linked without being read
-at all: that is what makes re-mirroring a renamed checkpoint read almost none of its bytes.
+ctime) is linked without being read at all: that is what makes re-mirroring a renamed checkpoint read
+almost none of its bytes. The publisher records the identity only of files that this mirror saw with that
+very identity at least IDENTITY_MARGIN_NS before the publish began (Sightings, on the mirror's monotonic
+clock): the file's ctime was set before that look, so a rewrite after the copy lands in a later timestamp
+granule and cannot keep it. File times are never compared with the mirror's clock: they come from the
+clock of the node or server that wrote them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +41,29 @@ class KnownFile:
 
 
 IDENTITY_MARGIN_NS = 2_000_000_000   # coarser than any filesystem's timestamps (FAT: 2 s)
+IDENTITY_MARGIN = IDENTITY_MARGIN_NS / 1e9
+Identity = tuple[int, int, int, int]   # (ino, size, mtime_ns, ctime_ns)
+
+
+class Sightings:
+    """When this mirror first saw each file identity, on its own monotonic clock: fed each pass with the
+    stamps of every checkpoint the scan walked (tree.tree_stamps), and forgetting what it no longer sees."""
+
+    def __init__(self) -> None:
+        self._first: dict[Identity, float] = {}
+
+    def observe(self, stamps: Iterable[tuple[str, int, int, int, int]], now: float) -> None:
+        seen: dict[Identity, float] = {}
+        for _, size, mtime_ns, ino, ctime_ns in stamps:
+            if size >= 0:   # directories have size -1
+                key = (ino, size, mtime_ns, ctime_ns)
+                seen[key] = self._first.get(key, now)
+        self._first = seen
+
+    def seen_by(self, src: SourceFile, cutoff: float) -> bool:
+        """Whether `src`, with its identity now, was seen at or before `cutoff` (the mirror's clock)."""
+        first = self._first.get((src.ino, src.size, src.mtime_ns, src.ctime_ns))
+        return first is not None and first <= cutoff
 PROBE_SAMPLED = 3 * PROBE_BLOCK       # what the probe reads at most
 
 

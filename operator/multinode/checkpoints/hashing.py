@@ -72,15 +72,20 @@ def probe_digest(size: int, blocks: list[bytes] | list[bytearray], algorithm: st
     return h.hexdigest()
 
 
-def probe(path: Path, size: int, algorithm: str = DEFAULT_HASH) -> str:
-    """A cheap fingerprint: the hash of the size and three sampled blocks (start, middle, end).
+def probe_open(fd: int, size: int, algorithm: str = DEFAULT_HASH) -> str:
+    """A cheap fingerprint of the file open as `fd`: the hash of the size and three sampled blocks (start,
+    middle, end).
 
     Equal probes make a full hash worth its read; unequal ones prove the files differ. So a changed
     shard of the same size as a published one is read once (copied), not twice (hashed, then copied).
     """
+    return probe_digest(size, [os.pread(fd, PROBE_BLOCK, offset) for offset in probe_offsets(size)], algorithm)
+
+
+def probe(path: Path, size: int, algorithm: str = DEFAULT_HASH) -> str:
+    """probe_open of a file the mirror wrote itself (the cache's files are opened by copying.py)."""
     with open(path, "rb", buffering=0) as f:
-        return probe_digest(size, [os.pread(f.fileno(), PROBE_BLOCK, offset) for offset in probe_offsets(size)],
-                            algorithm)
+        return probe_open(f.fileno(), size, algorithm)
 
 
 def digest_of(path: Path, algorithm: str) -> str:

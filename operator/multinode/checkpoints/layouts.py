@@ -17,8 +17,8 @@ from pathlib import Path
 
 from multinode.checkpoints.names import METADATA_TMP, UNFINISHED_SUFFIX, parse_step
 from multinode.checkpoints.rankfiles import deepspeed_rank_files, hf_rank_files
-from multinode.checkpoints.reasons import NotReady, ranks_text
-from multinode.checkpoints.tree import walk_files
+from multinode.checkpoints.reasons import NotReady, Refusal, RefusedEntry, ranks_text
+from multinode.checkpoints.tree import open_regular, walk_files
 
 
 class Completion(StrEnum):
@@ -45,6 +45,10 @@ _NEMO_NAME = re.compile(r"step=\d+")
 # DCP's .metadata is a pickle naming each shard's file; its names appear verbatim in the bytes.
 _RANK_METADATA = re.compile(r"^__(\d+)\.metadata$")
 _DISTCP_NAME = re.compile(rb"[A-Za-z0-9_.\-]{1,255}\.distcp(?![A-Za-z0-9_])")
+# DCP's .metadata grows with tensors x shards (tens of MB for the largest models): read in chunks, at most this.
+METADATA_MAX_BYTES = 1 << 30
+_METADATA_CHUNK = 8 << 20
+_NAME_OVERLAP = 1024   # > 2 x the longest name the pattern matches: none is cut between two chunks
 _ORBAX_TOP_FILES = ("_CHECKPOINT_METADATA", "commit_success.txt")
 _ORBAX_ITEM_FILES = ("_METADATA", "manifest.ocdbt", "_sharding", "checkpoint")
 
@@ -72,6 +76,7 @@ class SourceView:
     settle_seconds: float
     final: bool
     world_size: int | None = None        # the job's ranks (numNodes x numProcPerNode), when known
+    source: str = ""                     # the source directory (the checkpoint directories' parent)
 
 
 Rule = Callable[[str, Path, SourceView, bool], "Evidence | None"]
@@ -159,12 +164,31 @@ def _rank_local_dcp(framework: str, path: Path, ranks: dict[int, Path], world_si
 
 
 def _expected_shards(metadata: Path) -> set[str]:
-    """The .distcp file names the DCP metadata refers to (read as bytes: never unpickle)."""
-    names = set()
-    for match in _DISTCP_NAME.finditer(metadata.read_bytes()):
-        # A one-byte pickle length prefix may be printable and glued on: the rule accepts n or n[1:].
-        names.add(match.group(0).decode("ascii"))
-    return names
+    """The .distcp file names the DCP metadata refers to (read as bytes, in chunks: never unpickled, never
+    more than METADATA_MAX_BYTES; a larger file refuses the checkpoint)."""
+    names: set[str] = set()
+    fd, st = open_regular(metadata)
+    try:
+        tail, offset = b"", 0
+        while True:
+            if offset > METADATA_MAX_BYTES or st.st_size > METADATA_MAX_BYTES:
+                raise RefusedEntry(Refusal.METADATA_TOO_LARGE, f"{metadata.name} has {max(offset, st.st_size)} "
+                                                               f"bytes, more than the {METADATA_MAX_BYTES} the "
+                                                               "mirror reads")
+            chunk = os.pread(fd, _METADATA_CHUNK, offset)
+            offset += len(chunk)
+            data, last = tail + chunk, not chunk
+            for match in _DISTCP_NAME.finditer(data):
+                # One that ends in the tail was taken with the chunk before; one that ends where the data
+                # ends may go on in the next chunk, so it waits for it.
+                if match.end() >= len(tail) and (last or match.end() < len(data)):
+                    # A one-byte pickle length prefix may be printable and glued on: the rule accepts n or n[1:].
+                    names.add(match.group(0).decode("ascii"))
+            if last:
+                return names
+            tail = data[-_NAME_OVERLAP:]
+    finally:
+        os.close(fd)
 
 
 def megatron_rule(name: str, path: Path, src: SourceView, explicit: bool) -> Evidence | None:

@@ -25,6 +25,7 @@ MANIFEST_NAME = "mirror-manifest.json"
 FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)
 _HEX = re.compile(r"^[0-9a-f]+$")
+MANIFEST_MAX_BYTES = 1 << 30   # about 3 million files' lines
 
 
 class CorruptCheckpoint(Exception):
@@ -79,11 +80,22 @@ def manifest_document(*, name: str, source: str, step: int | None, framework: st
     }
 
 
-def read_manifest(path: Path) -> tuple[MirroredCheckpoint, list[ManifestFile]]:
-    """Parse and check the manifest of the checkpoint directory `path` (not its files)."""
+def _read_bounded(path: Path) -> bytes:
+    """The manifest's bytes: never through a symlink, at most MANIFEST_MAX_BYTES."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        size = os.fstat(fd).st_size
+        if size > MANIFEST_MAX_BYTES:
+            raise ValueError(f"{size} bytes, more than the {MANIFEST_MAX_BYTES} a manifest may have")
+        return f.read(MANIFEST_MAX_BYTES + 1)
+
+
+def read_manifest(path: Path, *, staged: bool = False) -> tuple[MirroredCheckpoint, list[ManifestFile]]:
+    """Parse and check the manifest of the checkpoint directory `path` (not its files). `staged`: `path` is a
+    staged or set-aside copy (replacing.py), whose name is not the checkpoint's: the manifest's name is."""
     manifest = path / MANIFEST_NAME
     try:
-        doc = json.loads(manifest.read_bytes())
+        doc = json.loads(_read_bounded(manifest))
     except FileNotFoundError:
         raise CorruptCheckpoint(manifest, "missing") from None
     except (OSError, ValueError) as e:
@@ -91,7 +103,8 @@ def read_manifest(path: Path) -> tuple[MirroredCheckpoint, list[ManifestFile]]:
     try:
         if doc["format"] not in READABLE_FORMATS:
             raise ValueError(f"format {doc['format']!r}, expected one of {READABLE_FORMATS}")
-        if doc["name"] != path.name:
+        name = str(doc["name"]) if staged else path.name
+        if doc["name"] != name or not name or name.startswith(".") or "/" in name:
             raise ValueError(f"names {doc['name']!r}, not the directory's name")
         algorithm = SHA256 if doc["format"] == 1 else doc["hash"]
         if algorithm not in HASHES:
@@ -103,7 +116,7 @@ def read_manifest(path: Path) -> tuple[MirroredCheckpoint, list[ManifestFile]]:
         step = doc["step"]
         if step is not None and (type(step) is not int):
             raise ValueError(f"step {step!r}")
-        checkpoint = MirroredCheckpoint(name=path.name, path=path, step=step, total_bytes=total, files=len(files),
+        checkpoint = MirroredCheckpoint(name=name, path=path, step=step, total_bytes=total, files=len(files),
                                         mirrored_at=str(doc["mirrored_at"]), source=str(doc["source"]),
                                         completed_at=doc.get("completed_at"))
     except (KeyError, TypeError, ValueError) as e:

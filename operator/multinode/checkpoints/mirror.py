@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from multinode.checkpoints.dedupe import DedupeIndex
+from multinode.checkpoints.dedupe import IDENTITY_MARGIN, DedupeIndex, Sightings
 from multinode.checkpoints.layouts import Completion
 from multinode.checkpoints.manifest import (
     ManifestFile,
@@ -30,7 +30,9 @@ from multinode.checkpoints.manifest import (
     rfc3339,
 )
 from multinode.checkpoints.names import order_key
-from multinode.checkpoints.publish import STAGING_PREFIX, PublishFailed, publish
+from multinode.checkpoints.publish import PublishFailed, publish
+from multinode.checkpoints.reasons import RefusedEntry
+from multinode.checkpoints.replacing import LEFTOVER_PREFIXES, recover
 from multinode.checkpoints.scan import CheckpointCandidate, rejudge, scan_checkpoints
 from multinode.checkpoints.settle import SettleTracker
 from multinode.checkpoints.tree import walk_files
@@ -70,23 +72,29 @@ class _Busy(Exception):
 class Mirror:
     """Mirrors `source` (the job's cache directory) into `dest` (the job's directory on the backed-up volume).
 
-    `pinned()` names checkpoints that must not be pruned (names or paths; the one a running attempt
-    resumed from). `clock` is the wall clock, injectable for tests of the settle rule and of lag.
-    `stalled_seconds`: how long the newest checkpoint may stay incomplete and unchanged before each pass
-    reports it as problem CheckpointStalled (waiting.py).
+    `pinned()` names checkpoints that must not be pruned nor replaced (names or paths; the one a running
+    attempt resumed from, those other jobs resume from); when it raises, nothing is. `clock` is the wall
+    clock, for the times the mirror reports (lag, completedAt, since); `monotonic` measures how long
+    something stayed the same (the settle rule, CheckpointStalled, the dedupe identities): both are the
+    mirror's own, never compared with a file's times. Tests inject them. `stalled_seconds`: how long the
+    newest checkpoint may stay incomplete and unchanged before each pass reports it as problem
+    CheckpointStalled (waiting.py). `progress()` is called as the pass moves on (each checkpoint scanned,
+    each file staged), for a liveness check that a long copy does not trip.
     """
 
     def __init__(self, source: Path, dest: Path, *, completion: Completion = Completion.AUTO, keep: int = 3,
                  workers: int = 8, settle_seconds: float = 60.0, pinned: Callable[[], set[str]] = lambda: set(),
                  log: logging.Logger | None = None, clock: Callable[[], float] = time.time,
-                 world_size: int | None = None, stalled_seconds: float = DEFAULT_STALLED_SECONDS) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, world_size: int | None = None,
+                 stalled_seconds: float = DEFAULT_STALLED_SECONDS, progress: Callable[[], None] = lambda: None) -> None:
         self.source, self.dest = Path(source), Path(dest)
         self.completion = Completion(completion)
         self.keep, self.workers, self.settle_seconds = keep, workers, settle_seconds
-        self.pinned, self.clock = pinned, clock
+        self.pinned, self.clock, self.monotonic, self.progress = pinned, clock, monotonic, progress
         self.world_size = world_size   # the job's ranks: per-rank files tell completeness (layouts.py)
         self.log = log or logging.getLogger("multinode.checkpoints")
         self._settle = SettleTracker()
+        self._sightings = Sightings()
         self._first_complete: dict[str, float] = {}
         self._incomplete = IncompleteTracker(stalled_seconds)
 
@@ -111,6 +119,10 @@ class Mirror:
         candidates = self._scan(report, final)
         complete = [c for c in candidates if c.complete]
         self._report_incomplete(report, candidates)
+        for refused in candidates:
+            if refused.refusal is not None:
+                self._problem(report, refused.refusal, f"{refused.path} is not mirrored: {refused.why}",
+                              refused.name)
         kept = self._kept(complete, [c for c, _ in published])
         wanted = [c for c in complete if c.name in kept]
         occupied = {c.name for c, _ in published}
@@ -151,13 +163,14 @@ class Mirror:
     def _scan(self, report: SyncReport, final: bool) -> list[CheckpointCandidate]:
         try:
             candidates = scan_checkpoints(self.source, self.completion, settle_seconds=self.settle_seconds,
-                                          now=self.clock(), final=final, settle=self._settle,
-                                          world_size=self.world_size)
+                                          now=self.monotonic(), final=final, settle=self._settle,
+                                          world_size=self.world_size, progress=self.progress)
         except OSError as e:
             self._problem(report, "CacheUnavailable", f"cannot read the cache directory {self.source}: "
                                                       f"{e.strerror or e}")
             return []
         report.scanned = True
+        self._sightings.observe((stamp for c in candidates for stamp in c.stamps or ()), self.monotonic())
         now = self.clock()
         for c in candidates:
             if c.complete:
@@ -167,10 +180,9 @@ class Mirror:
         return candidates
 
     def _report_incomplete(self, report: SyncReport, candidates: list[CheckpointCandidate]) -> None:
-        now = self.clock()
-        report.incomplete = self._incomplete.observe(candidates, now)
+        report.incomplete = self._incomplete.observe(candidates, self.clock())
         report.not_ready = {c.name: c.message for c in report.incomplete}
-        stalled = self._incomplete.stalled(candidates, now)
+        stalled = self._incomplete.stalled(candidates, self.monotonic())
         if stalled:
             self._problem(report, "CheckpointStalled", stalled, candidates[-1].name)
 
@@ -196,11 +208,14 @@ class Mirror:
                  published: list[tuple[MirroredCheckpoint, list[ManifestFile]]],
                  report: SyncReport, replace: bool = False) -> bool:
         first_complete = self._first_complete.get(candidate.name)
+        # A file's identity goes into the manifest only if this mirror saw it unchanged a margin before now.
+        cutoff = self.monotonic() - IDENTITY_MARGIN
         try:
             result = publish(candidate, self.dest, index=index, workers=self.workers, clock=self.clock,
                              completed_at=rfc3339(first_complete) if first_complete is not None else None,
                              replace=replace, recheck=lambda: rejudge(candidate, self.source, self.completion,
-                                                                      world_size=self.world_size))
+                                                                      world_size=self.world_size),
+                             identity_settled=lambda f: self._sightings.seen_by(f, cutoff), progress=self.progress)
         except PublishFailed as e:
             self._problem(report, e.reason, e.message, candidate.name)
             return False
@@ -247,9 +262,12 @@ class Mirror:
         return True
 
     def _remove_leftovers(self, report: SyncReport) -> None:
-        """Staging and trash directories of a pass that crashed (we hold the lock: no pass is running)."""
+        """Staging, set-aside and trash directories of a pass that crashed (we hold the lock: no pass is
+        running); first, a whole version of a checkpoint whose replacement a crash interrupted is put back."""
+        for name in recover(self.dest):
+            self.log.info("put back %s, whose replacement a crash interrupted", name)
         for entry in os.scandir(self.dest):
-            if entry.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) and not entry.is_symlink() and entry.is_dir():
+            if entry.name.startswith((*LEFTOVER_PREFIXES, TRASH_PREFIX)) and not entry.is_symlink() and entry.is_dir():
                 shutil.rmtree(entry.path, ignore_errors=True)
                 if os.path.lexists(entry.path):
                     self._problem(report, "CleanupFailed", f"cannot remove {entry.path}")
@@ -291,7 +309,7 @@ def _rewritten(candidate: CheckpointCandidate, files: list[ManifestFile] | None)
         return False
     try:
         now = {f.rel: (f.size, f.mtime_ns) for f in walk_files(candidate.path)}
-    except OSError:
+    except (OSError, RefusedEntry):
         return False
     published = {f.path: (f.size, f.mtime_ns) for f in files}
     # A size that changed under an unchanged mtime is a write caught midway: a shrinking truncate (a save

@@ -3,8 +3,9 @@ last, rename into place.
 
 Crash-safe because the destination only ever gains a non-hidden directory by one rename of a staging
 directory whose files and manifest are already written and fsynced. A crash leaves a `.staging-*`
-directory, which the next pass removes. A fault abandons the whole checkpoint (staging removed) and is
-raised as PublishFailed with the reason the caller reports.
+directory, which the next pass puts in place (replacing.recover) if it is whole and its name is free, and
+otherwise removes. A fault abandons the whole checkpoint (staging removed) and is raised as PublishFailed
+with the reason the caller reports.
 """
 
 from __future__ import annotations
@@ -29,14 +30,13 @@ from multinode.checkpoints.copying import (
     SourceChanged,
     SourceError,
     copy_and_hash,
-    exchange,
     fsync_path,
     hash_source,
     is_out_of_space,
     link_published,
     probe_source,
 )
-from multinode.checkpoints.dedupe import IDENTITY_MARGIN_NS, DedupeIndex
+from multinode.checkpoints.dedupe import DedupeIndex
 from multinode.checkpoints.hashing import DEFAULT_HASH
 from multinode.checkpoints.manifest import (
     MANIFEST_NAME,
@@ -45,10 +45,10 @@ from multinode.checkpoints.manifest import (
     manifest_document,
     rfc3339,
 )
+from multinode.checkpoints.reasons import RefusedEntry
+from multinode.checkpoints.replacing import STAGING_PREFIX, replace_published
 from multinode.checkpoints.scan import CheckpointCandidate
 from multinode.checkpoints.tree import SourceFile, tree_stamps, walk_files
-
-STAGING_PREFIX = ".staging-"
 
 
 class PublishFailed(Exception):
@@ -70,17 +70,24 @@ class PublishResult:
 
 def publish(candidate: CheckpointCandidate, dest: Path, *, index: DedupeIndex, workers: int,
             completed_at: str | None, clock: Callable[[], float], replace: bool = False,
-            recheck: Callable[[], str | None] | None = None) -> PublishResult:
+            recheck: Callable[[], str | None] | None = None,
+            identity_settled: Callable[[SourceFile], bool] = lambda f: False,
+            progress: Callable[[], None] = lambda: None) -> PublishResult:
     """Stage `candidate` and rename it into place. `replace`: a published version of it exists and is
-    exchanged for the new one in one rename (a reader sees the old or the new, never a mix). `recheck`
+    exchanged for the new one (a reader sees the old or the new, never a mix; replacing.py). `recheck`
     says why the source is not complete any more (None: it still is); it is asked after the copy, before
-    the source is checked for changes (scan.rejudge)."""
+    the source is checked for changes (scan.rejudge). `identity_settled` says of a file whether its
+    identity may go into the manifest (dedupe.Sightings). `progress` is called after each file staged."""
     staging = dest / f"{STAGING_PREFIX}{candidate.name[:200]}-{secrets.token_hex(4)}"
     try:
-        return _Publisher(candidate, dest, staging, index, workers, replace, recheck).run(completed_at, clock)
+        return _Publisher(candidate, dest, staging, index, workers, replace, recheck,
+                          identity_settled, progress).run(completed_at, clock)
     except PublishFailed:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    except RefusedEntry as e:   # the checkpoint now holds what the mirror never reads
+        shutil.rmtree(staging, ignore_errors=True)
+        raise PublishFailed(e.reason, f"{candidate.name} refused: {e.message}") from None
     except (SourceError, DestinationError, SourceChanged) as e:
         shutil.rmtree(staging, ignore_errors=True)
         raise _classify(e, candidate, dest) from None
@@ -104,16 +111,16 @@ def _classify(e: SourceError | DestinationError | SourceChanged, candidate: Chec
 
 class _Publisher:
     def __init__(self, candidate: CheckpointCandidate, dest: Path, staging: Path, index: DedupeIndex,
-                 workers: int, replace: bool = False, recheck: Callable[[], str | None] | None = None) -> None:
+                 workers: int, replace: bool, recheck: Callable[[], str | None] | None,
+                 identity_settled: Callable[[SourceFile], bool], progress: Callable[[], None]) -> None:
         self.candidate, self.dest, self.staging, self.index = candidate, dest, staging, index
-        self.replace, self.recheck = replace, recheck
+        self.replace, self.recheck, self.identity_settled = replace, recheck, identity_settled
+        self.progress = progress
         self.workers = max(1, workers)
         self.cancel = threading.Event()
-        self.started_ns = 0   # the clock when run() began, in ns
 
     def run(self, completed_at: str | None, clock: Callable[[], float]) -> PublishResult:
         started = time.monotonic()
-        self.started_ns = int(clock() * 1e9)
         try:
             files = [f for f in walk_files(self.candidate.path) if f.rel != MANIFEST_NAME]
         except OSError as e:
@@ -136,13 +143,12 @@ class _Publisher:
             self._write_manifest(doc)
             fsync_path(self.staging)
             if self.replace:
-                exchange(self.staging, final)   # the old version now sits at the staging name
-                shutil.rmtree(self.staging, ignore_errors=True)
+                replace_published(self.staging, final)
             elif os.path.lexists(final):
                 raise PublishFailed("CopyFailed", f"{final} appeared while {self.candidate.name} was staged")
             else:
                 os.rename(self.staging, final)
-            fsync_path(self.dest)
+                fsync_path(self.dest)
         except OSError as e:
             raise DestinationError(e) from None
         checkpoint = MirroredCheckpoint(name=self.candidate.name, path=final, step=self.candidate.step,
@@ -212,15 +218,16 @@ class _Publisher:
         if self.cancel.is_set():
             raise Cancelled()
         try:
-            return self._copy_or_link(f)
+            staged = self._copy_or_link(f)
         except BaseException:
             self.cancel.set()
             raise
+        self.progress()
+        return staged
 
     def _copy_or_link(self, f: SourceFile) -> tuple[ManifestFile, int, int]:
         dst = f"{self.staging}/{f.rel}"   # a string: no Path parsing per file
-        # The clock was read before any file: one whose ctime is older by the margin cannot change unseen.
-        settled = self.started_ns - f.ctime_ns > IDENTITY_MARGIN_NS
+        settled = self.identity_settled(f)
         same = self.index.same_file(f)
         if same is not None and same.algorithm == DEFAULT_HASH and self._link(same.path, dst, f.size):
             return self._entry(f, same.digest, same.probe, settled), 0, f.size

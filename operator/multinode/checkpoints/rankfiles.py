@@ -14,6 +14,8 @@ import re
 import zipfile
 from pathlib import Path
 
+from multinode.checkpoints.tree import open_regular
+
 HF_RNG_SINGLE = "rng_state.pth"   # HF Trainer with one process
 _HF_RNG = re.compile(r"^rng_state(?:_(\d+))?\.pth$")
 # ZeRO: every rank writes <prefix>zero_pp_rank_<dp rank>_mp_rank_<mp rank>_optim_states.pt (stage 3 also
@@ -73,8 +75,10 @@ def _waiting(path: Path, names: set[str], expected: list[str], ranks: str) -> st
 def torch_file_whole(path: Path) -> bool:
     """torch.save writes a zip archive and its end-of-central-directory record last: a zip without that
     record is still being written (or its writer died). A file in torch's legacy (non-zip) format cannot
-    tell; it counts as whole once it is longer than a zip's magic number."""
-    with open(path, "rb") as f:
+    tell; it counts as whole once it is longer than a zip's magic number. (zipfile reads only the end of the
+    file: the record, and the central directory it points to.)"""
+    fd, _ = open_regular(path)
+    with open(fd, "rb") as f:
         head = f.read(4)
         if head != b"PK\x03\x04":
             return len(head) == 4

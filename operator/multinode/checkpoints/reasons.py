@@ -25,6 +25,28 @@ class NotReady(StrEnum):
     NO_COMPLETION_EVIDENCE = "NoCompletionEvidence"   # auto: no rule recognises the directory
     EMPTY = "Empty"                             # no file in it (a save not started, a deletion in progress)
     CANNOT_INSPECT = "CannotInspect"            # reading the directory failed (permissions, I/O error)
+    REFUSED = "Refused"                         # it holds what the mirror never reads (a Refusal, below)
+
+
+class Refusal(StrEnum):
+    """Why a checkpoint is refused: the cache is written by the trainer, and the mirror trusts nothing in it.
+
+    A refused checkpoint is listed as NotReady.REFUSED and reported as a problem with one of these reasons
+    on every pass; it is never published, and never replaces one already published (docs/checkpoints.md).
+    """
+
+    UNSAFE_SYMLINK = "UnsafeSymlink"        # a symlink that leaves the checkpoint, or names a directory
+    SPECIAL_FILE = "SpecialFile"            # a FIFO, socket or device: never opened for reading
+    METADATA_TOO_LARGE = "MetadataTooLarge"   # a file the rules parse (DCP .metadata) beyond its bound
+
+
+class RefusedEntry(Exception):
+    """Raised by whatever walks or opens a checkpoint's files when one of them breaks a rule of Refusal."""
+
+    def __init__(self, reason: Refusal, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
 
 
 def ranks_text(ranks: list[int], limit: int = 8) -> str:

@@ -5,8 +5,12 @@ DeepSpeed writes `latest` before the final barrier, and HF Trainer writes `train
 barrier before it on multi-node runs: either may name a checkpoint whose other shards are still being
 written. "Unchanged" means that the (relative path, size, mtime_ns) snapshot of the directory is identical
 across two looks at least `settle_seconds` apart. A `SettleTracker` remembers the first time each
-snapshot was seen; the `Mirror` keeps one for its lifetime. Without a tracker (a one-off scan), the
-newest mtime in the directory must be at least `settle_seconds` old instead.
+snapshot was seen; the `Mirror` keeps one for its lifetime, on its own monotonic clock.
+
+One clock per comparison: file times come from the clock of whoever wrote the file (the trainer's node,
+the file server), the looks from the mirror's, and the two never meet. Without a tracker (a one-off scan)
+there is only one look, so file times are compared with file times: the checkpoint has settled once the
+cache holds a write at least `settle_seconds` newer than its own newest (the trainer moved on).
 """
 
 from __future__ import annotations
@@ -39,7 +43,10 @@ class SettleTracker:
             del self._first_seen[name]
 
 
-def settled_by_mtime(snapshot: Snapshot, now: float, settle_seconds: float) -> tuple[bool, str]:
-    """The stateless variant: the newest file is at least `settle_seconds` old."""
-    age = now - snapshot.newest_mtime_ns / 1e9
-    return age >= settle_seconds, f"last change {age:.0f}s ago"
+def settled_by_later_writes(snapshot: Snapshot, cache_newest_mtime_ns: int, settle_seconds: float) -> tuple[bool, str]:
+    """The stateless variant: the cache's newest write (any checkpoint, any tracker) is at least
+    `settle_seconds` newer than this checkpoint's newest. Both are file times, from the same clocks."""
+    later = (cache_newest_mtime_ns - snapshot.newest_mtime_ns) / 1e9
+    if later <= 0:
+        return False, "nothing in the cache was written after it yet"
+    return later >= settle_seconds, f"the cache's newest write is {later:.0f}s newer than its last change"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from multinode.checkpoints.reasons import NotReady
+from multinode.checkpoints.reasons import NotReady, RefusedEntry
 from multinode.checkpoints.scan import CheckpointCandidate
 from multinode.checkpoints.settle import SettleTracker
 from multinode.checkpoints.tree import take_snapshot
@@ -50,7 +50,8 @@ class IncompleteTracker:
         return result
 
     def stalled(self, candidates: Sequence[CheckpointCandidate], now: float) -> str | None:
-        """A message when the newest candidate is incomplete and has not changed for `stalled_seconds`."""
+        """A message when the newest candidate is incomplete and has not changed for `stalled_seconds`
+        (`now`: the mirror's monotonic clock, which observe's `since` is not)."""
         newest = candidates[-1] if candidates else None
         if newest is None or newest.complete:
             self._unchanged.retain([])
@@ -58,7 +59,7 @@ class IncompleteTracker:
         self._unchanged.retain([newest.name])
         try:
             snapshot = take_snapshot(newest.path)
-        except OSError:   # vanished or unreadable: the next pass looks again
+        except (OSError, RefusedEntry):   # vanished, unreadable or refused (reported as such): looked at again
             return None
         unchanged, _ = self._unchanged.check(newest.name, snapshot, now, self.stalled_seconds)
         if not unchanged:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from multinode.api.constants import MIRROR_METRICS_PORT
 from multinode.checkpoints.waiting import DEFAULT_STALLED_SECONDS
+from multinode.mirror.liveness import DEFAULT_STUCK_AFTER_SECONDS, HEALTH_PATH
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,26 +27,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stalled-after", type=float, default=DEFAULT_STALLED_SECONDS,
                         help="seconds the newest checkpoint may stay incomplete and unchanged before each pass "
                              "reports problem CheckpointStalled")
-    parser.add_argument("--metrics-port", type=int, default=MIRROR_METRICS_PORT, help="0 disables the metrics endpoint")
+    parser.add_argument("--stuck-after", type=float, default=DEFAULT_STUCK_AFTER_SECONDS,
+                        help=f"seconds without progress (no pass ended, no checkpoint scanned, no file staged) past "
+                             f"the next pass's time before {HEALTH_PATH} answers 503 and the liveness probe fails")
+    parser.add_argument("--metrics-port", type=int, default=MIRROR_METRICS_PORT,
+                        help=f"port of /metrics and {HEALTH_PATH}; 0 disables both")
     parser.add_argument("--metrics-address", default="0.0.0.0")
 
 
 def run(args: argparse.Namespace) -> int:
-    from prometheus_client import start_http_server
-
     from multinode.checkpoints import Completion, NotReady
     from multinode.metrics.mirror import MirrorMetrics
+    from multinode.mirror.liveness import Liveness, serve
     from multinode.mirror.loop import MirrorLoop
     from multinode.mirror.reporter import StatusReporter, load_client
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s mirror %(message)s", stream=sys.stderr)
     metrics = MirrorMetrics(not_ready_reasons=[reason.value for reason in NotReady])
+    liveness = Liveness(args.stuck_after)
     if args.metrics_port:
-        start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
+        serve(args.metrics_port, args.metrics_address, metrics.registry, liveness)
     loop = MirrorLoop(source=args.source, dest=args.dest,
                       reporter=StatusReporter(load_client(), args.namespace, args.job),
                       completion=Completion(args.completion), keep=args.keep, interval=args.interval,
                       settle=args.settle, metrics=metrics, workers=args.workers, world_size=args.world_size,
-                      stalled_seconds=args.stalled_after)
+                      stalled_seconds=args.stalled_after, liveness=liveness)
     signal.signal(signal.SIGTERM, lambda *_: loop.stopping.set())
     return loop.run()

@@ -42,13 +42,19 @@ def job_keys(job: dict) -> dict[Hashable, Any]:
 
 
 def job_event(r: Reconciler) -> OnEvent:
-    """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it."""
+    """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it. A job that resumes
+    from another (resumeFrom.trainingJob) makes that one reconcile too: its status.resumedBy, which its
+    mirror pins, follows where this job's attempt resumed from."""
     def on_event(kind: str, job: dict, entries: dict) -> None:
         for key in entries:
             if kind == "DELETED":
                 r.forget(cast(JobKey, key), (job.get("metadata") or {}).get("uid"))
             else:
                 r.queue.add(cast(JobKey, key))
+        source = (((job.get("spec") or {}).get("checkpointing") or {}).get("resumeFrom") or {}).get("trainingJob")
+        namespace = (job.get("metadata") or {}).get("namespace")
+        if source and namespace:
+            r.queue.add((namespace, source))
     return on_event
 
 
@@ -63,8 +69,16 @@ def node_pod_keys(pod: dict) -> dict[Hashable, Any]:
 
 
 def mirror_pod_keys(pod: dict) -> dict[Hashable, Any]:
+    """A mirror pod under mirror_key, and its job under its node's key: a node that stops answering
+    reconciles the job, whose mirror is then replaced (reconcile/checkpointing.py)."""
     mirror = observe_mirror_pod(pod)
-    return {} if mirror is None else {mirror_key(pod["metadata"]["namespace"], mirror.job_name): mirror}
+    if mirror is None:
+        return {}
+    key = (pod["metadata"]["namespace"], mirror.job_name)
+    entries: dict[Hashable, Any] = {mirror_key(*key): mirror}
+    if mirror.node:
+        entries[node_jobs_key(mirror.node)] = key
+    return entries
 
 
 def service_keys(service: dict) -> dict[Hashable, Any]:

@@ -33,9 +33,10 @@ from multinode.controller.settings import OperatorSettings
 from multinode.controller.status_patch import describe_validation_error, dump_status, status_patch
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Observed, ObservedPod, Plan, plan
+from multinode.reconcile.checkpointing import Resumer
 from multinode.reconcile.kueue import queue_name
 from multinode.reconcile.node_loss import NodeDown, node_down
-from multinode.reconcile.outcome import only_named, pod_names
+from multinode.reconcile.outcome import TERMINAL_PHASES, only_named, pod_names
 from multinode.reconcile.placement import needs_nodes
 from multinode.reconcile.refusals import counts_as_created, creation_refused, foreign_object_found
 from multinode.reconcile.status_report import mark_failed
@@ -273,11 +274,12 @@ class Reconciler:
             self._log_unknown(job, unknown)
         uid = job.metadata.uid
         pods: list[ObservedPod] = _owned(self.indices.pods.get(key), uid)
+        mirror = _single(_owned(self.indices.pods.get(mirror_key(*key)), uid))
         observed = Observed(pods=tuple(pods), service_exists=bool(_owned(self.indices.services.get(key), uid)),
-                            mirror=_single(_owned(self.indices.pods.get(mirror_key(*key)), uid)),
-                            resume_source_latest=self._resume_source_latest(job),
+                            mirror=mirror,
+                            resume_source_latest=self._resume_source_latest(job), resumers=self._resumers(job),
                             nodes=tuple(self.indices.nodes.get(None) or ()) if needs_nodes(job, pods) else (),
-                            down_nodes=self._down_nodes(pods),
+                            down_nodes=self._down_nodes([*(p.node for p in pods), mirror and mirror.node]),
                             progress=self.probe.progress(key), gone_disruptions=dict(self.gone.get(key) or {}),
                             gang_api=self.gang_api, pod_groups=tuple(_owned(self.indices.pod_groups.get(key), uid)),
                             **await self._kueue_observed(job, key))
@@ -340,15 +342,34 @@ class Reconciler:
             priority = await self.kube.priority_class_value(priority_class)
         return {"kueue_api": True, "workload": workload, "flavors": flavors, "priority": priority}
 
-    def _down_nodes(self, pods: list[ObservedPod]) -> dict[str, NodeDown]:
-        """Of the nodes hosting this job's pods, those not Ready or gone: one lookup by name per node, so a
-        reconcile costs O(pods), never O(nodes in the cluster)."""
+    def _down_nodes(self, hosts: list[str | None]) -> dict[str, NodeDown]:
+        """Of the nodes hosting this job's pods (and its mirror), those not Ready or gone: one lookup by name
+        per node, so a reconcile costs O(pods), never O(nodes in the cluster)."""
         down = {}
-        for host in {p.node for p in pods if p.node}:
+        for host in {h for h in hosts if h}:
             state = node_down(_single(self.indices.nodes.get(host)))
             if state is not None:
                 down[host] = state
         return down
+
+    def _resumers(self, job: TrainingJob) -> tuple[Resumer, ...]:
+        """The jobs of this namespace whose resumeFrom.trainingJob names `job` (a checkpointed one): read from
+        the jobs index, which holds the namespace whole once its watch listed, so no pin is dropped because
+        a resuming job was not reconciled yet. O(jobs watched), only for jobs with spec.checkpointing."""
+        if job.spec.checkpointing is None:
+            return ()
+        namespace, name = job.metadata.namespace, job.metadata.name
+        found = []
+        for key in list(self.indices.jobs):
+            if not (isinstance(key, tuple) and len(key) == 2 and key[0] == namespace and key[1] != name):
+                continue
+            other = _single(self.indices.jobs.get(key)) or {}
+            resume = (((other.get("spec") or {}).get("checkpointing") or {}).get("resumeFrom") or {})
+            if resume.get("trainingJob") == name:
+                status = other.get("status") or {}
+                found.append(Resumer(name=key[1], finished=status.get("phase") in TERMINAL_PHASES,
+                                     resumed_from=status.get("resumedFrom")))
+        return tuple(found)
 
     def _resume_source_latest(self, job: TrainingJob) -> str | None:
         """The latest mirrored checkpoint of the job named in resumeFrom.trainingJob (same namespace)."""

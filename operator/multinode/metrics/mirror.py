@@ -33,12 +33,26 @@ class MirrorMetrics:
         self.not_ready = Gauge("multinode_mirror_not_ready_checkpoints",
                                "Checkpoint directories in the cache not complete yet, by reason.", ["reason"],
                                registry=r)
+        # When the mirror last finished a pass, and last moved at all (a pass ended, a file staged), as Unix
+        # times; with the interval, an alert tells a mirror that went silent (docs/operations.md).
+        self.last_pass = Gauge("multinode_mirror_last_pass_timestamp_seconds", "When the last pass ended.",
+                               registry=r)
+        self.last_progress = Gauge("multinode_mirror_last_progress_timestamp_seconds",
+                                   "When the mirror last made progress: a pass ended, a checkpoint was scanned or "
+                                   "a file staged.", registry=r)
+        self.interval = Gauge("multinode_mirror_interval_seconds", "Seconds the mirror rests between passes.",
+                              registry=r)
         self._not_ready_reasons = set(not_ready_reasons)
         for reason in self._not_ready_reasons:
             self.not_ready.labels(reason=reason).set(0)
 
+    def progressed(self) -> None:
+        self.last_progress.set_to_current_time()
+
     def record(self, report) -> None:
-        """Account one SyncReport of multinode.checkpoints."""
+        """Account one SyncReport of multinode.checkpoints (a pass that just ended)."""
+        self.last_pass.set_to_current_time()
+        self.last_progress.set_to_current_time()
         self.bytes_copied.inc(report.bytes_copied)
         self.bytes_linked.inc(report.bytes_linked)
         self.checkpoints.inc(len(report.mirrored))

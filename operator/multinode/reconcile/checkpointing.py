@@ -1,17 +1,26 @@
-"""Checkpoint decisions of the planner: where an attempt resumes from, and keeping the mirror alive.
-(Holding a finished job open for the mirror's final sync is final_sync.py.)"""
+"""Checkpoint decisions of the planner: where an attempt resumes from, keeping the mirror alive (replaced
+when it fails, or when its node stops answering), and which of the job's checkpoints other jobs resumed
+from. (Holding a finished job open for the mirror's final sync is final_sync.py.)"""
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from multinode.api import TrainingJob, TrainingJobStatus
+from multinode.api.checkpointing import MAX_RESUMED_BY, ResumedByStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.status import ConditionStatus
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.node_loss import GONE, NodeDown, seconds_left
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
+from multinode.reconcile.outcome import Event, Plan
 from multinode.reconcile.startup import BLOCKING_WAITS, describe_wait
+from multinode.render.storage import job_mirror_dir
+from multinode.render.tolerations import mirror_tolerations
 
 
 def resume_path(job: TrainingJob, status: TrainingJobStatus, attempt_pods: list[ObservedPod],
@@ -67,3 +76,53 @@ def report_mirror(job: TrainingJob, status: TrainingJobStatus, mirror: ObservedM
         return  # Succeeded after its final sync, or Failed and about to be replaced: CheckpointsSynced says more
     set_condition(status.conditions, ConditionType.CHECKPOINT_MIRROR, state, reason, message, now=rfc3339(now),
                   generation=job.metadata.generation)
+
+
+def mirror_on_lost_node(job: TrainingJob, mirror: ObservedMirror | None, down: Mapping[str, NodeDown],
+                        now: datetime, result: Plan) -> bool:
+    """Force-delete the mirror pod when its node has been down longer than the mirror tolerates (its own
+    node-loss tolerations come first: render/tolerations.mirror_tolerations), is gone, or when the pod is
+    already being deleted there: only that node's kubelet would confirm a graceful deletion, so without
+    this no mirror would copy until the node came back. The next pass creates a new one (mirror_needs).
+    True when it is deleted; for a node still within the toleration, the plan comes back when it runs out."""
+    node = down.get(mirror.node or "") if mirror is not None else None
+    if mirror is None or node is None or (mirror.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+                                          and not mirror.terminating):
+        return False   # a mirror that exited holds nothing up (a failed one is deleted, then forced if stuck)
+    if node.status != GONE and not mirror.terminating:
+        left = seconds_left(mirror_tolerations(job), node, now)
+        if left is None:
+            return False
+        if left > 0:
+            result.come_back_in(left)
+            return False
+    if mirror.name not in result.pods_to_force_delete:
+        result.pods_to_force_delete.append(mirror.name)
+        result.events.append(Event("Warning", Reason.POD_FORCE_DELETED,
+                                   f"mirror pod {mirror.name} is on node {mirror.node}, which {node.words}: "
+                                   "deleted without waiting for its kubelet; a new mirror starts elsewhere"))
+    return True
+
+
+@dataclass(frozen=True)
+class Resumer:
+    """Another job of the namespace whose spec.checkpointing.resumeFrom.trainingJob names this one."""
+
+    name: str
+    finished: bool                 # Succeeded or Failed: its attempts read nothing any more
+    resumed_from: str | None       # its status.resumedFrom
+
+
+def resumed_by(job: TrainingJob, resumers: Iterable[Resumer]) -> list[ResumedByStatus]:
+    """This job's mirrored checkpoints that a running attempt of another job resumed from, one entry per
+    checkpoint (the first job by name), at most MAX_RESUMED_BY: status.resumedBy, which the mirror pins."""
+    mirror_dir = job_mirror_dir(job)
+    if mirror_dir is None:
+        return []
+    paths: dict[str, str] = {}
+    for resumer in sorted(resumers, key=lambda r: r.name):
+        path = resumer.resumed_from
+        if resumer.finished or not path or posixpath.dirname(path.rstrip("/")) != mirror_dir.rstrip("/"):
+            continue   # another attempt resumes from its own checkpoints, or from somewhere else
+        paths.setdefault(path, resumer.name)
+    return [ResumedByStatus(path=path, training_job=name) for path, name in sorted(paths.items())][:MAX_RESUMED_BY]

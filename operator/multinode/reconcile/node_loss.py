@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from multinode.api import TrainingJob
 from multinode.api.conditions import Reason
@@ -62,6 +63,16 @@ def node_down(node: ObservedNode | None) -> NodeDown | None:
     return NodeDown(node.ready_status, node.ready_since)
 
 
+def seconds_left(tolerations: Iterable[Mapping[str, Any]], node: NodeDown, now: datetime) -> float | None:
+    """How much longer a pod with `tolerations` may stay on the down `node` (<= 0: no longer); None when it
+    tolerates it forever. The taint manager evicts it then; the operator acts on the same answer."""
+    grace = tolerated_seconds(tolerations, _TAINT_OF_STATUS.get(node.status, TAINT_NODE_UNREACHABLE))
+    if grace is None:
+        return None
+    since = parse_time(node.since, now) if node.since else now
+    return grace - (now - since).total_seconds()
+
+
 def not_ready_failure(job: TrainingJob, current: Iterable[ObservedPod], down: Mapping[str, NodeDown],
                       now: datetime, result: Plan) -> Failure | None:
     """The first current pod (lowest index) whose node has been down longer than the pod tolerates; for a
@@ -73,11 +84,9 @@ def not_ready_failure(job: TrainingJob, current: Iterable[ObservedPod], down: Ma
         node = down.get(p.node or "")
         if node is None or node.status == GONE or p.terminating or p.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
             continue
-        grace = tolerated_seconds(tolerations, _TAINT_OF_STATUS.get(node.status, TAINT_NODE_UNREACHABLE))
-        if grace is None:  # the user's podTemplate tolerates it forever
+        left = seconds_left(tolerations, node, now)
+        if left is None:  # the user's podTemplate tolerates it forever
             continue
-        since = parse_time(node.since, now) if node.since else now
-        left = grace - (now - since).total_seconds()
         if left > 0:
             result.come_back_in(left)
             continue

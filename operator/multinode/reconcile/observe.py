@@ -202,6 +202,7 @@ class ObservedMirror:
     # Why its container waits, if for anything but its turn (an image that cannot be pulled).
     waiting: Wait = Wait()
     owner_uid: str | None = None
+    node: str | None = None   # where it was scheduled: a node that stops answering takes it down
 
     @property
     def active(self) -> bool:
@@ -216,4 +217,4 @@ def observe_mirror_pod(pod: Mapping[str, Any]) -> ObservedMirror | None:
     status = pod.get("status") or {}
     return ObservedMirror(name=meta.get("name", ""), job_name=job_name, phase=status.get("phase") or PodPhase.PENDING,
                           terminating=meta.get("deletionTimestamp") is not None, waiting=_blocking_wait(status),
-                          owner_uid=controller_uid(meta))
+                          owner_uid=controller_uid(meta), node=(pod.get("spec") or {}).get("nodeName"))

@@ -24,7 +24,8 @@ from multinode.api.lifecycle import CleanPodPolicy
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import lifecycle
 from multinode.reconcile.capacity import explain_unschedulable
-from multinode.reconcile.checkpointing import mirror_needs, report_mirror, resume_path
+from multinode.reconcile.checkpointing import (Resumer, mirror_needs, mirror_on_lost_node, report_mirror, resume_path,
+                                               resumed_by)
 from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names
 from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
 from multinode.reconcile.final_sync import hold_for_final_sync
@@ -68,10 +69,12 @@ class Observed:
     mirror: ObservedMirror | None = None
     # Latest mirrored checkpoint of the job named in spec.checkpointing.resumeFrom.trainingJob.
     resume_source_latest: str | None = None
+    # The jobs of the namespace whose spec.checkpointing.resumeFrom.trainingJob names this one.
+    resumers: tuple[Resumer, ...] = ()
     # Nodes, only when spec.topology asks for one domain, stragglers.action Exclude must know the job fits, or
     # a pod is Unschedulable and capacity.py tells why.
     nodes: tuple[ObservedNode, ...] = ()
-    # Nodes that host the job's pods and are not Ready or are gone, by name (node_loss.py).
+    # Nodes that host the job's pods (its mirror's too) and are not Ready or are gone, by name (node_loss.py).
     down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
     # What the controller's log prober last read of the current attempt's ranks (spec.hangDetection only).
     progress: JobProgress | None = None
@@ -108,6 +111,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     status.num_nodes = job.spec.num_nodes
     result = Plan(status=status)
     mirror = observed.mirror
+    status.resumed_by = resumed_by(job, observed.resumers)
 
     if status.phase in TERMINAL_PHASES:
         delete_old_pod_groups(status, observed.pod_groups, result)
@@ -116,7 +120,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
 
     if not observed.service_exists:
         result.service = render_headless_service(job)
-    if job.spec.checkpointing is not None:
+    if job.spec.checkpointing is not None and not mirror_on_lost_node(job, mirror, observed.down_nodes, now, result):
         final_sync_done = bool(status.checkpoints and status.checkpoints.final_sync_time)
         create_mirror, delete_mirror = mirror_needs(mirror, final_sync_done)
         if create_mirror:
@@ -145,7 +149,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
         status.start_time = rfc3339(now)
     deadline = lifecycle.deadline_verdict(job, status, result, now)
     if deadline is not None:
-        return _finish(job, status, before, current, deadline, result, now, mirror)
+        return _finish(job, status, before, current, deadline, result, now, observed)
 
     if status.phase == Phase.RESTARTING and not ready_for_next_attempt(job, status, older, result, now):
         fill_node_statuses(status, current, job.spec.num_nodes)
@@ -176,7 +180,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     if blocked is not None and verdict.phase == Phase.PENDING:
         verdict = blocked
     if verdict.phase in TERMINAL_PHASES:
-        return _finish(job, status, before, current, verdict, result, now, mirror)
+        return _finish(job, status, before, current, verdict, result, now, observed)
     verdict = gang_verdict(job, status, current, observed.pod_groups, verdict, now)
     status.topology_domain = status.topology_domain or placed_domain(
         job, current, {n.name: n.labels for n in observed.nodes})
@@ -219,7 +223,7 @@ def _fail_attempt(job: TrainingJob, status: TrainingJobStatus, before: TrainingJ
     if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
         force_delete_stranded(current.values(), observed.down_nodes, result)
         return result
-    return _finish(job, status, before, current, failed, result, now, observed.mirror)
+    return _finish(job, status, before, current, failed, result, now, observed)
 
 
 def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,
@@ -293,18 +297,19 @@ def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: Traini
 
 
 def _finish(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
-            verdict: Verdict, result: Plan, now: datetime, mirror: ObservedMirror | None) -> Plan:
-    """Succeed or fail: stop the nodes at once; with checkpointing, wait for the final sync first."""
+            verdict: Verdict, result: Plan, now: datetime, observed: Observed) -> Plan:
+    """Succeed or fail: stop the nodes at once; with checkpointing, wait for the final sync first (requested
+    once no pod of the job may write)."""
     result.pods_to_create = []
     if job.spec.clean_pod_policy != CleanPodPolicy.NONE:
         result.delete(p.name for p in current.values() if p.active)
     fill_node_statuses(status, current, job.spec.num_nodes)
-    if hold_for_final_sync(job, status, before, result, now):
+    if hold_for_final_sync(job, status, before, result, now, observed.pods):
         return result
     status.completion_time = rfc3339(now)
     status.next_attempt_time = None
     set_conditions(status, verdict, created=len(current), num_nodes=job.spec.num_nodes, now=now,
                    generation=job.metadata.generation)
     change_phase(status, before, verdict, result)
-    result.delete(lifecycle.finished_job_deletions(job, list(current.values()), mirror))
+    result.delete(lifecycle.finished_job_deletions(job, list(current.values()), observed.mirror))
     return result

@@ -16,12 +16,15 @@ from multinode.api.constants import (
     LABEL_MIRROR_OF,
     MANAGED_BY_VALUE,
     MIRROR_CONTAINER,
+    MIRROR_HEALTH_PATH,
     MIRROR_METRICS_PORT,
+    MIRROR_STUCK_AFTER_SECONDS,
 )
 from multinode.render.names import job_identity, owner_reference
 from multinode.render.settings import RenderSettings
 from multinode.render.security import mirror_container_security_context, mirror_pod_security_context
 from multinode.render.storage import job_cache_dir, job_mirror_dir, mirror_storage_mounts, mirror_storage_volumes
+from multinode.render.tolerations import mirror_tolerations
 
 MIRROR_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
 
@@ -79,6 +82,7 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
         "--completion", ckpt.completion.value, "--keep", str(ckpt.keep),
         "--interval", str(ckpt.interval_seconds), "--settle", str(ckpt.settle_seconds),
         "--metrics-port", str(MIRROR_METRICS_PORT), "--world-size", str(world_size(job.spec)),
+        "--stuck-after", str(MIRROR_STUCK_AFTER_SECONDS),
     ]
     container = {
         "name": MIRROR_CONTAINER,
@@ -87,6 +91,9 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
         "args": args,
         "ports": [{"name": "metrics", "containerPort": MIRROR_METRICS_PORT}],
         "resources": {kind: dict(values) for kind, values in MIRROR_RESOURCES.items()},
+        # Restarted after three failed looks: about 1.5 min after /healthz turns 503 (mirror/liveness.py).
+        "livenessProbe": {"httpGet": {"path": MIRROR_HEALTH_PATH, "port": "metrics"}, "periodSeconds": 30,
+                          "timeoutSeconds": 5, "failureThreshold": 3},
         "volumeMounts": mirror_storage_mounts(job),
         "securityContext": mirror_container_security_context(),
     }
@@ -109,11 +116,11 @@ def render_mirror_pod(job: TrainingJob, settings: RenderSettings | None = None) 
         "affinity": anti_affinity,
     }
     # The mirror needs the job's volumes, and runs in the job's pool: the job's node selector and
-    # tolerations (a GPU pool's taint, say) apply to it too.
+    # tolerations (a GPU pool's taint, say) apply to it too; but it leaves a lost node after the job's
+    # nodeLossTolerationSeconds, whatever the trainers tolerate (the operator replaces it then).
     if template.node_selector:
         spec["nodeSelector"] = dict(template.node_selector)
-    if template.tolerations:
-        spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in template.tolerations]
+    spec["tolerations"] = mirror_tolerations(job)
     if template.priority_class_name:
         spec["priorityClassName"] = template.priority_class_name
     if template.image_pull_secrets:

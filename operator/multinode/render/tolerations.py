@@ -42,6 +42,18 @@ def pod_tolerations(job: TrainingJob) -> list[dict[str, Any]]:
     return [*own, *ours]
 
 
+def mirror_tolerations(job: TrainingJob) -> list[dict[str, Any]]:
+    """The mirror pod's: ours for each node-loss taint first, then the podTemplate's (a GPU pool's taint).
+    The first toleration that matches a taint decides how long a pod stays (tolerated_seconds), so a user
+    who tolerates node loss for long, or forever (an empty key with Exists), keeps that for the trainers,
+    while the mirror, the job's only copy process, leaves a lost node as the operator replaces it
+    (reconcile/checkpointing.py)."""
+    seconds = job.spec.failure_policy.node_loss_toleration_seconds
+    ours = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+            for key in NODE_LOSS_TAINTS]
+    return [*ours, *user_tolerations(job)]
+
+
 def tolerated_seconds(tolerations: Iterable[Mapping[str, Any]], taint_key: str) -> float | None:
     """How long a pod with `tolerations` stays on a node tainted `taint_key`: 0 when nothing tolerates it,
     None when it is tolerated forever. The first matching toleration decides, as in the taint manager

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
-from localcluster import LocalCluster, NodePoolConfig
+from localcluster import LocalCluster
 
 from multinode.api import GROUP, LABEL_ATTEMPT, PLURAL, VERSION
 from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER, START_AFTER
+from tests.support.nodepools import own_pool
 from localcluster.harness.waiting import wait_for
 
 FAST = {"backoff": {"initialSeconds": 0}}
@@ -103,14 +103,8 @@ def test_permanent_exit_code_fails_at_once_and_a_spent_budget_names_the_last_fai
 
 @pytest.fixture
 def lossy_pool(local_cluster: LocalCluster, core: client.CoreV1Api) -> Iterator[str]:
-    prefix = f"lossy-{uuid.uuid4().hex[:6]}"
-    names = local_cluster.create_nodes(NodePoolConfig(count=3, name_prefix=prefix))
-    wait_for(lambda: all(any(c.type == "Ready" and c.status == "True"
-                             for c in core.read_node(n).status.conditions or [])
-                         for n in names), timeout=60, what="pool Ready")
-    yield prefix
-    for name in names:
-        core.delete_node(name)
+    with own_pool(local_cluster, core, "lossy") as pool:
+        yield pool.prefix
 
 
 def test_node_lost_evicts_and_restarts_without_counting(

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
+from localcluster import LocalCluster
 
+from localcluster.harness.kwoknodes import clear_failure, fail_nodes
 from multinode.api import GROUP, PLURAL, VERSION
 from localcluster.harness.trainingjobs import training_job
 from tests.support import jobs
@@ -20,6 +22,7 @@ from tests.support.jobs import FINISH_AFTER
 from localcluster.harness.kube import kubectl
 from tests.support.kube import client_for_token, kubeconfig_for_token, service_account_token
 from tests.support.mirror import MirrorProcess, write_checkpoint
+from tests.support.nodepools import own_pool
 from tests.support.storage import bound_claim
 from localcluster.harness.waiting import wait_for
 
@@ -152,6 +155,14 @@ def test_a_job_resuming_from_another_gets_its_latest_mirrored_checkpoint(
         env = jobs.pod_env(core, core.read_namespaced_pod(f"second-{i}-a0", ns))
         assert env["MULTINODE_RESUME_FROM"] == env["BT_LOAD_CHECKPOINT_DIR"] == path
     assert second["status"]["resumedFrom"] == path
+    # The first job's mirror learns it from its own job's status (its Role reads nothing else): pinned.
+    resumed_by = wait_for(lambda: (jobs.get_job(custom, ns, "first").get("status") or {}).get("resumedBy"),
+                          timeout=30, what="first's status.resumedBy")
+    assert resumed_by == [{"path": path, "trainingJob": "second"}]
+
+    custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "second")
+    wait_for(lambda: not (jobs.get_job(custom, ns, "first").get("status") or {}).get("resumedBy"), timeout=30,
+             what="the pin gone with the job that held it")
 
 
 def test_a_checkpoint_not_complete_is_reported_with_its_reason_until_it_is(
@@ -187,3 +198,40 @@ def test_a_checkpoint_not_complete_is_reported_with_its_reason_until_it_is(
         assert mirror.metric("multinode_mirror_not_ready_checkpoints", reason="NoCompletionEvidence") == 0
     finally:
         mirror.stop()
+
+
+@pytest.fixture
+def mirror_pool(local_cluster: LocalCluster, core: client.CoreV1Api) -> Iterator[str]:
+    """Nodes of this test's own: one of them is failed (kwok may leave it NotReady), and all go after."""
+    with own_pool(local_cluster, core, "mirrorloss") as pool:
+        try:
+            yield pool.prefix
+        finally:
+            clear_failure(core, pool.names)
+
+
+def test_a_mirror_on_a_node_that_fails_is_replaced_even_if_the_trainers_tolerate_it_for_ever(
+    core: client.CoreV1Api, kubeconfig: str, volumes: str, mirror_pool: str
+) -> None:
+    ns = volumes
+    manifest = checkpointed_job("lossy-mirror")
+    # The trainers ride out a lost node for ever (the user's choice); the mirror must not.
+    forever = [{"key": key, "operator": "Exists", "effect": "NoExecute"}
+               for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+    manifest["spec"] |= {"failurePolicy": {"nodeLossTolerationSeconds": 3},
+                         "podTemplate": {"nodeSelector": {"localcluster.multinode.dev/pool": mirror_pool},
+                                         "tolerations": forever}}
+    jobs.apply(kubeconfig, ns, manifest)
+
+    def mirror_pod() -> client.V1Pod | None:
+        pods = [p for p in core.list_namespaced_pod(ns).items if p.metadata.name == "lossy-mirror-mirror"]
+        return pods[0] if pods and pods[0].spec.node_name and pods[0].status.phase == "Running" else None
+    first = wait_for(mirror_pod, timeout=60, what="the mirror running")
+
+    fail_nodes(core, [first.spec.node_name])
+
+    replaced = wait_for(lambda: (p := mirror_pod()) is not None and p.metadata.uid != first.metadata.uid and p,
+                        timeout=90, what="a new mirror pod on another node")
+    assert replaced.spec.node_name != first.spec.node_name
+    events = core.list_namespaced_event(ns, field_selector="reason=PodForceDeleted").items
+    assert any("lossy-mirror-mirror" in e.message for e in events), [e.message for e in events]

@@ -191,6 +191,7 @@ def full_trainingjob() -> dict[str, Any]:
             "ready": "3/4",
             "startTime": "2025-01-02T03:04:06Z",
             "resumedFrom": "/checkpoints/llama-warmup/checkpoint-900",
+            "resumedBy": [{"path": "/checkpoints/llama-pretrain/checkpoint-900", "trainingJob": "llama-finetune"}],
             "checkpoints": {
                 "latest": {
                     "name": "checkpoint-1000",

@@ -31,5 +31,6 @@ def make_mirror(src: Path, dst: Path, clock: Clock):
         kwargs.setdefault("keep", 100)
         kwargs.setdefault("workers", 4)
         kwargs.setdefault("clock", clock)
+        kwargs.setdefault("monotonic", clock)   # the settle rule and the dedupe identities move with it too
         return Mirror(src, dst, **kwargs)
     return make

@@ -12,6 +12,7 @@ import pytest
 
 from multinode.checkpoints import MANIFEST_NAME, list_mirrored, verify_mirrored
 from multinode.checkpoints import publish as publish_module
+from multinode.checkpoints.dedupe import IDENTITY_MARGIN_NS
 from tests.unit.checkpoints import checkpoint_factory as make
 
 SHARD = 1 << 20   # 8 shards of 1 MiB: the metadata files are well under 1% of the total
@@ -86,15 +87,49 @@ def hashed_files(monkeypatch) -> list[str]:
     return hashed
 
 
-def test_a_renamed_checkpoint_is_linked_without_reading_it(src: Path, dst: Path, first, monkeypatch) -> None:
+def published_identities(dst: Path, name: str) -> dict[str, bool]:
+    """Whether the manifest records each file's identity (inode and ctime: dedupe without reading)."""
+    doc = json.loads((dst / name / MANIFEST_NAME).read_text())
+    return {f["path"]: "ino" in f and "ctime_ns" in f for f in doc["files"]}
+
+
+@pytest.fixture
+def seen_first(src: Path, make_mirror, clock: make.Clock):
+    """A mirror that saw the shards being written a pass before the save completed, as a running mirror
+    does: their identities were seen a margin before the publish, so the manifest records them."""
+    make.sharded(src, "checkpoint_0000100", shard_size=SHARD, seed=1, marker=False)
+    mirror = make_mirror()
+    assert mirror.sync_once().mirrored == []
+    clock.advance(IDENTITY_MARGIN_NS / 1e9)
+    make.write(src / "checkpoint_0000100" / "COMPLETE", b"")
+    assert [c.name for c in mirror.sync_once().mirrored] == ["checkpoint_0000100"]
+    return mirror
+
+
+def test_a_renamed_checkpoint_is_linked_without_reading_it(src: Path, dst: Path, seen_first, monkeypatch) -> None:
+    assert published_identities(dst, "checkpoint_0000100") == {
+        **{f"rank_{r:05d}.pt": True for r in range(8)}, "manifest.json": True, "COMPLETE": False}
     hashed = hashed_files(monkeypatch)
     os.rename(src / "checkpoint_0000100", src / "checkpoint_0000200")   # the same files: same inode and ctime
 
-    report = first.sync_once()
+    report = seen_first.sync_once()
 
     assert_linked(report, report.mirrored[0].total_bytes)
-    assert hashed == []
+    assert [h for h in hashed if h.startswith("rank_")] == []
     verify_mirrored(report.mirrored[0].path, full=True)
+
+
+def test_identities_follow_the_mirrors_own_looks_not_the_files_times(src: Path, dst: Path, make_mirror,
+                                                                    clock: make.Clock) -> None:
+    """The files' ctimes come from the clock of whoever wrote them. A mirror whose clock is hours ahead of
+    the cache's (another machine) must not take a file written just now for one that cannot change unseen:
+    only a file it saw itself, unchanged, a margin before the publish, has its identity recorded."""
+    make.sharded(src, "checkpoint_0000100", shard_size=SHARD, seed=1)
+    clock.t = time.time() + 10 * 3600   # files written "now"; the mirror's clocks far ahead of them
+
+    make_mirror().sync_once()
+
+    assert not any(published_identities(dst, "checkpoint_0000100").values())
 
 
 def test_a_file_rewritten_in_place_with_its_mtime_restored_is_copied(src: Path, first) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -113,14 +114,19 @@ def test_hf_trainer_state_then_settle(src: Path, make_mirror, clock: Clock) -> N
     assert make_mirror(settle_seconds=SETTLE).sync_once(final=True).mirrored == []   # 200 never
 
 
-def test_hf_without_a_tracker_settles_by_file_age(src: Path) -> None:
+def test_hf_without_a_tracker_settles_by_later_writes_in_the_cache_never_by_the_mirrors_clock(src: Path) -> None:
     make.hf(src, 100, age=HOUR_AGO)
     make.hf(src, 200)
-    now = time.time()
+    # However far the mirror's clock is ahead of the files' (another machine's), one look settles nothing
+    # that the cache itself does not show finished: file times are compared with file times only.
+    far_ahead = time.time() + 10 * HOUR_AGO
 
-    assert complete(src, now=now) == {"checkpoint-100"}
-    assert complete(src, now=now + SETTLE + 1) == {"checkpoint-100", "checkpoint-200"}
-    assert complete(src, Completion.HF, now=now, final=True) == {"checkpoint-100", "checkpoint-200"}
+    assert complete(src, now=far_ahead) == {"checkpoint-100"}   # checkpoint-200 was written an hour later
+    newer = write(src / "checkpoint-300" / "model.safetensors", b"the next save")
+    later = (src / "checkpoint-200" / "trainer_state.json").stat().st_mtime + SETTLE + 1
+    os.utime(newer, (later, later))   # the trainer wrote again, SETTLE after its last write to checkpoint-200
+    assert complete(src) == {"checkpoint-100", "checkpoint-200"}
+    assert complete(src, Completion.HF, final=True) == {"checkpoint-100", "checkpoint-200"}
 
 
 @pytest.mark.parametrize("mode", [Completion.AUTO, Completion.NEMO])

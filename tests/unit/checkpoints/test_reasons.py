@@ -26,6 +26,11 @@ def symlink_loop(src: Path) -> None:
     os.symlink("loop", ckpt / "loop")   # stat() fails with ELOOP: an error other than "vanished"
 
 
+def symlink_out(src: Path) -> None:
+    ckpt = make.sharded(src, "checkpoint_0000100")
+    os.symlink("/etc/hostname", ckpt / "hostname")   # out of the checkpoint: refused (test_untrusted_cache.py)
+
+
 @dataclass(frozen=True)
 class Case:
     reason: NotReady
@@ -62,6 +67,7 @@ CASES = [
     Case(NotReady.NO_COMPLETION_EVIDENCE, lambda s: write(s / "checkpoint_0000100" / "weights.pt"),
          "checkpoint_0000100", "no completion evidence"),
     Case(NotReady.CANNOT_INSPECT, symlink_loop, "checkpoint_0000100", "cannot inspect"),
+    Case(NotReady.REFUSED, symlink_out, "checkpoint_0000100", "hostname is a symlink to /etc/hostname, outside"),
     Case(NotReady.EMPTY, lambda s: (s / "model--step=100-last" / "weights").mkdir(parents=True),
          "model--step=100-last", "no file in it"),
 ]

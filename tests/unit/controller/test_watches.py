@@ -14,7 +14,9 @@ from multinode.api import LABEL_JOB_NAME
 from multinode.controller.kube import ApiError
 from multinode.controller.watch_index import WatchIndex
 from multinode.controller.handlers import WatchIndices, namespaced_kinds
-from multinode.controller.watches import NamespacedWatches, namespace_matcher, node_pod_keys, requeue_all
+from multinode.controller.index_keys import mirror_key, node_jobs_key
+from multinode.controller.watches import (NamespacedWatches, job_event, mirror_pod_keys, namespace_matcher,
+                                          node_pod_keys, requeue_all)
 from tests.unit.controller.test_informer import until
 
 
@@ -148,3 +150,21 @@ def test_a_node_pod_is_filed_under_its_job_and_its_node() -> None:
            "spec": {"nodeName": "kwok-3"}, "status": {"phase": "Running"}}
     keys = node_pod_keys(pod)
     assert keys[("ns", "llm")].name == "llm-1-a0" and keys[("", "node", "kwok-3")] == ("ns", "llm")
+
+
+def test_a_mirror_pod_is_filed_under_its_job_and_its_node() -> None:
+    """A node that stops answering must reconcile the job whose mirror runs there (it is then replaced)."""
+    pod = {"metadata": {"name": "llm-mirror", "namespace": "ns", "uid": "m",
+                        "labels": {"multinode.dev/mirror-of": "llm"}},
+           "spec": {"nodeName": "kwok-5"}, "status": {"phase": "Running"}}
+    keys = mirror_pod_keys(pod)
+    assert keys[mirror_key("ns", "llm")].node == "kwok-5" and keys[node_jobs_key("kwok-5")] == ("ns", "llm")
+
+
+def test_a_job_resuming_from_another_reconciles_that_one_too() -> None:
+    """The source job's status.resumedBy (which its mirror pins) follows the resuming job's status."""
+    r = reconciler()
+    finetune = {"metadata": {"name": "finetune", "namespace": "ns", "uid": "f"},
+                "spec": {"checkpointing": {"resumeFrom": {"trainingJob": "pretrain"}}}}
+    job_event(r)("MODIFIED", finetune, {("ns", "finetune"): finetune})
+    assert r.queued == [("ns", "finetune"), ("ns", "pretrain")]

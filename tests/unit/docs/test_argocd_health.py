@@ -41,6 +41,8 @@ def cond(type_: str, status: str, reason: str, message: str) -> dict:
      ("Healthy", "Running, 4/4 nodes ready")),
     (job("Running", [cond("CheckpointsSynced", "False", "FinalSyncRequested", "waiting for the final sync")]),
      ("Progressing", "waiting for the final sync")),
+    (job("Running", [cond("CheckpointsSynced", "False", "FinalSyncWaitingForPods", "llm-1-a0 not exited yet")]),
+     ("Progressing", "llm-1-a0 not exited yet")),
     (job("Restarting", [cond("Running", "False", "PodFailed", "attempt 0 failed: exit code 1")]),
      ("Progressing", "attempt 0 failed: exit code 1")),
     (job("Suspended", [cond("Suspended", "True", "Suspended", "spec.suspend is true; no pods run")]),
@@ -50,7 +52,7 @@ def cond(type_: str, status: str, reason: str, message: str) -> dict:
     (job("Failed", [cond("Failed", "True", "RestartLimitExceeded", "no restarts left")]),
      ("Degraded", "no restarts left")),
     (job("Running", generation=3, observed=2), ("Progressing", "The operator has not seen the latest spec yet")),
-], ids=["no-status", "unschedulable", "image-pull", "running", "final-sync", "restarting", "suspended",
-        "succeeded", "failed", "spec-not-observed"])
+], ids=["no-status", "unschedulable", "image-pull", "running", "final-sync", "final-sync-waiting", "restarting",
+        "suspended", "succeeded", "failed", "spec-not-observed"])
 def test_health_of_each_phase(obj: dict, expected: tuple[str, str]) -> None:
     assert health(obj) == expected

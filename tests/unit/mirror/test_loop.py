@@ -94,3 +94,28 @@ def test_a_pass_that_could_not_read_the_cache_leaves_not_ready_as_it_was() -> No
     busy = report(problems=[MirrorProblem(reason="DestinationBusy", message="another mirror holds the lock")])
 
     assert "notReady" not in status_update(first, busy, mirrored_total=0)
+
+
+def test_values_longer_than_the_crd_allows_are_fitted_so_the_patch_is_admitted() -> None:
+    """A directory name may have 255 bytes, a name field 253 characters; a name with 20 digits has a step
+    beyond int64; a name with bytes that are not UTF-8 cannot go into JSON as they are. Unfitted, any one
+    of them made every status patch of the mirror fail."""
+    long_name = "checkpoint_0000100-" + "x" * 236                       # 255 characters
+    odd_name = "step-" + "\udcff" * 3                                    # os.fsdecode of b"step-\xff\xff\xff"
+    ckpt = MirroredCheckpoint(name=long_name, path=Path("/checkpoints/llama") / long_name,
+                              step=10**20, total_bytes=100, files=1, mirrored_at="2026-11-20T12:00:00Z",
+                              source="/cache/llama/x", completed_at=None)
+    problem = MirrorProblem(reason="SourceChanged", message="m" * 10_000, checkpoint=long_name)
+    done = scanned(incomplete(long_name, 10**20), incomplete(odd_name, None))
+    done.latest, done.mirrored, done.problems = ckpt, [ckpt], [problem]
+
+    update = status_update({}, done, mirrored_total=1)
+
+    TrainingJobStatus.model_validate({"checkpoints": update})   # the CRD is generated from these models
+    assert len(update["latest"]["name"]) == 253 and update["latest"]["name"].endswith("\u2026")
+    assert "step" not in update["latest"] or update["latest"]["step"] is None
+    assert len(update["problem"]["message"]) == 4096
+    assert update["notReady"][0]["name"] == "step-\ufffd\ufffd\ufffd"
+    update["problem"]["message"].encode("utf-8")
+    done.mirrored = []
+    assert status_update(update, done, mirrored_total=1) is None   # fitted values compare equal next pass

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from multinode.api import TrainingJob
-from multinode.reconcile.observe import ObservedMirror, Wait
-from tests.unit.reconcile.planning import LATEST, condition, env, fail_node_1, pod, run, running_mirror
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile import ObservedMirror
+from multinode.reconcile.checkpointing import Resumer
+from multinode.reconcile.node_loss import GONE, NodeDown
+from multinode.reconcile.observe import Wait
+from tests.unit.reconcile.planning import LATEST, NOW, condition, env, fail_node_1, pod, run, running_mirror
 from tests.unit.reconcile.planning import checkpointed_job as job
 from localcluster.harness.trainingjobs import stored_job
 
@@ -95,3 +101,57 @@ def test_the_checkpoint_mirror_condition_says_what_keeps_the_mirror_from_running
     assert (running.status, running.reason) == ("True", "MirrorRunning")
     plain = stored_job(2)
     assert not any(c.type == "CheckpointMirror" for c in run(plain, [], mirror=running_mirror()).status.conditions)
+
+
+def mirror_on(node: str, phase: str = "Running", terminating: bool = False) -> ObservedMirror:
+    return ObservedMirror(name="llama-mirror", job_name="llama", phase=phase, terminating=terminating, node=node)
+
+
+def down_since(seconds_ago: float, status: str = "Unknown") -> dict[str, NodeDown]:
+    return {"cpu-node-7": NodeDown(status, rfc3339(NOW - timedelta(seconds=seconds_ago)))}
+
+
+def test_a_mirror_on_a_node_that_stopped_answering_is_replaced_once_its_toleration_runs_out() -> None:
+    lossy = stored_job(2, cache={"claimName": "cache"}, checkpointing={"claimName": "ckpt"},
+                       failurePolicy={"nodeLossTolerationSeconds": 40},
+                       podTemplate={"tolerations": [{"operator": "Exists"}]})   # the trainers tolerate it for ever
+    pods = [pod(0), pod(1)]
+
+    waiting = run(lossy, pods, mirror=mirror_on("cpu-node-7"), down_nodes=down_since(30))
+    assert waiting.pods_to_force_delete == [] and waiting.requeue_after is not None and waiting.requeue_after <= 10
+
+    lost = run(lossy, pods, mirror=mirror_on("cpu-node-7"), down_nodes=down_since(41))
+    assert lost.pods_to_force_delete == ["llama-mirror"] and lost.objects_to_create == []
+    assert any(e.reason == "PodForceDeleted" and "mirror" in e.message for e in lost.events)
+
+    # Deleted: the next pass makes a new mirror (the scheduler places it on a node that answers).
+    replaced = run(lossy, pods, mirror=None, down_nodes=down_since(45))
+    assert [o["kind"] for o in replaced.objects_to_create][-1] == "Pod"
+
+
+def test_a_mirror_evicted_or_on_a_node_that_is_gone_is_force_deleted_at_once() -> None:
+    evicted = run(job(), [pod(0), pod(1)], mirror=mirror_on("cpu-node-7", terminating=True),
+                  down_nodes=down_since(1, "False"))
+    assert evicted.pods_to_force_delete == ["llama-mirror"]
+    gone = run(job(), [pod(0), pod(1)], mirror=mirror_on("cpu-node-7"), down_nodes={"cpu-node-7": NodeDown(GONE)})
+    assert gone.pods_to_force_delete == ["llama-mirror"]
+    fine = run(job(), [pod(0), pod(1)], mirror=mirror_on("cpu-node-7"), down_nodes={})
+    assert fine.pods_to_force_delete == [] and fine.objects_to_create == []
+
+
+def resumer(name: str, path: str | None, finished: bool = False) -> Resumer:
+    return Resumer(name=name, finished=finished, resumed_from=path)
+
+
+def test_the_checkpoints_other_running_jobs_resumed_from_go_into_resumed_by() -> None:
+    result = run(job(), [pod(0), pod(1)], mirror=running_mirror(), resumers=(
+        resumer("finetune-b", "/checkpoints/llama/checkpoint-300"),
+        resumer("finetune-a", "/checkpoints/llama/checkpoint-300"),
+        resumer("eval", "/checkpoints/llama/checkpoint-100"),
+        resumer("done", "/checkpoints/llama/checkpoint-50", finished=True),       # reads nothing any more
+        resumer("moved-on", "/checkpoints/moved-on/checkpoint-900"),            # resumed from its own since
+        resumer("pending", None)))                                              # has not chosen yet
+
+    assert [(r.path, r.training_job) for r in result.status.resumed_by] == [
+        ("/checkpoints/llama/checkpoint-100", "eval"), ("/checkpoints/llama/checkpoint-300", "finetune-a")]
+    assert run(job(), [pod(0), pod(1)], mirror=running_mirror()).status.resumed_by == []

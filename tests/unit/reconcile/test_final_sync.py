@@ -40,7 +40,11 @@ def test_failure_stops_the_nodes_at_once_but_waits_for_the_final_sync() -> None:
 
     assert failing.pods_to_delete == ["llama-0-a0"], "the healthy node gives its GPUs back now"
     assert failing.status.phase == Phase.RUNNING
-    assert condition(failing.status, "CheckpointsSynced").reason == "FinalSyncRequested"
+    # Node 0 is still stopping: it may write yet, so the final sync is not asked for until it has.
+    assert condition(failing.status, "CheckpointsSynced").reason == "FinalSyncWaitingForPods"
+    stopped = run(failing_job(), [pod(0, "Failed", exit_code=143), pod(1, "Failed", exit_code=1)],
+                  previous=failing.status, mirror=running_mirror(), now=NOW + timedelta(seconds=30))
+    assert condition(stopped.status, "CheckpointsSynced").reason == "FinalSyncRequested"
 
 
 def test_final_sync_times_out_into_the_terminal_phase() -> None:
@@ -53,3 +57,30 @@ def test_final_sync_times_out_into_the_terminal_phase() -> None:
     synced = condition(timed_out.status, "CheckpointsSynced")
     assert (synced.status, synced.reason) == ("False", "FinalSyncTimedOut")
     assert "llama-mirror" in timed_out.pods_to_delete
+
+
+def test_the_final_sync_is_requested_only_once_no_pod_may_write() -> None:
+    """The final pass publishes the newest DeepSpeed/HF checkpoint without waiting for it to settle: a rank
+    still stopping (its SIGTERM handler saving) or a pod of an older attempt still terminating could be
+    writing it. Wait until every pod has exited or is gone; the timeout counts from when training ended."""
+    from multinode.mirror.loop import final_sync_requested
+
+    leader_only = job()
+    leader_only.spec.success_policy = "LeaderOnly"
+    running = run(leader_only, [pod(0), pod(1)], mirror=running_mirror())
+    # The leader is done: the job succeeded, and node 1, still running, is told to stop.
+    waiting = run(leader_only, [pod(0, "Succeeded"), pod(1)], previous=running.status, mirror=running_mirror())
+    assert waiting.pods_to_delete == ["llama-1-a0"]
+
+    synced = condition(waiting.status, "CheckpointsSynced")
+    assert (synced.status, synced.reason) == ("False", "FinalSyncWaitingForPods") and "llama-1-a0" in synced.message
+    assert not final_sync_requested(waiting.status.model_dump(by_alias=True, mode="json"))
+    assert waiting.status.phase == Phase.RUNNING and "FinalSyncRequested" not in [e.reason for e in waiting.events]
+
+    later = NOW + timedelta(seconds=20)
+    asked = run(leader_only, [pod(0, "Succeeded")], previous=waiting.status, mirror=running_mirror(), now=later)
+    synced = condition(asked.status, "CheckpointsSynced")
+    assert (synced.status, synced.reason) == ("False", "FinalSyncRequested")
+    assert final_sync_requested(asked.status.model_dump(by_alias=True, mode="json"))
+    assert [e.reason for e in asked.events] == ["FinalSyncRequested"]
+    assert asked.requeue_after == 1800 - 20   # the wait began when training ended

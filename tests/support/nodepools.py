@@ -1,0 +1,36 @@
+"""Fake nodes of a test's own (a pool with its own label), Ready, removed again when the test ends: for
+tests that fail a node, so the shared session cluster's nodes stay as they were."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
+
+from kubernetes import client
+from localcluster import LocalCluster, NodePoolConfig
+
+from localcluster.harness.waiting import wait_for
+
+
+def _ready(core: client.CoreV1Api, name: str) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in core.read_node(name).status.conditions or [])
+
+
+class Pool(NamedTuple):
+    prefix: str        # the value of the pool label (localcluster.nodes.POOL_LABEL) and the names' prefix
+    names: list[str]
+
+
+@contextmanager
+def own_pool(cluster: LocalCluster, core: client.CoreV1Api, purpose: str, count: int = 3) -> Iterator[Pool]:
+    """`count` Ready nodes of a pool of their own (`<purpose>-<random>`); deleted afterwards."""
+    prefix = f"{purpose}-{uuid.uuid4().hex[:6]}"
+    names = cluster.create_nodes(NodePoolConfig(count=count, name_prefix=prefix))
+    try:
+        wait_for(lambda: all(_ready(core, n) for n in names), timeout=60, what="pool Ready")
+        yield Pool(prefix, names)
+    finally:
+        for name in names:
+            core.delete_node(name)
