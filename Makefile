@@ -85,15 +85,17 @@ push: venv
 # operator image pushed as $(REGISTRY)/multinode/operator:<version> (gzip layers), the chart packaged into
 # $(RELEASE_DIR) and pushed to oci://$(CHART_REPOSITORY)/multinode-operator, and the image's SBOM beside it.
 # Log in first (crane auth login, or docker login: crane and helm both read ~/.docker/config.json).
-# RELEASE_TAG (the workflow's git tag) must then be v<version>.
+# RELEASE_TAG (the workflow's git tag), when set, must be v<version>: checked before anything is built.
 REGISTRY ?=
 CHART_REPOSITORY ?= $(REGISTRY)/charts
 RELEASE_DIR ?= release
 RELEASE_TAG ?=
-release: dist
+release: venv
 	@[ -n "$(REGISTRY)" ] || { echo "make release: set REGISTRY (e.g. make release REGISTRY=ghcr.io)"; exit 2; }
+	@$(if $(RELEASE_TAG),$(PY) -m localcluster release --check-tag "$(RELEASE_TAG)")
+	@$(MAKE) --no-print-directory dist
 	@$(PY) -m localcluster release --registry "$(REGISTRY)" --chart-repository "$(CHART_REPOSITORY)" \
-	  --out "$(RELEASE_DIR)" $(if $(RELEASE_TAG),--tag "$(RELEASE_TAG)")
+	  --out "$(RELEASE_DIR)"
 
 # The chart installs the same generated CRD (charts/multinode-operator/files/crd.yaml); a test compares both.
 crds: venv

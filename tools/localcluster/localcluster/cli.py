@@ -44,17 +44,18 @@ def _parser() -> argparse.ArgumentParser:
                       choices=[images.PAUSE, images.OPERATOR, images.TRAINER])
     push.add_argument("--chart-repository", help="where the chart goes (default: <registry>/charts)")
     rel = sub.add_parser("release", help="push a release's operator image and chart, write its SBOM (make release)")
-    rel.add_argument("--registry", required=True, help="host[:port]: the image goes to <registry>/multinode/operator")
-    rel.add_argument("--chart-repository", required=True, help="the chart goes to oci://<this>/multinode-operator")
-    rel.add_argument("--out", type=Path, required=True, help="folder for the chart package, the SBOM, release.json")
-    rel.add_argument("--tag", help="the git tag being released: refused unless it is v<version>")
+    rel.add_argument("--registry", help="host[:port]: the image goes to <registry>/multinode/operator")
+    rel.add_argument("--chart-repository", help="the chart goes to oci://<this>/multinode-operator")
+    rel.add_argument("--out", type=Path, help="folder for the chart package, the SBOM, release.json")
+    rel.add_argument("--check-tag", metavar="TAG", help="only check that the git tag is v<version>, and exit")
     sub.add_parser("actionlint", help="check .github/workflows with the pinned actionlint (make lint)")
     sub.add_parser("bin-path", help="print the folders holding the pinned kubectl and helm")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command == "build":
         binaries.ensure_built()
         return 0
@@ -68,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "push":
         return publish.main(args.registry, args.images, args.chart_repository)
     if args.command == "release":
-        return release.main(args.registry, args.chart_repository, args.out, args.tag)
+        if args.check_tag is not None:
+            return release.check_tag(args.check_tag)
+        missing = [f"--{name.replace('_', '-')}" for name in ("registry", "chart_repository", "out")
+                   if getattr(args, name) is None]
+        if missing:
+            parser.error(f"release: the following arguments are required: {', '.join(missing)}")
+        return release.main(args.registry, args.chart_repository, args.out)
     if args.command == "actionlint":
         # shellcheck and pyflakes are not used: whether they are installed would change what lint finds. The
         # workflow's `run:` steps are one-line make calls.

@@ -62,11 +62,15 @@ def release(registry: str, chart_repository: str, out: Path) -> dict[str, str]:
     return summary
 
 
-def main(registry: str, chart_repository: str, out: Path, tag: str | None = None) -> int:
-    if tag is not None and tag != f"v{__version__}":
-        print(f"make release: RELEASE_TAG {tag!r} is not v{__version__}, the version in pyproject.toml",
-              file=sys.stderr)
-        return 2
+def check_tag(tag: str) -> int:
+    """The git tag a release is built from must name the version it releases: v<pyproject.toml's version>."""
+    if tag == f"v{__version__}":
+        return 0
+    print(f"make release: RELEASE_TAG {tag!r} is not v{__version__}, the version in pyproject.toml", file=sys.stderr)
+    return 2
+
+
+def main(registry: str, chart_repository: str, out: Path) -> int:
     summary = release(registry, chart_repository, out)
     print(f"pushed {summary['image']} ({summary['imageDigest']})", file=sys.stderr)
     print(f"pushed {summary['chart']} --version {__version__} ({summary['chartDigest']})", file=sys.stderr)
