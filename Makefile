@@ -14,7 +14,7 @@ help:
 	@echo "make demo         local cluster + operator + examples/real: 2 real nodes train, a rank is killed, resume (MULTINODE_DEMO=kwok: examples/job.yaml on kwok)"
 	@echo "make test         lint, unit and integration tests on the local cluster (what CI runs)"
 	@echo "make test-unit    only the tests that need no cluster"
-	@echo "make lint         ruff, mypy and the import contracts (make test runs it first)"
+	@echo "make lint         ruff, mypy, the import contracts and actionlint (make test runs it first)"
 	@echo "make cluster-up   start the local control plane and its registry (prints export KUBECONFIG=... MULTINODE_REGISTRY=...); REAL_NODES=2 adds real nodes, TIMINGS=stock stock node timings"
 	@echo "make cluster-down stop it"
 	@echo "make push         push the operator and trainer images and the chart to \$$MULTINODE_REGISTRY (the local cluster's)"
