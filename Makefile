@@ -8,15 +8,17 @@ STAMP := $(VENV)/.installed
 BIN_PATH = $(shell $(PY) -m localcluster bin-path 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: help venv dist binaries images peers cluster-up cluster-down crds docs lint test test-unit demo bench clean
+.PHONY: help venv dist binaries images peers cluster-up cluster-down push release crds docs lint test test-unit demo bench clean
 
 help:
 	@echo "make demo         local cluster + operator + examples/real: 2 real nodes train, a rank is killed, resume (MULTINODE_DEMO=kwok: examples/job.yaml on kwok)"
 	@echo "make test         lint, unit and integration tests on the local cluster (what CI runs)"
 	@echo "make test-unit    only the tests that need no cluster"
-	@echo "make lint         ruff, mypy and the import contracts (make test runs it first)"
-	@echo "make cluster-up   start the local control plane (prints export KUBECONFIG=...); REAL_NODES=2 adds real nodes, TIMINGS=stock stock node timings"
+	@echo "make lint         ruff, mypy, the import contracts and actionlint (make test runs it first)"
+	@echo "make cluster-up   start the local control plane and its registry (prints export KUBECONFIG=... MULTINODE_REGISTRY=...); REAL_NODES=2 adds real nodes, TIMINGS=stock stock node timings"
 	@echo "make cluster-down stop it"
+	@echo "make push         push the operator and trainer images and the chart to \$$MULTINODE_REGISTRY (the local cluster's)"
+	@echo "make release      REGISTRY=host [CHART_REPOSITORY=host/path]: wheel, sdist, operator image, chart and SBOM, pushed as a release is"
 	@echo "make crds         regenerate crds/ from the pydantic models"
 	@echo "make docs         regenerate docs/reference.md from the pydantic models"
 	@echo "make dist         the wheel and sdist of multinode-operator into dist/, checked by twine"
@@ -73,6 +75,28 @@ cluster-up: venv
 cluster-down: venv
 	@$(PY) -m localcluster down
 
+# The images and the chart as an admin pushes them, into the registry `make cluster-up` printed:
+# $MULTINODE_REGISTRY/multinode/{operator,trainer}:<version> and oci://$MULTINODE_REGISTRY/charts/multinode-operator.
+push: venv
+	@[ -n "$${MULTINODE_REGISTRY:-}" ] || { echo "make push: MULTINODE_REGISTRY is not set (make cluster-up prints it)"; exit 2; }
+	@$(PY) -m localcluster push --registry "$$MULTINODE_REGISTRY"
+
+# A release, as .github/workflows/release.yml runs it: the wheel and sdist (make dist, into $(DIST)), the
+# operator image pushed as $(REGISTRY)/multinode/operator:<version> (gzip layers), the chart packaged into
+# $(RELEASE_DIR) and pushed to oci://$(CHART_REPOSITORY)/multinode-operator, and the image's SBOM beside it.
+# Log in first (crane auth login, or docker login: crane and helm both read ~/.docker/config.json).
+# RELEASE_TAG (the workflow's git tag), when set, must be v<version>: checked before anything is built.
+REGISTRY ?=
+CHART_REPOSITORY ?= $(REGISTRY)/charts
+RELEASE_DIR ?= release
+RELEASE_TAG ?=
+release: venv
+	@[ -n "$(REGISTRY)" ] || { echo "make release: set REGISTRY (e.g. make release REGISTRY=ghcr.io)"; exit 2; }
+	@$(if $(RELEASE_TAG),$(PY) -m localcluster release --check-tag "$(RELEASE_TAG)")
+	@$(MAKE) --no-print-directory dist
+	@$(PY) -m localcluster release --registry "$(REGISTRY)" --chart-repository "$(CHART_REPOSITORY)" \
+	  --out "$(RELEASE_DIR)"
+
 # The chart installs the same generated CRD (charts/multinode-operator/files/crd.yaml); a test compares both.
 crds: venv
 	$(PY) -m multinode.api.crd > crds/trainingjobs.multinode.dev.yaml
@@ -84,13 +108,14 @@ docs: venv
 
 # ruff (rules in [tool.ruff]) over operator/, tools/ and tests/; mypy (strict on api, render, reconcile and
 # checkpoints, [tool.mypy]) over operator/multinode only: tools/ and tests/ are not type-checked; the
-# import contracts. Each runs even when an earlier one failed, so one run shows every finding; any failure
+# import contracts; actionlint over .github/workflows (built from the Go module proxy on first use). Each runs even when an earlier one failed, so one run shows every finding; any failure
 # fails the target. `make test` (so CI) runs it first.
 lint: venv
 	@rc=0; \
 	echo "ruff check"; $(VENV)/bin/ruff check operator tools tests || rc=1; \
 	echo "mypy"; $(VENV)/bin/mypy || rc=1; \
 	echo "lint-imports"; $(VENV)/bin/lint-imports || rc=1; \
+	echo "actionlint"; $(PY) -m localcluster actionlint || rc=1; \
 	exit $$rc
 
 test-unit: venv
@@ -98,7 +123,7 @@ test-unit: venv
 
 # pytest exits 5 when a selection collects no test; that is not a failure of the code under test.
 test: venv lint
-	@$(PY) -m localcluster prepare --images --frameworks --peers
+	@$(PY) -m localcluster prepare --images --frameworks --peers --release
 	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc; }
 

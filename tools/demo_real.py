@@ -1,9 +1,10 @@
 """`make demo` on real nodes: a real 2-node torchrun training, a checkpoint mirrored, one rank killed, the
 gang restarted and resumed from the checkpoint, Succeeded.
 
-The local cluster gets two real kubelet + containerd nodes beside its kwok nodes; the operator runs
-in-cluster, installed by Helm with values-local.yaml; examples/real/ is applied with kubectl as a user
-would. Everything shown is real: the loss lines come from the two trainers' logs.
+The local cluster gets two real kubelet + containerd nodes beside its kwok nodes, and its own OCI registry.
+The operator and trainer images and the chart are pushed there (`make push`); the operator is installed by
+Helm from the OCI chart and runs in-cluster, its image pulled by the kubelet; examples/real/ is applied with
+kubectl as a user would. Everything shown is real: the loss lines come from the two trainers' logs.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import sys
 import time
 
 from kubernetes import client
-from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
+from localcluster import ClusterConfig, LocalCluster, NodePoolConfig, images, publish
 from localcluster.faults import kill_worker_script
+from localcluster.harness import realexample
 
+from multinode import __version__
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from multinode.api.constants import LABEL_ALLOW_HOST_PATH
 
@@ -68,8 +71,16 @@ def main() -> int:
     kubectl(kc, "get", "nodes", "-L", "type,nvidia.com/gpu.product")
     core, custom = client.CoreV1Api(cluster.api_client()), client.CustomObjectsApi(cluster.api_client())
 
-    say("installing the operator with Helm; it runs as a pod on a real node")
-    helm(kc, "install", "mn", str(CHART), "-n", "multinode-system", "--create-namespace",
+    registry = cluster.registry
+    say(f"make push: the operator and trainer images and the chart into the cluster's registry {registry}")
+    pushed = publish.push_for_local_cluster(registry)
+    for name in pushed.images:
+        print(f"  {publish.image_reference(registry, name)}", flush=True)
+    print(f"  {pushed.chart} --version {__version__}", flush=True)
+
+    say("installing the operator with Helm from the OCI chart; the kubelet pulls its image from the registry")
+    helm(kc, "install", "mn", str(pushed.chart), "--version", __version__, "-n", "multinode-system",
+         "--create-namespace", "--set", f"image.repository={publish.image_repository(registry, images.OPERATOR)}",
          "-f", str(CHART / "values-local.yaml"), "--wait", "--timeout", "180s")
     kubectl(kc, "get", "pods", "-n", "multinode-system", "-o", "wide")
 
@@ -78,7 +89,10 @@ def main() -> int:
     say(f"as the cluster's admin: namespace {NAMESPACE} may mount hostPath volumes (the example mounts torch from "
         "the host), which the chart's admission policy refuses unless a namespace is labelled for it")
     kubectl(kc, "label", "namespace", NAMESPACE, f"{LABEL_ALLOW_HOST_PATH}=true")
-    kubectl(kc, "apply", "-n", NAMESPACE, "-f", str(EXAMPLE))
+    placeholder = publish.image_reference(f"${{{realexample.REGISTRY_VARIABLE}}}", images.TRAINER)
+    print(f"  (its image is {placeholder}, the registry filled in as envsubst would)", flush=True)
+    manifests = realexample.write_manifests(registry, cluster.dir / "real-example")
+    kubectl(kc, "apply", "-n", NAMESPACE, "-f", str(manifests))
     shown: dict[str, int] = {}
     wait(lambda: (loss_lines(core, 0, shown), len(shown) == 2 and all(shown.values()))[1], 300,
          "both ranks to train")
@@ -104,7 +118,8 @@ def main() -> int:
     kubectl(kc, "get", "tj", "-n", NAMESPACE)
     say(f"{JOB}: {final['phase']} after {final.get('restarts', 0)} restart, resumed from {resumed}; "
         f"demo took {time.monotonic() - started:.0f}s")
-    print(f"The cluster keeps running: export KUBECONFIG={kc}  (stop it with `make cluster-down`)")
+    print(f"The cluster keeps running: export KUBECONFIG={kc} MULTINODE_REGISTRY={registry}  "
+          "(stop it with `make cluster-down`)")
     return 0 if final["phase"] == "Succeeded" else 1
 
 

@@ -1,11 +1,13 @@
-"""The real nodes' container images: deterministic layers, well-formed archives, images that run.
+"""The container images: deterministic layers, well-formed OCI layouts (plain and gzip), images that run.
 
 No cluster is needed. The images come from the cache of `python -m localcluster images` (the first run
 debootstraps the base, a few minutes, as root); the checks that run the images use chroot, as root.
+tests/localcluster/test_registry.py pushes them to the cluster's registry and pulls them with containerd.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -41,7 +43,7 @@ TRUSTED = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter"
 @pytest.fixture(scope="module")
 def built() -> dict[str, images.BuiltImage]:
     _require_root()
-    return {b.ref: b for b in images.build_images()}
+    return images.build_images()
 
 
 def _tree(root: Path) -> None:
@@ -111,46 +113,57 @@ def test_debian_mirror_reads_one_line_and_deb822_sources(tmp_path: Path) -> None
         images.debian_mirror("trixie", apt_dir=tmp_path)
 
 
-def test_the_archive_is_well_formed(built: dict[str, images.BuiltImage]) -> None:
-    assert set(built) == {images.PAUSE_IMAGE, images.OPERATOR_IMAGE, images.TRAINER_IMAGE}
-    [archive] = {image.archive for image in built.values()}
-    with tarfile.open(archive) as tar:
-        def read(name: str) -> bytes:
-            return tar.extractfile(name).read()
+def test_each_layout_is_one_image_whose_blobs_are_its_digests(built: dict[str, images.BuiltImage]) -> None:
+    assert set(built) == {images.PAUSE, images.OPERATOR, images.TRAINER}
+    for name, image in built.items():
+        assert json.loads((image.layout / "oci-layout").read_text()) == {"imageLayoutVersion": "1.0.0"}
+        [entry] = json.loads((image.layout / "index.json").read_text())["manifests"]  # what `crane push` takes
+        assert entry["digest"] == image.manifest_digest and entry["platform"] == {"architecture": "amd64",
+                                                                                  "os": "linux"}
+        manifest_bytes = _read_blob(image, image.manifest_digest)
+        assert _sha256(manifest_bytes) == image.manifest_digest and entry["size"] == len(manifest_bytes)
+        manifest = json.loads(manifest_bytes)
+        config_bytes = _read_blob(image, image.image_id)
+        assert manifest["config"] == {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                      "digest": image.image_id, "size": len(config_bytes)}
+        config = json.loads(config_bytes)
+        assert (config["architecture"], config["os"]) == ("amd64", "linux")
+        layers = images.image_definition(name).layers
+        assert config["rootfs"] == {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]}
+        for descriptor, layer in zip(manifest["layers"], layers, strict=True):
+            # Uncompressed: the blob is the layer tar itself, hard-linked (a layout copies nothing).
+            assert descriptor == {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer.diff_id,
+                                  "size": layer.tar.stat().st_size}
+            assert (image.layout / _blob(layer.diff_id)).stat().st_ino == layer.tar.stat().st_ino
 
-        names = tar.getnames()
-        assert len(names) == len(set(names)), "a blob shared by two images is stored once"
-        assert json.loads(read("oci-layout")) == {"imageLayoutVersion": "1.0.0"}
-        docker = {entry["RepoTags"][0]: entry for entry in json.loads(read("manifest.json"))}
-        index = {m["annotations"][images.NAME_ANNOTATION]: m for m in json.loads(read("index.json"))["manifests"]}
-        layer_digests = {name: _sha256(read(name)) for entry in docker.values() for name in entry["Layers"]}
-        for ref, image in built.items():
-            config_bytes = read(docker[ref]["Config"])
-            assert _sha256(config_bytes) == image.image_id
-            config = json.loads(config_bytes)
-            assert (config["architecture"], config["os"]) == ("amd64", "linux")
-            diff_ids = [layer_digests[name] for name in docker[ref]["Layers"]]
-            assert config["rootfs"] == {"type": "layers", "diff_ids": diff_ids}
-
-            manifest_digest = index[ref]["digest"]
-            assert image.digest_ref == ref.rpartition(":")[0] + "@" + manifest_digest
-            assert index[image.digest_ref]["digest"] == manifest_digest
-            manifest_bytes = read(_blob(manifest_digest))
-            assert _sha256(manifest_bytes) == manifest_digest and index[ref]["size"] == len(manifest_bytes)
-            manifest = json.loads(manifest_bytes)
-            assert manifest["config"] == {"mediaType": "application/vnd.oci.image.config.v1+json",
-                                          "digest": image.image_id, "size": len(config_bytes)}
-            assert [(layer["digest"], layer["size"]) for layer in manifest["layers"]] == [
-                (digest, tar.getmember(_blob(digest)).size) for digest in diff_ids]
-
-    operator = _config(built[images.OPERATOR_IMAGE])
+    operator = _config(built[images.OPERATOR])
     assert operator["config"]["User"] == "65532:65532"
     assert (operator["config"]["Entrypoint"], operator["config"]["Cmd"]) == (["multinode"], ["operator"])
-    # The trainer is the operator's base and pylib layers (containerd stores them once) plus /app/train.py.
-    trainer = _config(built[images.TRAINER_IMAGE])
+    # The trainer is the operator's base and pylib layers (a node pulls and stores them once) plus /app/train.py.
+    trainer = _config(built[images.TRAINER])
     assert trainer["rootfs"]["diff_ids"][:2] == operator["rootfs"]["diff_ids"]
     assert len(trainer["rootfs"]["diff_ids"]) == 3 and trainer["config"]["WorkingDir"] == "/app"
-    assert _config(built[images.PAUSE_IMAGE])["config"]["Entrypoint"] == ["/pause"]
+    assert _config(built[images.PAUSE])["config"]["Entrypoint"] == ["/pause"]
+
+
+@needs_root
+def test_a_compressed_layout_has_reproducible_gzip_layers_of_the_same_image(
+        built: dict[str, images.BuiltImage]) -> None:
+    plain = built[images.OPERATOR]
+    gzipped = images.build_images((images.OPERATOR,), compressed=True)[images.OPERATOR]
+    assert gzipped.image_id == plain.image_id  # the same config, so the same image: only the blobs differ
+    assert gzipped.manifest_digest != plain.manifest_digest
+    for descriptor, diff_id in zip(_manifest(gzipped)["layers"], _config(plain)["rootfs"]["diff_ids"], strict=True):
+        assert descriptor["mediaType"] == "application/vnd.oci.image.layer.v1.tar+gzip"
+        blob = gzipped.layout / _blob(descriptor["digest"])
+        assert blob.stat().st_size == descriptor["size"] < (plain.layout / _blob(diff_id)).stat().st_size
+        with open(blob, "rb") as f:
+            header = f.read(10)
+            f.seek(0)
+            unpacked = hashlib.file_digest(gzip.GzipFile(fileobj=f), "sha256")
+        # No file name (flag bit 3) and no time in the header: the same tar always gives the same digest.
+        assert header[:3] == b"\x1f\x8b\x08" and not header[3] & 0x08 and header[4:8] == b"\0\0\0\0"
+        assert "sha256:" + unpacked.hexdigest() == diff_id
 
 
 def _sha256(data: bytes) -> str:
@@ -161,18 +174,24 @@ def _blob(digest: str) -> str:
     return "blobs/sha256/" + digest.removeprefix("sha256:")
 
 
+def _read_blob(image: images.BuiltImage, digest: str) -> bytes:
+    return (image.layout / _blob(digest)).read_bytes()
+
+
 def _config(image: images.BuiltImage) -> dict:
-    with tarfile.open(image.archive) as tar:
-        return json.load(tar.extractfile(_blob(image.image_id)))
+    return json.loads(_read_blob(image, image.image_id))
+
+
+def _manifest(image: images.BuiltImage) -> dict:
+    return json.loads(_read_blob(image, image.manifest_digest))
 
 
 def test_a_warm_build_repacks_nothing(built: dict[str, images.BuiltImage]) -> None:
-    [archive] = {image.archive for image in built.values()}
-    written = archive.stat().st_mtime_ns
+    written = {name: (image.layout / "index.json").stat().st_mtime_ns for name, image in built.items()}
     started = time.monotonic()
-    assert {b.ref: b for b in images.build_images()} == built
+    assert images.build_images() == built
     assert time.monotonic() - started < 5
-    assert archive.stat().st_mtime_ns == written
+    assert {name: (image.layout / "index.json").stat().st_mtime_ns for name, image in built.items()} == written
 
 
 def test_the_pylib_key_follows_the_operator_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,12 +213,10 @@ def rootfs(built: dict[str, images.BuiltImage], tmp_path_factory: pytest.TempPat
     """The operator image's layers unpacked in order, as containerd does, by GNU tar (quicker than tarfile)."""
     root = tmp_path_factory.mktemp("rootfs")
     root.chmod(0o755)  # as containerd makes it: the non-root user must traverse /
-    with tarfile.open(built[images.OPERATOR_IMAGE].archive) as archive:
-        entries = json.load(archive.extractfile("manifest.json"))
-        [operator] = [entry for entry in entries if entry["RepoTags"] == [images.OPERATOR_IMAGE]]
-        for name in operator["Layers"]:
-            layer = archive.extractfile(name).read()
-            subprocess.run(["tar", "-x", "--numeric-owner", "-C", root], input=layer, check=True)
+    operator = built[images.OPERATOR]
+    for layer in _manifest(operator)["layers"]:
+        subprocess.run(["tar", "-x", "--numeric-owner", "-C", root, "-f", operator.layout / _blob(layer["digest"])],
+                       check=True)
     yield root
     assert not images._mounts_under(root)
     subprocess.run(["rm", "-rf", "--one-file-system", root], check=True)
@@ -215,7 +232,7 @@ def _run(rootfs: Path, image: images.BuiltImage, args: list[str]) -> subprocess.
 
 @needs_root
 def test_the_operator_image_runs_multinode_as_nonroot(rootfs: Path, built: dict[str, images.BuiltImage]) -> None:
-    done = _run(rootfs, built[images.OPERATOR_IMAGE], ["--version"])
+    done = _run(rootfs, built[images.OPERATOR], ["--version"])
     assert done.returncode == 0, done.stderr
     assert f"multinode {PROJECT_VERSION}" in done.stdout + done.stderr
 
@@ -224,7 +241,7 @@ def test_the_operator_image_runs_multinode_as_nonroot(rootfs: Path, built: dict[
 def test_the_trainer_image_imports_multinode(rootfs: Path, built: dict[str, images.BuiltImage]) -> None:
     code = ("import sys, multinode, kopf, kubernetes, pydantic, prometheus_client, yaml; "
             "assert multinode.__file__.startswith('/opt/pylib/'), multinode.__file__; print(sys.version)")
-    done = _run(rootfs, built[images.TRAINER_IMAGE], ["python3", "-c", code])
+    done = _run(rootfs, built[images.TRAINER], ["python3", "-c", code])
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("3.11.")
 
@@ -236,52 +253,3 @@ def test_pyc_files_are_unchecked_hash_based(rootfs: Path) -> None:
     assert pycs
     for pyc in pycs:
         assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b01, pyc  # hash-based, not checked
-
-
-def _ctr_dir() -> Path:
-    version = images.binaries.read_versions().get("CONTAINERD_VERSION", "none")
-    return images.binaries.cache_dir() / "bin" / f"containerd-{version}"
-
-
-@needs_root
-def test_containerd_imports_the_archive(built: dict[str, images.BuiltImage], tmp_path: Path) -> None:
-    # A private containerd (its own root, state and socket; no CRI plugin): not the cluster's.
-    assert (_ctr_dir() / "containerd").exists(), "containerd is not built (make binaries)"
-    # containerd keeps its shim sockets and fifos under /run/containerd whatever its state folder is.
-    run_dir_existed = Path("/run/containerd").exists()
-    sock = tmp_path / "containerd.sock"
-    (tmp_path / "config.toml").write_text(f'''version = 3
-root = "{tmp_path}/root"
-state = "{tmp_path}/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"]
-[grpc]
-  address = "{sock}"
-[ttrpc]
-  address = "{sock}.ttrpc"
-''')
-    daemon = subprocess.Popen([_ctr_dir() / "containerd", "--config", tmp_path / "config.toml"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        ctr = _ctr_dir() / "ctr"
-        images.import_images(ctr, str(sock), {image.archive for image in built.values()})
-        listed = subprocess.run([ctr, "--address", sock, "-n", "k8s.io", "images", "check"],
-                                capture_output=True, text=True, check=True).stdout.splitlines()[1:]
-        by_ref = {line.split()[0]: line.split() for line in listed}
-        for ref, image in built.items():
-            for name in (ref, image.digest_ref):
-                assert by_ref[name][2] == image.digest_ref.partition("@")[2]  # the manifest digest
-                assert by_ref[name][3] == "complete" and by_ref[name][-1] == "true"  # all blobs, unpacked
-        snapshots = subprocess.run([ctr, "--address", sock, "-n", "k8s.io", "snapshots", "--snapshotter", "overlayfs",
-                                    "ls"], capture_output=True, text=True, check=True).stdout.splitlines()[1:]
-        # pause, base, base+pylib (the operator's, shared with the trainer), base+pylib+app (the trainer's)
-        assert len(snapshots) == 4
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=30)
-        if not run_dir_existed:
-            subprocess.run(["rm", "-rf", "/run/containerd"], check=True)
-    assert not images._mounts_under(tmp_path)
-    subprocess.run(["rm", "-rf", "--one-file-system", tmp_path], check=True)

@@ -1,4 +1,5 @@
-"""Stopping a cluster leaves no process behind: after `down`, and when its owner is SIGKILLed."""
+"""Stopping a cluster leaves no process behind: after `down`, and when its owner is SIGKILLed. The cluster's
+registry is one of its processes, and `down` removes its storage too."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import urllib.error
+import urllib.request
 import uuid
 
-from localcluster import ClusterConfig, LocalCluster, processes
+import pytest
+from localcluster import ClusterConfig, LocalCluster, images, processes, publish
 from localcluster.cluster import STOP_ORDER
+from localcluster.registry import STORAGE_DIR
 
 from localcluster.harness.waiting import wait_for
 
@@ -25,15 +30,25 @@ def test_cluster_down_leaves_no_process(local_cluster: LocalCluster) -> None:
     assert up.returncode == 0, up.stderr
     cluster = LocalCluster(ClusterConfig(name=name))
     try:
-        assert up.stdout.strip() == f"export KUBECONFIG={cluster.kubeconfig}"
+        assert up.stdout.splitlines() == [f"export KUBECONFIG={cluster.kubeconfig}",
+                                          f"export MULTINODE_REGISTRY={cluster.registry}"]
         assert cluster.is_running()
         assert len(processes.pids_with_marker(cluster.marker)) >= len(STOP_ORDER)
+        registry = cluster.registry
+        with urllib.request.urlopen(f"http://{registry}/v2/", timeout=5) as resp:
+            assert resp.status == 200  # the OCI distribution API answers, in plain HTTP
+        pause = images.build_images((images.PAUSE,))[images.PAUSE]
+        publish.push_image(pause, publish.image_reference(registry, images.PAUSE))
+        assert any((cluster.dir / STORAGE_DIR).rglob("data"))  # the pushed blobs, in the cluster's folder
     finally:
         down = subprocess.run([sys.executable, "-m", "localcluster", "down", "--name", name],
                               capture_output=True, text=True, env=env, timeout=120, check=False)
     assert down.returncode == 0, down.stderr
     assert processes.pids_with_marker(cluster.marker) == []
     assert not cluster.is_running()
+    assert not (cluster.dir / STORAGE_DIR).exists()
+    with pytest.raises(urllib.error.URLError):  # nobody listens on the registry's port any more
+        urllib.request.urlopen(f"http://{registry}/v2/", timeout=5)
     shutil.rmtree(cluster.dir)
 
 

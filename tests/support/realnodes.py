@@ -8,9 +8,10 @@ import shutil
 import uuid
 
 from kubernetes import client
+from multinode import __version__
 from multinode.api import LABEL_JOB_NAME
-from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
-from localcluster.images import TRAINER_IMAGE
+from localcluster import ClusterConfig, LocalCluster, NodePoolConfig, publish
+from localcluster.images import OPERATOR, TRAINER
 from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 
 from localcluster.harness.trainingjobs import training_job
@@ -18,6 +19,8 @@ from localcluster.harness.waiting import wait_for
 from tests.unit.chart.chart import CHART_DIR, helm
 
 REAL_NODES = 2
+# The session's real-node cluster (one per test session, one per host at a time).
+REAL_CLUSTER_NAME = f"pytest-real-{os.getpid()}"
 
 
 def real_node_name(index: int) -> str:
@@ -39,20 +42,24 @@ class RealClusterSlot:
                 raise AssertionError("real nodes need root (kubelet, containerd, addresses on lo)")
             # Stock node timings (40 s grace, 300 s default tolerations): the real-node lane is where a node
             # really dies (test_node_loss.py), so it runs what users' clusters run.
-            cluster = LocalCluster(ClusterConfig(name=f"pytest-real-{os.getpid()}", die_with_parent=True,
+            cluster = LocalCluster(ClusterConfig(name=REAL_CLUSTER_NAME, die_with_parent=True,
                                                  nodes=NodePoolConfig(count=2), real_nodes=REAL_NODES,
                                                  timings="stock"))
             cluster.start()
+            # What `make push` does: the operator and trainer images and the chart into the cluster's registry.
+            publish.push_for_local_cluster(cluster.registry)
             self._cluster = cluster
         return self._cluster
 
     def operator(self) -> tuple[LocalCluster, str]:
-        """The cluster with the operator installed by helm with values-local.yaml, as docs/development.md
-        tells a user to (once per cluster); returns it and the release's namespace."""
+        """The cluster with the operator installed by helm from the registry's OCI chart, with the image
+        repository and values-local.yaml, as docs/development.md tells a user to (once per cluster); returns
+        it and the release's namespace."""
         cluster = self.get()
         if self._operator_namespace is None:
             namespace = f"mn-system-{uuid.uuid4().hex[:6]}"
-            helm("install", "mn", str(CHART_DIR), "-n", namespace, "--create-namespace",
+            helm("install", "mn", *registry_chart(cluster), "-n", namespace, "--create-namespace",
+                 "--set", f"image.repository={publish.image_repository(cluster.registry, OPERATOR)}",
                  "-f", str(CHART_DIR / "values-local.yaml"), "--wait", "--timeout", "180s",
                  "--kubeconfig", str(cluster.kubeconfig), timeout=240)
             self._operator_namespace = namespace
@@ -66,11 +73,26 @@ class RealClusterSlot:
             shutil.rmtree(cluster.dir, ignore_errors=True)
 
 
-def real_pod(name: str, node: int, script: str, *, image: str = TRAINER_IMAGE, restart: str = "Never",
+def registry_chart(cluster: LocalCluster) -> list[str]:
+    """The chart of `helm install|upgrade <release> ...` as an admin gives it after `make push`: the OCI chart
+    in the cluster's registry, by version. The install also sets image.repository (its tag is appVersion)."""
+    return [publish.chart_reference(f"{cluster.registry}/{publish.CHARTS_PATH}"), "--version", __version__]
+
+
+def session_image(name: str) -> str:
+    """<registry>/multinode/<name>:<version> in the session's real-node cluster's registry (pushed at its start)."""
+    return publish.image_reference(LocalCluster(ClusterConfig(name=REAL_CLUSTER_NAME)).registry, name)
+
+
+def trainer_image() -> str:
+    return session_image(TRAINER)
+
+
+def real_pod(name: str, node: int, script: str, *, image: str | None = None, restart: str = "Never",
              hostname: str | None = None, subdomain: str | None = None, labels: dict | None = None,
              gpus: int = 0) -> dict:
-    """A pod pinned to real node `node` that runs `script` with python3."""
-    container: dict = {"name": "main", "image": image, "imagePullPolicy": "Never",
+    """A pod pinned to real node `node` that runs `script` with python3 (the trainer image by default)."""
+    container: dict = {"name": "main", "image": image or trainer_image(),
                        "command": ["python3", "-u", "-c", script],
                        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}
     if gpus:
@@ -162,11 +184,11 @@ def wait_operator_env(core: client.CoreV1Api, namespace: str, name: str, value: 
     return wait_for(rolled_out, timeout=timeout, what=f"every operator pod with {name}={value}, one leading")
 
 
-def real_job(name: str, num_nodes: int, script: str, *, gpus: int = 1, image: str = TRAINER_IMAGE,
+def real_job(name: str, num_nodes: int, script: str, *, gpus: int = 1, image: str | None = None,
              pod_template: dict | None = None, **spec) -> dict:
-    """A TrainingJob for real nodes whose trainers run `script` with python3 (no torch needed); `pod_template`
-    adds to its podTemplate."""
-    return training_job(name, num_nodes, gpus=gpus, image=image, imagePullPolicy="Never",
+    """A TrainingJob for real nodes whose trainers run `script` with python3 (no torch needed), in the trainer
+    image from the registry by default; `pod_template` adds to its podTemplate."""
+    return training_job(name, num_nodes, gpus=gpus, image=image or trainer_image(),
                         command=["python3", "-u", "-c", script],
                         resourcesPerNode={"gpus": gpus, "cpu": "50m", "memory": "64Mi"},
                         podTemplate={"nodeSelector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION],

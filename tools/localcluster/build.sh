@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the local control plane from the Go module proxy (no prebuilt binaries are reachable here).
 #
-#   tools/localcluster/build.sh [component...]     components: kubernetes etcd kwok helm, and for real
-#                                                  nodes debs containerd runc cni coredns pause
+#   tools/localcluster/build.sh [component...]     components: kubernetes etcd kwok helm registry crane, and
+#                                                  for real nodes debs containerd runc cni coredns pause
 #                                                  deviceplugin gangcrds (default: all of these); jobset, kubeflow
-#                                                  (the benchmark peers, built by `make peers`)
+#                                                  (the benchmark peers, built by `make peers`); actionlint
+#                                                  (built by `make lint`); syft (by `make release`)
 #
 # Each component is built once per version into $CACHE/bin/<component>-<version>/ and skipped when the
 # binaries are already there. Kubernetes and etcd need a wrapper module: their go.mod files point staging
@@ -164,10 +165,10 @@ build_cni() {
     $m/main/bridge $m/ipam/host-local $m/main/loopback $m/meta/portmap
 }
 
-# local_main NAME VERSION SRC_DIR OUTPUT MODULE@VERSION — build our own main package (SRC_DIR/*.go) against a
-# published module into $CACHE/bin/NAME-VERSION-<hash of the sources>/OUTPUT.
+# local_main NAME VERSION SRC_DIR OUTPUT MODULE@VERSION [LDFLAGS] — build our own main package (SRC_DIR/*.go)
+# against a published module into $CACHE/bin/NAME-VERSION-<hash of the sources>/OUTPUT.
 local_main() {
-  local name=$1 v=$2 src=$3 output=$4 require=$5 sum
+  local name=$1 v=$2 src=$3 output=$4 require=$5 ld=${6:-} sum
   sum=$(cat "$src"/*.go | sha256sum | cut -c1-12)
   local out="$CACHE/bin/$name-$v-$sum" mod="$CACHE/src/$name-$v-$sum"
   if have_all "$out" "$output"; then log "$name $v-$sum: cached"; return; fi
@@ -176,7 +177,7 @@ local_main() {
   log "$name $v-$sum: resolving and compiling"
   (cd "$mod" && go get "$require" && go mod tidy)
   mkdir -p "$out.tmp"
-  (cd "$mod" && go build -p "$(nproc)" -trimpath -ldflags "-s -w" -o "$out.tmp/$output" .)
+  (cd "$mod" && go build -p "$(nproc)" -trimpath -ldflags "-s -w $ld" -o "$out.tmp/$output" .)
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
@@ -185,7 +186,38 @@ build_coredns() {
   local_main coredns "$COREDNS_VERSION" "$here/coredns" coredns "github.com/coredns/coredns@$COREDNS_VERSION"
 }
 
-# The pod sandbox's pause process, from the Kubernetes source in the module cache (no image registry here).
+# ---- the cluster's OCI registry, the push tool, the workflow linter ------------------------------------
+
+# tools/localcluster/registry: distribution's registry server with the filesystem storage driver only. Every
+# local cluster runs one on loopback; real nodes pull the images `make push` puts there.
+build_registry() {
+  local m=github.com/distribution/distribution/v3
+  local_main registry "$DISTRIBUTION_VERSION" "$here/registry" registry "$m@$DISTRIBUTION_VERSION" \
+    "-X $m/version.version=$DISTRIBUTION_VERSION"
+}
+
+# crane pushes the images (from OCI layouts) for `make push` and `make release`, and reads them back in tests.
+build_crane() {
+  local m=github.com/google/go-containerregistry
+  go_build crane "$GO_CONTAINERREGISTRY_VERSION" $m "" "-X $m/cmd/crane/cmd.Version=$GO_CONTAINERREGISTRY_VERSION" \
+    $m/cmd/crane
+}
+
+# actionlint checks .github/workflows in `make lint` (the release workflow cannot run here).
+build_actionlint() {
+  go_build actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint "" \
+    "-X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint
+}
+
+# syft writes the SBOM of a release's image (`make release`): the Debian packages and Python distributions
+# it holds, read from the image's OCI layout.
+build_syft() {
+  go_build syft "$SYFT_VERSION" github.com/anchore/syft "" "-X main.version=$SYFT_VERSION" \
+    github.com/anchore/syft/cmd/syft
+}
+
+# The pod sandbox's pause process, from the Kubernetes source in the module cache (registry.k8s.io cannot be
+# reached from here).
 build_pause() {
   local out="$CACHE/bin/pause-$KUBE_VERSION"
   if have_all "$out" pause; then log "pause $KUBE_VERSION: cached"; return; fi
@@ -274,7 +306,7 @@ build_kueue() {
 
 components=("$@")
 [ ${#components[@]} -gt 0 ] ||
-  components=(debs etcd kwok helm kubernetes containerd runc cni coredns pause deviceplugin gangcrds)
+  components=(debs etcd kwok helm registry crane kubernetes containerd runc cni coredns pause deviceplugin gangcrds)
 start=$(date +%s)
 for c in "${components[@]}"; do
   t=$(date +%s)

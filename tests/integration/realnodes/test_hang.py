@@ -18,7 +18,6 @@ from datetime import datetime, timezone
 
 from kubernetes import client
 from localcluster import LocalCluster
-from localcluster.images import TRAINER_IMAGE
 from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 from localcluster.realcluster import TRAINER_ENV_HOST_PATH
 from localcluster.trainerenv import TRAINER_ENV_MOUNT
@@ -28,7 +27,7 @@ from tests.support import jobs
 from localcluster.harness.kube import allow_host_path
 from localcluster.harness.trainingjobs import training_job
 from localcluster.harness.waiting import wait_for
-from tests.support.realnodes import clients, real_job
+from tests.support.realnodes import clients, real_job, trainer_image
 
 TIMEOUT = 10  # hangDetection.timeoutSeconds: the smallest the API allows
 FAIL_ON_HANG = {"maxRestarts": 3, "backoff": {"initialSeconds": 0},
@@ -88,7 +87,7 @@ def test_a_real_gang_that_hangs_in_an_all_reduce_is_restarted_and_succeeds(
     allow_host_path(core, namespace)  # torch is mounted from the host
     name = "torch-hang"
     body = training_job(
-        name, 2, gpus=1, image=TRAINER_IMAGE, imagePullPolicy="Never", command=["python3", "-u", "-c", TORCH_HANG],
+        name, 2, gpus=1, image=trainer_image(), command=["python3", "-u", "-c", TORCH_HANG],
         resourcesPerNode={"gpus": 1, "cpu": "500m", "memory": "1Gi"},
         env=[{"name": "PYTHONPATH", "value": f"{TRAINER_ENV_MOUNT}:/opt/pylib"}],
         hangDetection={"timeoutSeconds": TIMEOUT},

@@ -12,18 +12,18 @@ from __future__ import annotations
 import re
 import textwrap
 from datetime import datetime, timezone
-from pathlib import Path
 
 import yaml
 from localcluster import LocalCluster
 
+from localcluster.harness import realexample
 from localcluster.harness.kube import allow_host_path, kubectl
 from localcluster.harness.waiting import wait_for
 from multinode.api import GROUP, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.realnodes import attempt_logs, clients
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "real"
+EXAMPLE = realexample.EXAMPLE_DIR
 NAME = "hang-resume"
 EVERY, HANG_AFTER, STEPS, STEP_SECONDS = 5, 14, 22, 2
 TIMEOUT = 20  # hangDetection.timeoutSeconds: longer than a step and than a checkpoint's mirroring
@@ -50,8 +50,8 @@ def _time(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
 
-def _body() -> dict:
-    body = yaml.safe_load((EXAMPLE / "trainingjob.yaml").read_text())
+def _body(registry: str) -> dict:
+    body = yaml.safe_load(realexample.manifest_text("trainingjob.yaml", registry))
     spec = body["spec"]
     body["metadata"]["name"] = NAME
     spec["command"] = ["python3", "-u", "-c", WRAPPER]
@@ -73,7 +73,7 @@ def test_a_hung_gang_resumes_from_the_latest_complete_checkpoint(
     core, custom = clients(cluster)
     allow_host_path(core, namespace)  # the example mounts torch from the host
     kubectl(str(cluster.kubeconfig), "apply", "-n", namespace, "-f", str(EXAMPLE / "storage.yaml"))
-    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _body())
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _body(cluster.registry))
 
     def restarted() -> dict | None:
         # The moment attempt 1's pods exist: its resumedFrom is set, and status.checkpoints.latest is still

@@ -13,9 +13,9 @@ import time
 import uuid
 from pathlib import Path
 
-from localcluster import ClusterConfig, LocalCluster
+from localcluster import ClusterConfig, LocalCluster, publish
 from localcluster.hostchanges import HOST_ROOT, cgroup_hierarchies, read_sysctls
-from localcluster.images import TRAINER_IMAGE
+from localcluster.images import PAUSE
 from localcluster.netplan import API_ADDRESS, REAL_NODE_TOLERATION
 from localcluster.realcluster import journal_path
 
@@ -85,12 +85,13 @@ def _localcluster(*args: str, timeout: float = 300) -> subprocess.CompletedProce
 
 
 def _run_a_pod(cluster: LocalCluster) -> None:
-    """A real container: a bridge, a veth, a network namespace, cgroups and overlay mounts to undo."""
+    """A real container: a bridge, a veth, a network namespace, cgroups and overlay mounts to undo. Its image is
+    the one cluster-up puts in the cluster's registry itself (the sandbox image: /pause waits for a signal)."""
     overrides = json.dumps({"spec": {"tolerations": [REAL_NODE_TOLERATION],
                                      "nodeSelector": {"kubernetes.io/hostname": "real-node-0"}}})
     kc = str(cluster.kubeconfig)
-    kubectl(kc, "run", "sleeper", f"--image={TRAINER_IMAGE}", "--image-pull-policy=Never", f"--overrides={overrides}",
-            "--command", "--", "python3", "-c", "import time; time.sleep(600)")
+    kubectl(kc, "run", "sleeper", f"--image={publish.image_reference(cluster.registry, PAUSE)}",
+            f"--overrides={overrides}")
     kubectl(kc, "wait", "--for=condition=Ready", "pod/sleeper", "--timeout=120s")
 
 

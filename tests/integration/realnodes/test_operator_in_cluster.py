@@ -1,6 +1,7 @@
-"""The operator installed by helm with values-local.yaml runs as a pod on a real node, under the chart's
-ServiceAccount and RBAC, and reconciles jobs whose pods really run: the preflight resolves the peers' real
-DNS names, the trainers see the env contract, and the mirror pod copies a checkpoint and reports it."""
+"""The operator installed by helm from the registry's OCI chart (its image pulled from the registry) runs as a
+pod on a real node, under the chart's ServiceAccount and RBAC, and reconciles jobs whose pods really run: the
+preflight resolves the peers' real DNS names, the trainers see the env contract, and the mirror pod copies a
+checkpoint and reports it."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from pathlib import Path
 
 from kubernetes import client
 from localcluster import LocalCluster
-from localcluster.images import OPERATOR_IMAGE
+from localcluster.images import OPERATOR
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
 from localcluster.harness.kube import new_namespace
-from tests.support.realnodes import pod_log, real_job
+from tests.support.realnodes import pod_log, real_job, session_image
 from localcluster.harness.waiting import wait_for
 
 
@@ -38,7 +39,8 @@ def test_the_chart_runs_the_operator_on_a_real_node(real_operator: tuple[LocalCl
     for pod in pods:
         assert pod.status.phase == "Running" and pod.spec.node_name.startswith("real-node-")
         assert pod.spec.service_account_name == "mn-multinode-operator"
-        assert pod.spec.containers[0].image == OPERATOR_IMAGE
+        assert pod.spec.containers[0].image == session_image(OPERATOR)
+        assert pod.spec.containers[0].image_pull_policy == "IfNotPresent"  # pulled by the kubelet, as users have it
         # A real process: the leader's kopf answers the probes, and so does the standby while it waits.
         assert pod.status.container_statuses[0].ready
     # One of them holds the Lease, under its pod name (the downward API) plus the operator's suffix.
@@ -65,7 +67,7 @@ def test_a_job_runs_on_real_nodes_with_the_env_contract(real_operator: tuple[Loc
         # The preflight init container (the operator image) resolved every peer's name before training.
         for p in trainers:
             init = p.status.init_container_statuses[0]
-            assert init.state.terminated.exit_code == 0 and init.image == OPERATOR_IMAGE
+            assert init.state.terminated.exit_code == 0 and init.image == session_image(OPERATOR)
     finally:
         core.delete_namespace(namespace)
 

@@ -9,13 +9,14 @@ import textwrap
 
 from kubernetes import client
 from localcluster import LocalCluster
-from localcluster.images import TRAINER_IMAGE, build_images
+from localcluster import publish
+from localcluster.images import TRAINER, build_images
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.realnodes import clients, leading_operator, pod_log, real_job, wait_operator_env
+from tests.support.realnodes import clients, leading_operator, pod_log, real_job, registry_chart, wait_operator_env
 from localcluster.harness.waiting import wait_for
-from tests.unit.chart.chart import CHART_DIR, helm
+from tests.unit.chart.chart import helm
 
 
 
@@ -47,8 +48,10 @@ BASETEN_SCRIPT = textwrap.dedent("""
 def test_a_digest_pinned_image_and_the_baseten_env_on_real_nodes(operator_namespace: tuple[LocalCluster, str]) -> None:
     cluster, namespace = operator_namespace
     core, custom = clients(cluster)
-    trainer = next(image for image in build_images() if image.ref == TRAINER_IMAGE)
-    _create(custom, namespace, real_job("baseten", 2, BASETEN_SCRIPT, image=trainer.digest_ref))
+    # The trainer by the digest its layout has, which is the one the registry serves it by.
+    digest = build_images((TRAINER,))[TRAINER].manifest_digest
+    digest_ref = f"{publish.image_repository(cluster.registry, TRAINER)}@{digest}"
+    _create(custom, namespace, real_job("baseten", 2, BASETEN_SCRIPT, image=digest_ref))
     job = jobs.wait_phase(custom, namespace, "baseten", "Succeeded", timeout=180)
     pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}=baseten").items
     trainers = {p.metadata.name: p for p in pods if p.spec.containers[0].name != "mirror"}
@@ -56,9 +59,9 @@ def test_a_digest_pinned_image_and_the_baseten_env_on_real_nodes(operator_namesp
     # One pod per node: each real node has 8 GPUs, room for both 1-GPU pods, yet they run on two machines.
     assert {p.spec.node_name for p in trainers.values()} == {"real-node-0", "real-node-1"}
     for pod in trainers.values():
-        assert pod.spec.containers[0].image == trainer.digest_ref
+        assert pod.spec.containers[0].image == digest_ref
         # What the kubelet ran is the image we pinned: the CRI reports the same digest.
-        assert trainer.digest_ref.split("@")[1] in pod.status.container_statuses[0].image_id
+        assert digest_ref.split("@")[1] in pod.status.container_statuses[0].image_id
     logs = {name: pod_log(core, namespace, name) for name in trainers}
     assert "rank 1 heard: leader here" in logs["baseten-1-a0"]
     assert "BT rank 0 of 2, leader baseten-0.baseten." in logs["baseten-0-a0"]
@@ -72,7 +75,7 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
     core, custom = clients(cluster)
     kc = str(cluster.kubeconfig)
     # A short preflight timeout for this test's job only (pods take it when created), restored after.
-    helm("upgrade", "mn", str(CHART_DIR), "-n", release_namespace, "--reuse-values",
+    helm("upgrade", "mn", *registry_chart(cluster), "-n", release_namespace, "--reuse-values",
          "--set", "operator.preflightTimeoutSeconds=20", "--wait", "--kubeconfig", kc, timeout=240)
     try:
         wait_operator_env(core, release_namespace, "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS", "20")
@@ -112,7 +115,7 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
         for name in logs:
             assert "did not resolve within 20s" in core.read_namespaced_pod_log(name, namespace, container="preflight")
     finally:
-        helm("upgrade", "mn", str(CHART_DIR), "-n", release_namespace, "--reuse-values",
+        helm("upgrade", "mn", *registry_chart(cluster), "-n", release_namespace, "--reuse-values",
              "--set", "operator.preflightTimeoutSeconds=300", "--wait", "--kubeconfig", kc, timeout=240)
         wait_operator_env(core, release_namespace, "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS", "300")
 

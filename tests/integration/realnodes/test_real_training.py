@@ -13,11 +13,12 @@ from localcluster import LocalCluster
 from localcluster.faults import kill_worker_script
 
 from tests.support import jobs
+from localcluster.harness import realexample
 from localcluster.harness.kube import allow_host_path, kubectl, new_namespace
 from tests.support.realnodes import attempt_logs, clients
 from localcluster.harness.waiting import wait_for
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "real"
+EXAMPLE = realexample.EXAMPLE_DIR
 JOB = "real-train"
 KILL_WORKER = kill_worker_script("/app/train.py")
 
@@ -32,14 +33,15 @@ def _steps(log: str) -> list[int]:
 
 
 def test_the_real_example_trains_survives_a_killed_rank_and_resumes(
-        real_operator: tuple[LocalCluster, str]) -> None:
+        real_operator: tuple[LocalCluster, str], tmp_path: Path) -> None:
     cluster, _ = real_operator
     core, custom = clients(cluster)
     namespace = new_namespace(core, prefix="realtrain")
     allow_host_path(core, namespace)  # the example mounts torch from the host
     kc = str(cluster.kubeconfig)
     try:
-        kubectl(kc, "apply", "-n", namespace, "-f", str(EXAMPLE))
+        # As a user applies it: the trainer image from the cluster's registry (envsubst fills in the address).
+        kubectl(kc, "apply", "-n", namespace, "-f", str(realexample.write_manifests(cluster.registry, tmp_path)))
 
         # Rendezvous from the env alone: both ranks train, and the all-reduce sum of the ranks is right.
         def both_training(attempt: int):

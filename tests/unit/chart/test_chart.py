@@ -551,11 +551,15 @@ def test_template_and_lint_work_without_a_cluster_or_kube_version() -> None:
     assert "0 chart(s) failed" in helm("lint", "--strict", str(CHART_DIR)).stdout
 
 
-def test_values_local_runs_the_imported_image_on_a_real_node() -> None:
-    objects = render(values=yaml.safe_load((CHART_DIR / "values-local.yaml").read_text()))
+def test_values_local_only_places_the_operator_on_a_real_node_and_leaves_the_image_to_the_admin() -> None:
+    local = yaml.safe_load((CHART_DIR / "values-local.yaml").read_text())
+    assert set(local) == {"nodeSelector", "tolerations", "resources"}  # nothing an admin's install would not have
+    repository = "127.0.0.1:5000/multinode/operator"  # what `make push` prints, as the install sets it
+    objects = render(f"image.repository={repository}", values=local)
     pod = of_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["image"] == "localhost/multinode/operator:dev"
-    assert container["imagePullPolicy"] == "Never"
+    chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
+    assert container["image"] == f"{repository}:{chart['appVersion']}"
+    assert container["imagePullPolicy"] == "IfNotPresent"  # pulled by the kubelet, from the registry
     assert pod["nodeSelector"] == {"localcluster.multinode.dev/real-node": "true"}
     assert pod["tolerations"][0]["key"] == "localcluster.multinode.dev/real-node"

@@ -17,8 +17,12 @@ from tests.support.packaging import DISTRIBUTION, PROJECT_VERSION, REPO
 CHART_DIR = REPO / "charts" / "multinode-operator"
 # Where the release pushes images: <registry>/multinode/operator and <registry>/multinode/trainer.
 RELEASE_REGISTRY = "ghcr.io/multinode/"
-# A reference to one of the released images by tag, in any file: the tag must be the project version.
-IMAGE_TAG = re.compile(re.escape(RELEASE_REGISTRY) + r"([a-z0-9-]+):([0-9][\w.+-]*)")
+# A reference to one of the images by tag, in any file: the tag must be the project version. The registry
+# is GHCR's, or the local cluster's named by its variable (examples/real: `${MULTINODE_REGISTRY}/...`).
+IMAGE_TAG = re.compile(r"(?:" + re.escape(RELEASE_REGISTRY) + r"|\$\{?MULTINODE_REGISTRY\}?/multinode/)"
+                       r"([a-z0-9-]+):([0-9][\w.+-]*)")
+# The chart by version, as `helm install|upgrade|pull` take it: `.../charts/multinode-operator --version X`.
+CHART_VERSION = re.compile(r"charts/multinode-operator --version ([0-9][\w.+-]*)")
 # What `multinode --version` prints, where a doc shows it.
 VERSION_OUTPUT = re.compile(r"# multinode ([0-9]\S*)")
 # The dev tool's own package version, not the operator's.
@@ -64,10 +68,12 @@ def test_every_released_image_tag_and_version_the_repository_names_is_the_projec
             continue
         for image, tag in IMAGE_TAG.findall(text):
             found.setdefault(name, set()).add(f"{image}:{tag}")
-        for version in VERSION_OUTPUT.findall(text):
+        for version in [*VERSION_OUTPUT.findall(text), *CHART_VERSION.findall(text)]:
             found.setdefault(name, set()).add(f"--version {version}")
     expected = {f"operator:{PROJECT_VERSION}", f"trainer:{PROJECT_VERSION}", f"--version {PROJECT_VERSION}"}
     drifted = {name: refs - expected for name, refs in found.items() if refs - expected}
     assert not drifted, f"not the project version {PROJECT_VERSION}: {drifted}"
     # The scan sees the places that name a tag today (so it is not passing on nothing).
-    assert {"images/operator/Dockerfile", "images/operator/README.md"} <= set(found)
+    assert {"images/operator/Dockerfile", "images/operator/README.md", "examples/real/trainingjob.yaml",
+            "README.md", "docs/quickstart.md"} <= set(found)
+    assert f"trainer:{PROJECT_VERSION}" in found["examples/real/trainingjob.yaml"]

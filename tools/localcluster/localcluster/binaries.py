@@ -39,6 +39,8 @@ class Binaries:
     kwok: Path
     kwok_stages: Path
     helm: Path
+    registry: Path  # the cluster's OCI registry (distribution)
+    crane: Path  # pushes images to it (`make push`, `make release`)
     # Real nodes
     kubelet: Path
     kube_proxy: Path
@@ -69,6 +71,8 @@ def locate() -> Binaries:
         kwok=kwok / "kwok",
         kwok_stages=kwok / "stages",
         helm=bin_dir / f"helm-{v['HELM_VERSION']}-k8s{v['KUBE_VERSION'].lstrip('v')}" / "helm",
+        registry=bin_dir / f"registry-{v['DISTRIBUTION_VERSION']}-{sources_hash('registry')}" / "registry",
+        crane=bin_dir / f"crane-{v['GO_CONTAINERREGISTRY_VERSION']}" / "crane",
         kubelet=kube / "kubelet",
         kube_proxy=kube / "kube-proxy",
         containerd=containerd / "containerd",
@@ -103,6 +107,29 @@ def bin_path_dirs() -> list[Path]:
     """Folders to put first on PATH so `kubectl` and `helm` are the pinned ones."""
     b = locate()
     return [b.kubectl.parent, b.helm.parent]
+
+
+def ensure(*components: str) -> None:
+    """build.sh COMPONENT... (each skipped when cached): what one command needs, not the whole cluster."""
+    subprocess.run([str(BUILD_SCRIPT), *components], check=True, stdout=subprocess.DEVNULL)
+
+
+def _tool(component: str, version_key: str) -> Path:
+    """A tool that no cluster needs, built first when it is not there: bin/<component>-<version>/<component>."""
+    binary = cache_dir() / "bin" / f"{component}-{read_versions()[version_key]}" / component
+    if not binary.exists():
+        ensure(component)
+    return binary
+
+
+def actionlint() -> Path:
+    """actionlint for `make lint` (seconds to relink, a minute cold)."""
+    return _tool("actionlint", "ACTIONLINT_VERSION")
+
+
+def syft() -> Path:
+    """syft for `make release`'s SBOM (seconds to relink, about 5 minutes of CPU cold: `prepare --release`)."""
+    return _tool("syft", "SYFT_VERSION")
 
 
 def gang_crds_dir() -> Path:

@@ -1,12 +1,15 @@
-"""`localcluster up|down|status|build|prepare`: the entry points behind `make cluster-up` and `make cluster-down`."""
+"""`localcluster up|down|status|build|prepare|images|push|release|actionlint`: the entry points behind
+`make cluster-up`, `make cluster-down`, `make push`, `make release` and the workflow check of `make lint`."""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
+from pathlib import Path
 
-from localcluster import binaries, images, prepare
+from localcluster import binaries, images, prepare, publish, release
 from localcluster.cluster import ClusterConfig, LocalCluster
 from localcluster.timings import TIMINGS
 from localcluster.nodes import NodePoolConfig
@@ -34,26 +37,50 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_parser(name).add_argument("--name", default="default")
     sub.add_parser("build", help="build the pinned binaries (skipped when cached)")
     prepare.add_arguments(sub.add_parser("prepare", help="build binaries (and images, torch, peers) side by side"))
-    sub.add_parser("images", help="build the real nodes' container images (cached) and print their archives")
+    sub.add_parser("images", help="build the container images (cached) and print their OCI layouts")
+    push = sub.add_parser("push", help="push the operator and trainer images and the chart to a registry (make push)")
+    push.add_argument("--registry", required=True, help="host[:port] of the registry (MULTINODE_REGISTRY)")
+    push.add_argument("--images", nargs="+", default=list(publish.PUSHED_IMAGES),
+                      choices=[images.PAUSE, images.OPERATOR, images.TRAINER])
+    push.add_argument("--chart-repository", help="where the chart goes (default: <registry>/charts)")
+    rel = sub.add_parser("release", help="push a release's operator image and chart, write its SBOM (make release)")
+    rel.add_argument("--registry", help="host[:port]: the image goes to <registry>/multinode/operator")
+    rel.add_argument("--chart-repository", help="the chart goes to oci://<this>/multinode-operator")
+    rel.add_argument("--out", type=Path, help="folder for the chart package, the SBOM, release.json")
+    rel.add_argument("--check-tag", metavar="TAG", help="only check that the git tag is v<version>, and exit")
+    sub.add_parser("actionlint", help="check .github/workflows with the pinned actionlint (make lint)")
     sub.add_parser("bin-path", help="print the folders holding the pinned kubectl and helm")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command == "build":
         binaries.ensure_built()
         return 0
     if args.command == "prepare":
-        return prepare.prepare(images=args.images, peers=args.peers, frameworks=args.frameworks)
+        return prepare.prepare(images=args.images, peers=args.peers, frameworks=args.frameworks, release=args.release)
     if args.command == "images":
-        built = images.build_images()
-        for image in built:
-            print(f"{image.ref}  image ID {image.image_id}  ({image.digest_ref})", file=sys.stderr)
-        for archive in dict.fromkeys(image.archive for image in built):
-            print(f"{archive.stat().st_size / 1e6:.0f} MB: {archive}", file=sys.stderr)
-            print(archive)
+        for image in images.build_images().values():
+            print(f"{image.name}  image ID {image.image_id}  manifest {image.manifest_digest}", file=sys.stderr)
+            print(image.layout)
         return 0
+    if args.command == "push":
+        return publish.main(args.registry, args.images, args.chart_repository)
+    if args.command == "release":
+        if args.check_tag is not None:
+            return release.check_tag(args.check_tag)
+        missing = [f"--{name.replace('_', '-')}" for name in ("registry", "chart_repository", "out")
+                   if getattr(args, name) is None]
+        if missing:
+            parser.error(f"release: the following arguments are required: {', '.join(missing)}")
+        return release.main(args.registry, args.chart_repository, args.out)
+    if args.command == "actionlint":
+        # shellcheck and pyflakes are not used: whether they are installed would change what lint finds. The
+        # workflow's `run:` steps are one-line make calls.
+        return subprocess.run([str(binaries.actionlint()), "-shellcheck=", "-pyflakes="], cwd=binaries.REPO_ROOT,
+                              check=False).returncode
     if args.command == "bin-path":
         print(":".join(str(p) for p in binaries.bin_path_dirs()))
         return 0
@@ -73,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cluster {args.name!r} up with {args.nodes} fake GPU nodes{real} Ready in "
                   f"{time.monotonic() - started:.1f}s (logs: {cluster.dir / 'logs'})", file=sys.stderr)
         print(f"export KUBECONFIG={cluster.kubeconfig}")
+        print(f"export MULTINODE_REGISTRY={cluster.registry}")
         return 0
     cluster = LocalCluster(ClusterConfig(name=args.name))
     if args.command == "down":
@@ -80,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cluster {args.name!r} stopped", file=sys.stderr)
         return 0
     running = cluster.is_running()
-    print(f"cluster {args.name!r}: {'running' if running else 'not running'}; KUBECONFIG={cluster.kubeconfig}")
+    registry = f"; MULTINODE_REGISTRY={cluster.registry}" if running else ""
+    print(f"cluster {args.name!r}: {'running' if running else 'not running'}; "
+          f"KUBECONFIG={cluster.kubeconfig}{registry}")
     return 0 if running else 1
 
 

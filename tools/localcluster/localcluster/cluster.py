@@ -1,5 +1,6 @@
 """Start and stop one local control plane: etcd, kube-apiserver (RBAC), controller-manager, scheduler, kwok,
-and optionally real nodes (kubelet + containerd, realcluster.py) beside the kwok nodes.
+an OCI registry (registry.py), and optionally real nodes (kubelet + containerd, realcluster.py) beside the
+kwok nodes.
 
 State of a cluster lives in `<cache>/clusters/<name>/`: data, certificates, logs, the admin kubeconfig
 (a stable path) and `state.json`, which records the pids so that `stop` works from another process.
@@ -22,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from localcluster import binaries, netplan, processes, realcluster
+from localcluster import registry as registry_server
 from localcluster.hostservices import make_kubelet_client_pki
 from localcluster.kubeconfig import write_kubeconfig
 from localcluster.nodes import NodePoolConfig, render_fake_gpu_node
@@ -45,7 +47,7 @@ KWOK_STAGE_FILES = (
 GANG_FEATURE_GATES = ("GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling",
                       "WorkloadAwarePreemption")
 GANG_API_VERSION = "scheduling.k8s.io/v1alpha2"
-STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "registry")
 REAL_NODE_POOL_PREFIX = "real-node"
 
 
@@ -150,7 +152,8 @@ class LocalCluster:
             if self.real and journal:
                 self.real.start(journal, lambda name, args, env: self._launch(state, name, args, env),
                                 self.server, self.dir / "certs" / "apiserver.crt",
-                                self.dir / "pki" / "kubelet-client-ca.crt", self.apply, self.kubeconfig)
+                                self.dir / "pki" / "kubelet-client-ca.crt", self.apply, self.kubeconfig,
+                                self.registry)
             self.wait_nodes_ready(self.config.nodes.count + self.config.real_nodes)
             if self.real:
                 from kubernetes import client
@@ -170,6 +173,11 @@ class LocalCluster:
     def server(self) -> str:
         return f"https://{self.address}:{self._load_state()['api_port']}"
 
+    @property
+    def registry(self) -> str:
+        """host:port of the cluster's OCI registry (plain HTTP on loopback): what `make push` pushes to."""
+        return registry_server.address(self._load_state()["registry_port"])
+
     def _launch(self, state: dict, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         proc = processes.start(args, self.dir / "logs" / f"{name}.log", self.config.die_with_parent, env)
         self._started[name] = proc
@@ -178,6 +186,10 @@ class LocalCluster:
 
     def _start_all(self, bins: binaries.Binaries, state: dict) -> None:
         d = self.dir
+        # The registry first: it needs nothing, and is serving by the time the apiserver is.
+        state["registry_port"] = _free_port()
+        self._launch(state, "registry", registry_server.args(bins.registry,
+                                                             registry_server.write_config(d, state["registry_port"])))
         etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
         token = secrets.token_hex(24)
         state.update(api_port=api_port, etcd_port=etcd_port, token=token, address=self.address)
@@ -221,6 +233,8 @@ class LocalCluster:
             *self._gang_args(runtime_config=True),
         ])
         self._wait_readyz(state)
+        registry_server.wait_serving(self.registry, self.config.ready_timeout_seconds,
+                                     lambda: self._started["registry"].poll() is None)
         self._write_kubeconfig(state)
         cert = d / "certs" / "apiserver.crt"
         kc = str(self.kubeconfig)
@@ -438,6 +452,8 @@ class LocalCluster:
         for pid in processes.pids_with_marker(self.marker):
             processes.stop(pid, self.marker, grace_seconds=2)
         errors += realcluster.teardown(self.config.name)
+        # The registry's storage is the cluster's (hundreds of MB once images are pushed): gone with it.
+        shutil.rmtree(self.dir / registry_server.STORAGE_DIR, ignore_errors=True)
         self.state_file.unlink(missing_ok=True)
         if errors:
             raise RuntimeError("; ".join(errors))

@@ -1,18 +1,16 @@
-"""Container images for the real nodes, built without Docker: a Debian root filesystem from debootstrap,
-deterministic tar layers, and one image archive that `ctr images import` loads.
+"""Container images built without Docker: a Debian root filesystem from debootstrap, deterministic tar
+layers, and an OCI layout per image that `crane push` sends to a registry (oci.py, publish.py).
 
 Cached under .cache/localcluster/images/, keyed by their inputs, so a warm run reads a few small files:
-  layers/<name>-<key>/layer.tar   base (debootstrap: minutes), pylib (multinode and its dependencies), pause
-  archives/images-<digest>.tar    all the images; a layer shared by two of them is stored once
-Layers are not compressed: a layer's digest is its diff_id, and containerd stores the base layer once.
+  layers/<name>-<key>/layer.tar   base (debootstrap: minutes), pylib (multinode and its dependencies), pause, app
+  layouts/<image>-<digest>/       one image's OCI layout; its layer blobs are hard links to the layer tars
+The operator and trainer images share the base and pylib layers, so a node stores and pulls them once.
 """
 
 from __future__ import annotations
 
 import compileall
 import hashlib
-import io
-import json
 import os
 import py_compile
 import re
@@ -22,15 +20,14 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from localcluster import binaries, processes
+from localcluster import binaries, oci, processes
+from localcluster.oci import BuiltImage, Image, Layer
 
-PAUSE_IMAGE = "localhost/multinode/pause:3.10"
-OPERATOR_IMAGE = "localhost/multinode/operator:dev"
-TRAINER_IMAGE = "localhost/multinode/trainer:dev"
+# The images, by name: a registry holds each as multinode/<name> (publish.py).
+PAUSE, OPERATOR, TRAINER = "pause", "operator", "trainer"
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_PACKAGES = ("python3", "python3-venv", "python3-pip", "ca-certificates")
@@ -53,41 +50,11 @@ if "{PYLIB}" not in sys.path:  # also with a cleared environment (env -i)
 from multinode.cli.main import main
 sys.exit(main())
 """
-NAME_ANNOTATION = "io.containerd.image.name"  # the image name containerd gives an OCI index entry
-OCI = "application/vnd.oci.image."
-
-
-@dataclass(frozen=True)
-class Layer:
-    tar: Path
-    diff_id: str  # "sha256:<hex>" of the uncompressed tar, which is also its blob digest
-
-
-@dataclass(frozen=True)
-class Image:
-    ref: str
-    layers: tuple[Layer, ...]
-    config: dict  # the image config's "config": Env, Entrypoint, Cmd, User, WorkingDir
-
-
-@dataclass(frozen=True)
-class BuiltImage:
-    ref: str
-    archive: Path
-    image_id: str  # sha256 of the config JSON: the CRI's image ID, what a container status's imageID shows
-    digest_ref: str  # <repository>@<manifest digest>: imported too, so a pod can pin the image by digest
 
 
 def images_dir() -> Path:
     return binaries.cache_dir() / "images"
 
-
-def _sha256(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def _json(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
 # ---- layers ----------------------------------------------------------------------------------------------
@@ -120,8 +87,7 @@ def pack_layer(tree: Path, out: Path) -> Layer:
                     tar.addfile(info, f)
             else:
                 tar.addfile(info)
-    with open(out, "rb") as f:
-        return Layer(out, "sha256:" + hashlib.file_digest(f, "sha256").hexdigest())
+    return Layer(out, oci.file_digest(out))
 
 
 def _mounts_under(path: Path) -> list[str]:
@@ -242,7 +208,8 @@ def _fill_base(root: Path) -> None:
 
 
 def base_layer() -> Layer:
-    key = _sha256(_json([RECIPE_VERSION, DEBIAN_SUITE, sorted(DEBIAN_PACKAGES), _EMPTIED, _FILES_DELETED]))
+    key = oci.sha256(oci.canonical_json([RECIPE_VERSION, DEBIAN_SUITE, sorted(DEBIAN_PACKAGES), _EMPTIED,
+                                         _FILES_DELETED]))
     return _cached_layer("base", key.removeprefix("sha256:"), _fill_base)
 
 
@@ -281,9 +248,10 @@ def _fill_pylib(tree: Path) -> None:
 
 def pylib_key() -> str:
     """Changes with the multinode sources (or the recipe); dependencies are resolved when the layer is built."""
-    digest = hashlib.sha256(_json([RECIPE_VERSION, WHEEL_PLATFORMS, PYTHON_VERSION, MULTINODE_SCRIPT]))
+    digest = hashlib.sha256(oci.canonical_json([RECIPE_VERSION, WHEEL_PLATFORMS, PYTHON_VERSION, MULTINODE_SCRIPT]))
     for path in _wheel_inputs():
-        digest.update(_json(str(path.relative_to(binaries.REPO_ROOT))) + _sha256(path.read_bytes()).encode())
+        digest.update(oci.canonical_json(str(path.relative_to(binaries.REPO_ROOT)))
+                      + oci.sha256(path.read_bytes()).encode())
     return digest.hexdigest()
 
 
@@ -300,7 +268,7 @@ def pause_layer() -> Layer:
         shutil.copyfile(binary, tree / "pause")
         os.chmod(tree / "pause", 0o755)
 
-    return _cached_layer("pause", _sha256(RECIPE_VERSION.encode() + binary.read_bytes())[7:], fill)
+    return _cached_layer("pause", oci.sha256(RECIPE_VERSION.encode() + binary.read_bytes())[7:], fill)
 
 
 EXAMPLE_SCRIPT = binaries.REPO_ROOT / "examples" / "real" / "train.py"
@@ -313,95 +281,34 @@ def app_layer() -> Layer:
         shutil.copyfile(EXAMPLE_SCRIPT, tree / "app" / "train.py")
         os.chmod(tree / "app" / "train.py", 0o644)
 
-    return _cached_layer("app", _sha256(RECIPE_VERSION.encode() + EXAMPLE_SCRIPT.read_bytes())[7:], fill)
+    return _cached_layer("app", oci.sha256(RECIPE_VERSION.encode() + EXAMPLE_SCRIPT.read_bytes())[7:], fill)
 
 
 # ---- images --------------------------------------------------------------------------------------------
 
-def image_definitions() -> list[Image]:
-    """The local cluster's images; builds the layers they need, or takes them from the cache."""
-    base, pylib = base_layer(), pylib_layer()
-    return [
-        # As registry.k8s.io/pause (build/pause/Dockerfile): the static binary, as an unprivileged user.
-        Image(PAUSE_IMAGE, (pause_layer(),), {"Env": [PATH_ENV], "Entrypoint": ["/pause"], "User": "65535:65535"}),
-        # As images/operator/Dockerfile.
-        Image(OPERATOR_IMAGE, (base, pylib), {"Env": PYTHON_ENV, "User": "65532:65532", "WorkingDir": "/tmp",
-                                              "Entrypoint": ["multinode"], "Cmd": ["operator"]}),
-        # As images/trainer/Dockerfile: python3, run as root, can `import multinode`; /app/train.py.
-        Image(TRAINER_IMAGE, (base, pylib, app_layer()), {"Env": PYTHON_ENV, "WorkingDir": "/app", "Cmd": ["python3"]}),
-    ]
+IMAGE_CONFIGS = {
+    # As registry.k8s.io/pause (build/pause/Dockerfile): the static binary, as an unprivileged user.
+    PAUSE: {"Env": [PATH_ENV], "Entrypoint": ["/pause"], "User": "65535:65535"},
+    # As images/operator/Dockerfile.
+    OPERATOR: {"Env": PYTHON_ENV, "User": "65532:65532", "WorkingDir": "/tmp", "Entrypoint": ["multinode"],
+               "Cmd": ["operator"]},
+    # As images/trainer/Dockerfile: python3, run as root, can `import multinode`; /app/train.py.
+    TRAINER: {"Env": PYTHON_ENV, "WorkingDir": "/app", "Cmd": ["python3"]},
+}
 
 
-def _blob(digest: str) -> str:
-    return "blobs/sha256/" + digest.removeprefix("sha256:")
+def image_definition(name: str) -> Image:
+    """One image; builds the layers it needs (and only those), or takes them from the cache."""
+    if name not in IMAGE_CONFIGS:
+        raise ValueError(f"no image named {name!r}: expected one of {', '.join(IMAGE_CONFIGS)}")
+    if name == PAUSE:
+        layers = (pause_layer(),)
+    else:
+        layers = (base_layer(), pylib_layer(), *((app_layer(),) if name == TRAINER else ()))
+    return Image(name, layers, IMAGE_CONFIGS[name])
 
 
-def write_archive(specs: list[Image], folder: Path) -> list[BuiltImage]:
-    """The images as folder/images-<digest>.tar, written unless that file exists already.
-
-    The archive is what `docker save` writes since Docker 25: an OCI image layout (oci-layout, index.json,
-    blobs/sha256/) plus the docker-save manifest.json pointing at the same blobs. containerd imports the OCI
-    layout, so the manifests, and their digests, are ours rather than ones containerd makes up on import.
-    Each manifest is named twice in index.json, by tag and by digest, as a pulled image would be.
-    """
-    blobs: dict[str, bytes | Path] = {}  # digest: JSON, or a layer's file
-    index, docker, built = [], [], []
-    for image in specs:
-        diff_ids = [layer.diff_id for layer in image.layers]
-        config = _json({"architecture": "amd64", "os": "linux", "config": image.config,
-                        "rootfs": {"type": "layers", "diff_ids": diff_ids}})
-        config_digest = _sha256(config)
-        manifest = _json({"schemaVersion": 2, "mediaType": OCI + "manifest.v1+json",
-                          "config": {"mediaType": OCI + "config.v1+json", "digest": config_digest, "size": len(config)},
-                          "layers": [{"mediaType": OCI + "layer.v1.tar", "digest": layer.diff_id,
-                                      "size": layer.tar.stat().st_size} for layer in image.layers]})
-        manifest_digest = _sha256(manifest)
-        blobs.update({config_digest: config, manifest_digest: manifest})
-        blobs.update((layer.diff_id, layer.tar) for layer in image.layers)
-        digest_ref = f"{image.ref.rpartition(':')[0]}@{manifest_digest}"
-        descriptor = {"mediaType": OCI + "manifest.v1+json", "digest": manifest_digest, "size": len(manifest),
-                      "platform": {"architecture": "amd64", "os": "linux"}}
-        index += [{**descriptor, "annotations": {NAME_ANNOTATION: name}} for name in (image.ref, digest_ref)]
-        docker.append({"Config": _blob(config_digest), "RepoTags": [image.ref], "Layers": list(map(_blob, diff_ids))})
-        built.append((image.ref, config_digest, digest_ref))
-    index_json = _json({"schemaVersion": 2, "mediaType": OCI + "index.v1+json", "manifests": index})
-    archive = folder / f"images-{_sha256(index_json)[7:23]}.tar"
-    if not archive.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        _remove_killed_builds(folder)
-        tmp = folder / f".tmp-{os.getpid()}-{archive.name}"
-        files = {"oci-layout": b'{"imageLayoutVersion":"1.0.0"}', "index.json": index_json,
-                 "manifest.json": _json(docker), **{_blob(d): blobs[d] for d in sorted(blobs)}}
-        try:
-            with tarfile.open(tmp, "w", format=tarfile.GNU_FORMAT) as tar:
-                for name, content in files.items():
-                    info = tarfile.TarInfo(name)
-                    info.mode, info.mtime = 0o644, LAYER_MTIME
-                    info.size = content.stat().st_size if isinstance(content, Path) else len(content)
-                    with open(content, "rb") if isinstance(content, Path) else io.BytesIO(content) as f:
-                        tar.addfile(info, f)
-            tmp.rename(archive)
-        finally:
-            tmp.unlink(missing_ok=True)
-        for old in folder.glob("images-*.tar"):  # earlier builds
-            if old != archive:
-                old.unlink()
-    return [BuiltImage(ref, archive, image_id, digest_ref) for ref, image_id, digest_ref in built]
-
-
-def build_images() -> list[BuiltImage]:
-    """Build what is missing; every image with its archive. A warm call takes a fraction of a second."""
-    return write_archive(image_definitions(), images_dir() / "archives")
-
-
-def import_images(ctr: Path, address: str, archives: Iterable[Path], snapshotter: str = "overlayfs") -> None:
-    """Import and unpack archives into containerd's k8s.io namespace, where the kubelet (CRI) finds them.
-
-    Importing again skips the blobs containerd has, but ctr still streams the whole archive to it (seconds).
-    """
-    for archive in archives:
-        cmd = [str(ctr), "--address", address, "--namespace", "k8s.io", "images", "import",
-               "--snapshotter", snapshotter, "--platform", "linux/amd64", str(archive)]
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}")
+def build_images(names: tuple[str, ...] = tuple(IMAGE_CONFIGS), compressed: bool = False) -> dict[str, BuiltImage]:
+    """Build what is missing; each image named with its OCI layout. A warm call takes a fraction of a second
+    (a cold `compressed` one gzips the layers once: seconds per 100 MB)."""
+    return {name: oci.write_layout(image_definition(name), images_dir() / "layouts", compressed) for name in names}

@@ -1,13 +1,15 @@
 """Build everything a local cluster needs, the slow parts side by side.
 
-    python -m localcluster prepare [--images [--frameworks]] [--peers]
+    python -m localcluster prepare [--images [--frameworks]] [--peers] [--release]
 
 A cold build is mostly waiting: Go compiles on both cores, but resolving modules, pip downloading torch and
 debootstrap fetching Debian are network and disk. Run one after the other they took 17 minutes of the
 20-minute cold `make demo`; side by side, each waits while another computes. The lanes:
 
-- `go-kubernetes`: Kubernetes (the largest Go build), then the peers when asked for;
+- `go-kubernetes`: Kubernetes (the largest Go build), the cluster's registry and crane (which pushes to it),
+  then the peers when asked for;
 - `go-rest`: etcd, kwok, helm, and the real nodes' containerd, runc, CNI plugins, CoreDNS, device plugin;
+  then with --release syft (`make release`'s SBOM; the test that runs it);
 - `torch` (with --images): the trainer env (pip download and unpack of about 5 GB), then with --frameworks
   HF Transformers and DeepSpeed for the real-framework checkpoint tests;
 - `images` (with --images): the real nodes' images (debootstrap, pylib).
@@ -32,9 +34,11 @@ from localcluster import binaries
 # Debian packages come first: runc links libseccomp, the images need debootstrap. pause is a one-file gcc
 # build the images need. Both take seconds.
 FIRST = ("debs", "pause")
-KUBERNETES_LANE = ("kubernetes",)
+# The registry and crane follow Kubernetes: on a cold machine this lane finished before the other one.
+KUBERNETES_LANE = ("kubernetes", "registry", "crane")
 REST_LANE = ("etcd", "kwok", "helm", "containerd", "runc", "cni", "coredns", "deviceplugin", "gangcrds")
 PEERS = ("jobset", "kubeflow", "kueue")
+RELEASE_TOOLS = ("syft",)
 GO_CHATTER = ("go: downloading ", "go: added ", "go: upgraded ", "go: finding ")
 FAILURE_TAIL_LINES = 20
 
@@ -45,11 +49,12 @@ class Lane:
     command: list[str]
 
 
-def lanes(images: bool, peers: bool, frameworks: bool = False) -> list[Lane]:
+def lanes(images: bool, peers: bool, frameworks: bool = False, release: bool = False) -> list[Lane]:
     build = str(binaries.BUILD_SCRIPT)
     python = [sys.executable, "-m"]
     kubernetes = [*KUBERNETES_LANE, *(PEERS if peers else ())]
-    result = [Lane("go-kubernetes", [build, *kubernetes]), Lane("go-rest", [build, *REST_LANE])]
+    rest = [*REST_LANE, *(RELEASE_TOOLS if release else ())]
+    result = [Lane("go-kubernetes", [build, *kubernetes]), Lane("go-rest", [build, *rest])]
     if images:
         # Not `-m localcluster.trainerenv`: the package imports it first, and runpy warns about that. The
         # frameworks env is layered on torch's, so it follows it in the same lane.
@@ -101,12 +106,12 @@ def _worth_showing(line: str) -> bool:
     return not line.startswith(GO_CHATTER)
 
 
-def prepare(images: bool, peers: bool, frameworks: bool = False) -> int:
+def prepare(images: bool, peers: bool, frameworks: bool = False, release: bool = False) -> int:
     started = time.monotonic()
     log_dir = binaries.cache_dir() / "logs"
     if run_lanes([Lane("setup", [str(binaries.BUILD_SCRIPT), *FIRST])], log_dir):
         return 1
-    failed = run_lanes(lanes(images, peers, frameworks), log_dir)
+    failed = run_lanes(lanes(images, peers, frameworks, release), log_dir)
     if failed:
         print(f"prepare: {', '.join(failed)} failed", file=sys.stderr)
         return 1
@@ -119,5 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also the real nodes' images and torch for their trainers")
     parser.add_argument("--peers", action="store_true",
                         help="also JobSet and Kubeflow (the benchmark peers) and Kueue (its integration test)")
+    parser.add_argument("--release", action="store_true",
+                        help="also syft, which writes the SBOM of `make release` (and of the test that runs it)")
     parser.add_argument("--frameworks", action="store_true",
                         help="with --images: also HF Transformers and DeepSpeed (the real-framework checkpoint tests)")

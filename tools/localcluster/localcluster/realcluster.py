@@ -1,9 +1,10 @@
 """The real nodes of a local cluster, their host services, and the host changes they make, start to stop.
 
 Start: the host changes go into a journal first (addresses, sysctls, iptables, mounts, cgroups, folders);
-then CoreDNS and kube-proxy as host processes, and per node containerd (images imported), the fake device
-plugin and the kubelet. Stop: every process and every container process (found by cgroup, since a
-containerd shim outlives its containerd), then the journal undone in reverse. A cluster-up that died
+then CoreDNS and kube-proxy as host processes, and per node containerd (pulling from the cluster's registry,
+into which the sandbox image is pushed first), the fake device plugin and the kubelet. Stop: every process
+and every container process (found by cgroup, since a containerd shim outlives its containerd), then the
+journal undone in reverse. A cluster-up that died
 halfway left a journal behind: the next start on this host undoes it first.
 """
 
@@ -14,10 +15,9 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from localcluster import hostservices, images, netplan, processes, provisioner, trainerenv
+from localcluster import hostservices, images, netplan, processes, provisioner, publish, trainerenv
 from localcluster.binaries import Binaries
 from localcluster.kubeconfig import write_kubeconfig
 from localcluster.hostchanges import HOST_ROOT, HostJournal, cgroup_pids, unmount_all
@@ -82,7 +82,7 @@ class RealNodeSet:
         return JOURNALS / self.cluster / "volumes"
 
     def start(self, journal: HostJournal, launch: Launch, server: str, ca: Path, client_ca: Path,
-              apply: Callable[[list[dict]], None], admin_kubeconfig: Path) -> None:
+              apply: Callable[[list[dict]], None], admin_kubeconfig: Path, registry: str) -> None:
         self.config_dir.mkdir(parents=True, exist_ok=True)
         kc = {name: write_kubeconfig(self.kubeconfig_path(name), server, ca, ident.user, ident.token)
               for name, ident in self.identities.items()}
@@ -93,19 +93,15 @@ class RealNodeSet:
         launch("coredns", hostservices.coredns_args(self.bins, self.config_dir, kc["coredns"]), None)
         launch("kube-proxy", hostservices.kube_proxy_args(self.bins, self.config_dir, kc["kube-proxy"],
                                                           self.nodes[0].name), None)
+        # The sandbox image every pod needs, pulled by containerd on a node's first pod (0.8 MB). The images
+        # of the operator and the trainers are not: `make push` puts them there, as an admin would.
+        pause = publish.image_reference(registry, images.PAUSE)
+        publish.push_image(images.build_images((images.PAUSE,))[images.PAUSE], pause)
         for node in self.nodes:
-            node.prepare(journal, self.bins, client_ca)
+            node.prepare(journal, self.bins, client_ca, registry, pause)
             self._launch_containerd(node, launch)
-        archives = sorted({image.archive for image in images.build_images()})
-
-        def import_into(node: RealNode) -> None:
-            node.wait_containerd()
-            images.import_images(self.bins.ctr, str(node.containerd_socket), archives)
-
-        # Each import streams the whole archive (~10-20 s): all nodes at once.
-        with ThreadPoolExecutor(len(self.nodes)) as pool:
-            list(pool.map(import_into, self.nodes))
         for node in self.nodes:
+            node.wait_containerd()
             self._launch_kubelet(node, launch)
 
     def kubeconfig_path(self, identity: str) -> Path:
@@ -134,7 +130,7 @@ class RealNodeSet:
         stop_workloads(node.host_dir, [node.cgroup_root])
 
     def restart_node(self, index: int, launch: Launch) -> None:
-        """The machine is back: containerd (its images are still in its store), then the kubelet."""
+        """The machine is back: containerd (the images it pulled are still in its store), then the kubelet."""
         node = self.nodes[index]
         # A reboot clears /run; here the dead containerd's socket files are still there.
         for stale in (node.containerd_socket, Path(f"{node.containerd_socket}.ttrpc")):

@@ -21,7 +21,7 @@ import yaml
 from localcluster import netplan
 from localcluster.binaries import Binaries
 from localcluster.hostchanges import HostJournal
-from localcluster.images import PAUSE_IMAGE
+from localcluster import registry
 from localcluster.nodes import NodePoolConfig, node_labels, node_name
 
 # Paths the kubelet uses whatever its --root-dir says; each kubelet gets its own copy bound over them.
@@ -76,7 +76,8 @@ class RealNode:
 
     # ---- preparing the host ---------------------------------------------------------------------------
 
-    def prepare(self, journal: HostJournal, bins: Binaries, client_ca: Path) -> None:
+    def prepare(self, journal: HostJournal, bins: Binaries, client_ca: Path, registry_address: str,
+                sandbox_image: str) -> None:
         self.config_dir.mkdir(parents=True, exist_ok=True)
         journal.make_dir(self.host_dir)
         for sub in ("containerd", "cni/net.d", "cni/ipam", "pod-logs", *KUBELET_FIXED_PATHS):
@@ -86,7 +87,8 @@ class RealNode:
         journal.make_cgroup(self.cgroup_root)
         journal.expect_link(netplan.bridge_name(self.index))
         self._write_cni_config()
-        self._write_containerd_config(bins)
+        registry.containerd_hosts(registry_address, self.registry_hosts_dir)
+        self._write_containerd_config(bins, sandbox_image)
         self._write_kubelet_config(client_ca)
         self.set_devices(self.pool.gpus_per_node, self.pool.rdma_per_node)
 
@@ -102,7 +104,12 @@ class RealNode:
         }
         (self.host_dir / "cni" / "net.d" / "10-mnlc.conflist").write_text(json.dumps(conflist, indent=1))
 
-    def _write_containerd_config(self, bins: Binaries) -> None:
+    @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's config_path: a folder per registry host with its hosts.toml."""
+        return self.config_dir / "certs.d"
+
+    def _write_containerd_config(self, bins: Binaries, sandbox_image: str) -> None:
         c = self.host_dir / "containerd"
         cri = "plugins.'io.containerd.cri.v1.runtime'"
         lines = [
@@ -114,7 +121,9 @@ class RealNode:
             "[plugins.'io.containerd.internal.v1.opt']", f"  path = {json.dumps(str(c / 'opt'))}",
             "[plugins.'io.containerd.nri.v1.nri']", "  disable = true",
             "[plugins.'io.containerd.cri.v1.images']", "  snapshotter = 'overlayfs'",
-            "[plugins.'io.containerd.cri.v1.images'.pinned_images]", f"  sandbox = {json.dumps(PAUSE_IMAGE)}",
+            "[plugins.'io.containerd.cri.v1.images'.pinned_images]", f"  sandbox = {json.dumps(sandbox_image)}",
+            "[plugins.'io.containerd.cri.v1.images'.registry]",
+            f"  config_path = {json.dumps(str(self.registry_hosts_dir))}",
             f"[{cri}]",
             # No CAP_SYS_RESOURCE in this VM: containerd may not lower a container's OOM score below its own.
             "  restrict_oom_score_adj = true",
@@ -148,7 +157,8 @@ class RealNode:
             "authorization": {"mode": "Webhook"},
             "registerWithTaints": [netplan.REAL_NODE_TAINT],
             "failSwapOn": False,
-            # The images are imported, not pulled: never garbage-collect them, never evict for disk.
+            # Pulled images stay (no image garbage collection, no eviction for disk): a test never waits for a
+            # pull again because a disk shared with the build caches looked full.
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                              "nodefs.inodesFree": "1%"},
