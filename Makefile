@@ -149,7 +149,7 @@ bench: venv peers
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/node_loss.py --trials 5 --timings stock --admin-action out-of-service
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/failover.py --trials 10 --term-trials 5 --nodes 4
 	$(PY) -P tools/bench/plan_scale.py --nodes 1000 5000 20000
-	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/huge.py --nodes 10000 --kwok-nodes 100 --rss-jobs 100 --rss-job-nodes 16
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/huge.py --nodes 10000 --rss-jobs 100 --rss-job-nodes 16
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/restart.py --nodes 1000 --restarts 3
 	$(PY) -P tools/bench/report.py
 

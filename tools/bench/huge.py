@@ -1,11 +1,11 @@
 """Benchmark: one huge job (10 000 nodes) created and all Running, and the operator's peak memory.
 
-    .venv/bin/python -P tools/bench/huge.py [--nodes 10000] [--kwok-nodes 100] [--rss-jobs 100]
+    .venv/bin/python -P tools/bench/huge.py [--nodes 10000] [--kwok-nodes N] [--rss-jobs 100]
                                             [--rss-job-nodes 16]
 
-Starts a local cluster of its own: `--kwok-nodes` fake nodes (kwok) that take `--nodes`/`--kwok-nodes`
-pods each (no GPUs: a kwok node per pod would cost kwok and the node controller far more CPU than the
-system under test on a 2-core machine; the operator's work is the same, one pod per TrainingJob node).
+Starts a local cluster of its own: `--kwok-nodes` fake nodes (kwok, no GPUs; by default one per pod of
+the huge job). A job's pods never share a node (required anti-affinity on the hostname), so the cluster
+needs at least as many nodes as the biggest job; the many small jobs share them.
 Then, each time with a fresh operator process so that its high-water mark (VmHWM) is this load's:
 
   many   `--rss-jobs` jobs × `--rss-job-nodes` pods created at once, until every job reports Running;
@@ -202,13 +202,17 @@ def huge(b: Bench, nodes: int, timeout: float) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=10_000)
-    parser.add_argument("--kwok-nodes", type=int, default=100)
+    parser.add_argument("--kwok-nodes", type=int, default=None, help="default: --nodes (one pod per node)")
     parser.add_argument("--rss-jobs", type=int, default=100)
     parser.add_argument("--rss-job-nodes", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through `finally`: cluster stopped
+    args.kwok_nodes = args.kwok_nodes or args.nodes
+    biggest = max(args.nodes, args.rss_job_nodes)
+    if args.kwok_nodes < biggest:
+        parser.error(f"--kwok-nodes {args.kwok_nodes}: a job of {biggest} nodes needs as many (one pod per node)")
     most = max(args.nodes, args.rss_jobs * args.rss_job_nodes)
     per_node = math.ceil(most / args.kwok_nodes) + 10
     b = Bench(args.kwok_nodes, per_node, most)

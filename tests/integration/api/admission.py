@@ -83,7 +83,7 @@ def maximal_job(name: str) -> dict:
                 "rendezvousPort": 23456,
                 "hostNetwork": True,
                 "multusNetworks": ["ib-a", "kube-system/ib-b@net2"],
-                "rdma": {"resourceName": "nvidia.com/mlnxnics", "count": 4},
+                "rdma": {"resourceName": "nvidia.com/mlnxnics", "count": 4, "ipcLock": True},
                 "nccl": {"socketIfname": "net1", "ibHca": "=mlx5_0,mlx5_1", "debug": "TRACE",
                          "debugSubsys": "INIT,NET"},
             },
@@ -98,9 +98,30 @@ def maximal_job(name: str) -> dict:
                      "tolerationSeconds": 60},
                     {"operator": "Exists", "effect": "PreferNoSchedule"},
                 ],
-                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
-                }}},
+                "affinity": {
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
+                         "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["gpu-7"]}]}]}},
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "inference"}},
+                         "topologyKey": "kubernetes.io/hostname"}
+                    ]},
+                },
+                "automountServiceAccountToken": True,
+                "securityContext": {
+                    "runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "fsGroup": 2000,
+                    "fsGroupChangePolicy": "OnRootMismatch", "supplementalGroups": [3000],
+                    "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/train.json"},
+                    "appArmorProfile": {"type": "Localhost", "localhostProfile": "train"},
+                },
+                "containerSecurityContext": {
+                    "runAsUser": 1001, "runAsGroup": 1001, "runAsNonRoot": True, "readOnlyRootFilesystem": True,
+                    "allowPrivilegeEscalation": False, "privileged": False,
+                    "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]},
+                    "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/trainer.json"},
+                    "appArmorProfile": {"type": "Localhost", "localhostProfile": "trainer"},
+                },
+                "runtimeClassName": "nvidia",
                 "priorityClassName": "training",
                 "schedulerName": "volcano",
                 "serviceAccountName": "trainer",

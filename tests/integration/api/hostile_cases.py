@@ -162,8 +162,8 @@ CASES = [
              "greater than or equal to 1"),
     rejected("ttl-negative", job(ttlSecondsAfterFinished=-1), "spec.ttlSecondsAfterFinished",
              "greater than or equal to 0"),
-    rejected("startupTimeout-zero", job(startupTimeoutSeconds=0), "spec.startupTimeoutSeconds",
-             "greater than or equal to 1"),
+    rejected("startupTimeout-negative", job(startupTimeoutSeconds=-1), "spec.startupTimeoutSeconds",
+             "greater than or equal to 0"),
     rejected("partialGangTimeout-zero", job(scheduling={"partialGangTimeoutSeconds": 0}),
              "spec.scheduling.partialGangTimeoutSeconds", "greater than or equal to 1"),
     # a named gang scheduler: one of them, one gang, one place for the scheduler's name

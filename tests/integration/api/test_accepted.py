@@ -52,7 +52,7 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
         "resourcesPerNode": {"gpus": 0, "gpuResourceName": "nvidia.com/gpu"},
         "network": {"rendezvousPort": 29500, "hostNetwork": False},
         "successPolicy": "AllNodes",
-        "podTemplate": {},
+        "podTemplate": {"automountServiceAccountToken": False},
         "failurePolicy": {"maxRestarts": 3, "restartStrategy": "BlockingRecreate",
                           "backoff": {"initialSeconds": 5, "maxSeconds": 300}, "nodeLossTolerationSeconds": 5},
         "suspend": False,
@@ -61,6 +61,7 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
         "healthCheck": {"enabled": True, "gpus": True, "rdma": True, "shm": True,
                         "memlockFloorBytes": 68719476736, "exclusionSeconds": 3600},
         "scheduling": {"partialGangTimeoutSeconds": 120, "nativePodGroup": True},
+        "startupTimeoutSeconds": 1800,
     }
 
 
@@ -153,8 +154,9 @@ def test_apiserver_serves_the_committed_schema_with_every_cel_rule(api: client.A
     # env value/valueFrom, volume name dshm, mount path /dev/shm, checkpointing needs cache,
     # distinct cache/checkpoint mount paths, resumeFrom one-of, a failure rule sets a matcher; and the gang
     # scheduler's five: podGroup or a gang scheduler, podTemplate.schedulerName or one, volcano or
-    # coscheduling, each of them frozen.
-    assert rules(served) == immutable + 14
+    # coscheduling, each of them frozen; a seccomp or AppArmor profile names a localhostProfile exactly when
+    # its type is Localhost, in the pod's and the trainer's security context (four).
+    assert rules(served) == immutable + 18
 
 
 def test_committed_crd_compiles_within_the_cel_cost_budget(kubeconfig: str, crd: str) -> None:

@@ -112,7 +112,7 @@ def failover_report(bench_dir: Path) -> dict:
 @pytest.fixture(scope="module")
 def huge_report(bench_dir: Path) -> dict:
     out = bench_dir / "huge.json"
-    run_bench("huge.py", "--nodes", "30", "--kwok-nodes", "2", "--rss-jobs", "3", "--rss-job-nodes", "2",
+    run_bench("huge.py", "--nodes", "30", "--kwok-nodes", "30", "--rss-jobs", "3", "--rss-job-nodes", "2",
               "--timeout", "180", "--out", str(out))
     return json.loads(out.read_text())
 

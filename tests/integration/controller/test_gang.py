@@ -192,6 +192,11 @@ def test_two_jobs_that_do_not_both_fit_run_one_after_the_other_never_half_placed
         assert jobs.condition(done, "GangScheduled")["status"] == "True"
 
 
+def _not_enough_nodes(job: dict | None) -> dict | None:
+    running = jobs.condition(job, "Running") if job is not None else None
+    return job if running is not None and running["reason"] == "NotEnoughNodes" else None
+
+
 def test_a_job_bigger_than_the_cluster_holds_no_gpu_and_runs_when_nodes_are_added(
     local_cluster: LocalCluster, core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str,
     job_namespace: str,
@@ -200,12 +205,13 @@ def test_a_job_bigger_than_the_cluster_holds_no_gpu_and_runs_when_nodes_are_adde
     pool = make_pool(local_cluster, 3)
     try:
         jobs.apply(kubeconfig, ns, pool_job("big", 4, pool))
-        job = wait_for(lambda: gang_condition(custom, ns, "big", "GangUnschedulable"), timeout=60,
-                       what="big GangUnschedulable")
+        job = wait_for(lambda: _not_enough_nodes(gang_condition(custom, ns, "big", "GangUnschedulable")),
+                       timeout=60, what="big GangUnschedulable and NotEnoughNodes")
         running = jobs.condition(job, "Running")
-        assert (job["status"]["phase"], running["reason"]) == ("Pending", "GangUnschedulable")
-        # The pod that says which resource is short is quoted, not only "waiting for the gang".
-        assert "nvidia.com/gpu" in running["message"] and "none is bound" in running["message"]
+        # The gang's own condition says it is unschedulable; the phase's reason says why in the user's terms:
+        # one pod per node, and the cluster has fewer matching nodes than the job asks for.
+        assert (job["status"]["phase"], running["reason"]) == ("Pending", "NotEnoughNodes")
+        assert running["message"].startswith("4 nodes needed (one pod per node), 3 Ready node(s) match"), running
         pods = jobs.job_pods(core, ns, "big")
         assert len(pods) == 4 and not [p for p in pods if p.spec.node_name]
 

@@ -23,6 +23,9 @@ from localcluster.harness.kube import new_namespace
 from localcluster.harness.operator import OperatorProcess, leader_election_env
 from localcluster.harness.trainingjobs import training_job
 from localcluster.harness.waiting import wait_for
+from localcluster.nodes import POOL_LABEL
+from localcluster import LocalCluster
+from tests.support.nodepools import own_pool
 from multinode.api import LABEL_ATTEMPT, LABEL_NODE_INDEX
 from multinode.cli.operator import LOST_LEASE_EXIT_CODE
 from tests.support import jobs
@@ -140,9 +143,16 @@ def test_only_the_leader_acts_and_the_standby_takes_over_a_killed_one(
 
 
 def test_leaders_killed_repeatedly_while_jobs_are_created_leave_no_duplicate_or_orphan_pod(
-    core: client.CoreV1Api, api: client.ApiClient, kubeconfig: str, ha_namespace: str, tmp_path: Path
+    local_cluster: LocalCluster, core: client.CoreV1Api, api: client.ApiClient, kubeconfig: str,
+    ha_namespace: str, tmp_path: Path
 ) -> None:
-    ns = ha_namespace
+    # One pod per node: fake nodes enough for the biggest job, of a pool of the test's own.
+    with own_pool(local_cluster, core, "ha", count=16) as pool:
+        _kill_leaders_while_creating(core, api, kubeconfig, ha_namespace, tmp_path, pool.prefix)
+
+
+def _kill_leaders_while_creating(core: client.CoreV1Api, api: client.ApiClient, kubeconfig: str, ns: str,
+                                 tmp_path: Path, pool: str) -> None:
     custom = client.CustomObjectsApi(api)
     # One API call at a time: creation is slow enough that kills land in the middle of it.
     replicas = Replicas(kubeconfig, ns, tmp_path, extra_env={"MULTINODE_API_CONCURRENCY": "1"})
@@ -156,7 +166,8 @@ def test_leaders_killed_repeatedly_while_jobs_are_created_leave_no_duplicate_or_
             identity, leader = replicas.wait_leader(timeout=DURATION + 30)
             # Two more jobs, then wait until the leader is creating pods, then kill it mid-creation.
             for name, n in pending[:2]:
-                jobs.apply(kubeconfig, ns, training_job(name, n, gpus=0))
+                jobs.apply(kubeconfig, ns, training_job(name, n, gpus=0,
+                                                        podTemplate={"nodeSelector": {POOL_LABEL: pool}}))
             pending = pending[2:]
             wait_for(lambda op=leader: op.counter("multinode_pods_created") >= 3, timeout=60,
                      what="the leader creating pods")

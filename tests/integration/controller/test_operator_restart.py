@@ -15,6 +15,9 @@ from tests.support import jobs
 from localcluster.harness.kube import new_namespace
 from localcluster.harness.operator import OperatorProcess
 from localcluster.harness.waiting import wait_for
+from localcluster.nodes import POOL_LABEL
+from localcluster import LocalCluster
+from tests.support.nodepools import own_pool
 
 NUM_NODES = 100
 
@@ -28,9 +31,16 @@ def own_namespace(core: client.CoreV1Api, crd: str) -> Iterator[str]:
 
 
 def test_operator_sigkilled_mid_creation_leaves_exactly_n_pods(
-    core: client.CoreV1Api, api: client.ApiClient, kubeconfig: str, own_namespace: str, tmp_path: Path
+    local_cluster: LocalCluster, core: client.CoreV1Api, api: client.ApiClient, kubeconfig: str,
+    own_namespace: str, tmp_path: Path
 ) -> None:
-    ns = own_namespace
+    # One pod per node: the job gets a fake node for each of its pods, of a pool of its own.
+    with own_pool(local_cluster, core, "restart", count=NUM_NODES) as pool:
+        _kill_mid_creation_then_converge(core, api, kubeconfig, own_namespace, tmp_path, pool.prefix)
+
+
+def _kill_mid_creation_then_converge(core: client.CoreV1Api, api: client.ApiClient, kubeconfig: str, ns: str,
+                                     tmp_path: Path, pool: str) -> None:
     custom = client.CustomObjectsApi(api)
     # One API call at a time makes creation take long enough to be interrupted for sure.
     slow = {"MULTINODE_API_CONCURRENCY": "1"}
@@ -38,7 +48,8 @@ def test_operator_sigkilled_mid_creation_leaves_exactly_n_pods(
     first.start()
     try:
         # A CPU job: 100 pods fit the fake nodes without GPUs, so all of them can run.
-        jobs.apply(kubeconfig, ns, training_job("big", NUM_NODES, gpus=0))
+        jobs.apply(kubeconfig, ns, training_job("big", NUM_NODES, gpus=0,
+                                                podTemplate={"nodeSelector": {POOL_LABEL: pool}}))
         wait_for(lambda: len(jobs.job_pods(core, ns, "big")) >= 10, timeout=60, what="some pods created")
         first.kill()
     finally:
