@@ -9,6 +9,7 @@ slow rank's, with rank 0's marker written and rank 1's file missing.
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import signal
 import subprocess
@@ -72,6 +73,7 @@ def two_ranks(script: str, args: list[str], env: dict[str, str], workdir: Path) 
         yield Writer(proc, log, gate)
     finally:
         gate.touch()   # never leave rank 1 waiting
-        if proc.poll() is None:
+        # The whole group, even when torchrun itself has exited: its ranks may not have (seen after a failed wait).
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
