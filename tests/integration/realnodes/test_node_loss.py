@@ -22,9 +22,12 @@ from tests.support.realnodes import ALL_BUT_ONE, clients, leading_operator, pod_
 from localcluster.harness.waiting import wait_for
 
 JOB = "lossy"
-# Attempt 0 trains until its node dies; the attempt after the loss finishes.
+# Attempt 0 trains until its node dies; the attempt after the loss finishes. Its ranks on the nodes that live
+# exit on SIGTERM when the gang is deleted, as a trainer does: python as PID 1 would ignore the signal and hold
+# the (blocking) restart for the 30 s grace period.
 SCRIPT = textwrap.dedent("""
-    import os, time
+    import os, signal, sys, time
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     attempt, rank = int(os.environ["MULTINODE_ATTEMPT"]), int(os.environ["NODE_RANK"])
     print(f"training attempt={attempt} rank={rank} host={os.environ['MULTINODE_HOST_NODE']}", flush=True)
     time.sleep(3600 if attempt == 0 else 5)
