@@ -18,13 +18,24 @@ from localcluster.harness.trainingjobs import training_job
 from localcluster.harness.waiting import wait_for
 from tests.unit.chart.chart import CHART_DIR, helm
 
-REAL_NODES = 2
+# A job's node pods never share a node (one pod per node), so a test that loses or excludes a node runs a job
+# one node smaller than the cluster: it restarts on exactly the nodes left. Four, not three: the collective
+# bandwidth test's blame rule needs a ring of three pods to tell the slow one from its neighbours, and the job
+# must still fit once the slow pod's node is excluded (test_collective_bandwidth.py).
+REAL_NODES = 4
+# The size of such a job: every real node but one.
+ALL_BUT_ONE = REAL_NODES - 1
 # The session's real-node cluster (one per test session, one per host at a time).
 REAL_CLUSTER_NAME = f"pytest-real-{os.getpid()}"
 
 
 def real_node_name(index: int) -> str:
     return f"real-node-{index}"
+
+
+def real_node_names() -> set[str]:
+    """Every real node of the session's cluster."""
+    return {real_node_name(i) for i in range(REAL_NODES)}
 
 
 class RealClusterSlot:

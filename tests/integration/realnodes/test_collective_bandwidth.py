@@ -1,16 +1,15 @@
 """The collective bandwidth test on real nodes (spec.healthCheck.collectiveBandwidth): the preflights of an
-attempt run a ring all-reduce over TCP between pods on the two real nodes, and status.nodeStatuses shows
-each node's busbw. Then one pod's link is made slow for real (a tc token-bucket filter on both ends of its
-veth): its preflight fails with CollectiveBandwidthLow naming both its links, its neighbours pass, its node
-is excluded and the gang restarts on the other node, uncounted, and succeeds."""
+attempt run a ring all-reduce over TCP between pods on two real nodes, and status.nodeStatuses shows each
+node's busbw. Then, in a ring of three pods (one per node), one pod's link is made slow for real (a tc
+token-bucket filter on both ends of its veth): its preflight fails with CollectiveBandwidthLow naming both its
+links, its neighbours pass, its node is excluded and the gang restarts on the other real nodes, uncounted,
+and succeeds."""
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kubernetes import client
 from localcluster import LocalCluster
 
@@ -18,7 +17,8 @@ from localcluster.harness.waiting import wait_for
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
 from tests.support.linkshaping import find_pid, qdiscs, shaped_pod_link
-from tests.support.realnodes import REAL_NODES, clients, node_away_from_leader, real_job, real_node_name
+from tests.support.realnodes import (ALL_BUT_ONE, clients, node_away_from_leader, real_job, real_node_name,
+                                    real_node_names)
 
 SCRIPT = textwrap.dedent("""
     import os
@@ -42,14 +42,15 @@ def _pods(core: client.CoreV1Api, namespace: str, job: str, attempt: int) -> lis
 def test_a_two_node_job_measures_busbw_between_real_nodes(operator_namespace: tuple[LocalCluster, str]) -> None:
     cluster, namespace = operator_namespace
     core, custom = clients(cluster)
-    # 8 GPUs each: one pod per real node, so the ring's links cross from one node's bridge to the other's.
-    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _job("ring", 2, gpus=8))
+    # One pod per node: the ring's links cross from one node's bridge to the other's.
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _job("ring", 2, gpus=1))
 
     job = jobs.wait_phase(custom, namespace, "ring", "Succeeded", timeout=90)
     status = job["status"]
     assert status.get("attempt", 0) == 0, status
     rows = sorted(status["nodeStatuses"], key=lambda row: row["index"])
-    assert {row["node"] for row in rows} == {real_node_name(i) for i in range(REAL_NODES)}
+    nodes = {row["node"] for row in rows}
+    assert len(nodes) == 2 and nodes <= real_node_names(), rows
     for row in rows:
         health = row["health"]
         assert (health["status"], health["reason"]) == ("Passed", "Healthy"), row
@@ -69,40 +70,22 @@ def test_a_two_node_job_measures_busbw_between_real_nodes(operator_namespace: tu
         assert "4 MiB ring all-reduce over 2 nodes, checksum ok" in log
 
 
-@pytest.fixture
-def one_gpu_node(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, int, str]]:
-    """(cluster, index, name) of the real node without the leading operator, advertising a single GPU until
-    the test ends; then its 8 again."""
-    cluster, operator_namespace = real_operator
-    core, _ = clients(cluster)
-    index = node_away_from_leader(core, operator_namespace)
-    assert cluster.real is not None
-    node = cluster.real.nodes[index]
-
-    def allocatable(count: int) -> bool:
-        return core.read_node(node.name).status.allocatable.get(node.pool.gpu_resource_name) == str(count)
-
-    node.set_devices(1, node.pool.rdma_per_node)
-    try:
-        wait_for(lambda: allocatable(1), timeout=60, what=f"{node.name} to advertise 1 GPU")
-        yield cluster, index, node.name
-    finally:
-        node.set_devices(node.pool.gpus_per_node, node.pool.rdma_per_node)
-        wait_for(lambda: allocatable(node.pool.gpus_per_node), timeout=60, what=f"{node.name}'s GPUs restored")
-
-
 def test_a_pod_whose_link_crawls_fails_its_node_which_is_excluded_and_the_gang_succeeds_elsewhere(
-        one_gpu_node: tuple[LocalCluster, int, str], operator_namespace: tuple[LocalCluster, str]) -> None:
-    cluster, _, slow = one_gpu_node
+        real_operator: tuple[LocalCluster, str], operator_namespace: tuple[LocalCluster, str]) -> None:
+    cluster, release_namespace = real_operator
     _, namespace = operator_namespace
     core, custom = clients(cluster)
-    [good] = [real_node_name(i) for i in range(REAL_NODES) if real_node_name(i) != slow]
-    # Three pods of one GPU: with the other node cordoned, one lands on the one-GPU node and its preflight
-    # waits for the two Pending peers' names, while its link is shaped. Without the native gang, so the one
-    # pod is placed alone. Three nodes, so the blame rule can tell the slow pod from its neighbours.
-    body = _job("crawl", 3, gpus=1, scheduling={"nativePodGroup": False},
+    # The slow node is one the leading operator replica is not on: its reconciles go on undisturbed.
+    slow = real_node_name(node_away_from_leader(core, release_namespace))
+    others = sorted(real_node_names() - {slow})
+    # A ring of three pods, so the blame rule can tell the slow pod from its neighbours, on every real node but
+    # one, so the job still fits once the slow pod's node is excluded. With the other nodes cordoned, one pod
+    # lands on the slow node (one pod per node) and its preflight waits for the two Pending peers' names, while
+    # its link is shaped. Without the native gang, so the one pod is placed alone.
+    assert ALL_BUT_ONE >= 3, "the blame rule needs a ring of three pods and a spare node"
+    body = _job("crawl", ALL_BUT_ONE, gpus=1, scheduling={"nativePodGroup": False},
                 failurePolicy={"maxRestarts": 0, "backoff": {"initialSeconds": 5}})
-    core.patch_node(good, {"spec": {"unschedulable": True}})
+    _cordon(core, others, True)
     try:
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
         pid = wait_for(lambda: find_pid(f"MULTINODE_NAMESPACE={namespace}", "MULTINODE_JOB_NAME=crawl",
@@ -111,18 +94,19 @@ def test_a_pod_whose_link_crawls_fails_its_node_which_is_excluded_and_the_gang_s
         assert placed.spec.node_name == slow
         with shaped_pod_link(pid, SLOW_RATE) as veth:
             assert "tbf" in qdiscs(veth) and "tbf" in qdiscs("eth0", pid)
-            core.patch_node(good, {"spec": {"unschedulable": False}})
+            _cordon(core, others, False)
             status = wait_for(lambda: _verdict_and_exclusion(custom, namespace), timeout=60,
                               what="a CollectiveBandwidthLow verdict and the node in status.excludedNodes")
     finally:
-        core.patch_node(good, {"spec": {"unschedulable": False}})
+        _cordon(core, others, False)
 
     [row] = [ns for ns in status["nodeStatuses"] if (ns.get("health") or {}).get("status") == "Failed"]
     index = int(placed.metadata.labels["multinode.dev/node-index"])
     assert (row["node"], row["index"], row["reason"]) == (slow, index, "NodeUnhealthy"), status
     assert row["health"]["reason"] == "CollectiveBandwidthLow"
     assert row["health"]["message"].startswith(
-        f"both ring links of node {index} are below minGbps {MIN_GBPS}: link from node {(index - 1) % 3} "), row
+        f"both ring links of node {index} are below minGbps {MIN_GBPS}: "
+        f"link from node {(index - 1) % ALL_BUT_ONE} "), row
     figures = row["health"]["bandwidth"]
     # 10 Mbit/s is 0.01 Gbit/s; the token bucket lets a burst through at first.
     assert 0.001 < figures["inboundGbps"] < 0.03 and 0.001 < figures["outboundGbps"] < 0.03, figures
@@ -134,12 +118,19 @@ def test_a_pod_whose_link_crawls_fails_its_node_which_is_excluded_and_the_gang_s
     status = job["status"]
     assert (status["attempt"], status.get("restarts", 0), status["uncountedRestarts"]) == (1, 0, 1), status
     assert status["restartHistory"][0]["reason"] == "NodeUnhealthy"
-    # The slow pod's two neighbours ran on the good node and each saw one slow link: had the blame rule failed
-    # them too, the good node would be excluded as well and the job could not succeed there.
-    assert {ns["node"] for ns in status["nodeStatuses"]} == {good}
+    # The slow pod's two neighbours ran on good nodes and each saw one slow link: had the blame rule failed them
+    # too, their nodes would be excluded as well and the job would not fit on the nodes left.
+    assert sorted(ns["node"] for ns in status["nodeStatuses"]) == others
     assert [e["node"] for e in status["excludedNodes"]] == [slow]
     for ns in status["nodeStatuses"]:
         assert ns["health"]["status"] == "Passed" and ns["health"]["bandwidth"]["busbwGbps"] > 0, ns
+
+
+def _cordon(core: client.CoreV1Api, nodes: list[str], cordoned: bool) -> None:
+    for node in nodes:
+        core.patch_node(node, {"spec": {"unschedulable": cordoned}})
+
+
 def _verdict_and_exclusion(custom: client.CustomObjectsApi, namespace: str) -> dict | None:
     status = jobs.get_job(custom, namespace, "crawl").get("status") or {}
     failed = [ns for ns in status.get("nodeStatuses", []) if (ns.get("health") or {}).get("status") == "Failed"]

@@ -7,7 +7,7 @@ from localcluster import LocalCluster
 from localcluster.netplan import REAL_NODE_LABEL
 
 from localcluster.harness.kube import kubectl
-from tests.support.realnodes import pod_log, real_pod, wait_pod_done, wait_pod_running
+from tests.support.realnodes import REAL_NODES, pod_log, real_node_names, real_pod, wait_pod_done, wait_pod_running
 from localcluster.harness.waiting import wait_for
 
 
@@ -39,7 +39,7 @@ def test_exec_into_a_running_container_and_its_fake_gpus(real_cluster: LocalClus
 def test_real_nodes_advertise_gpus_and_keep_untolerating_pods_off(real_core: client.CoreV1Api,
                                                                   real_namespace: str) -> None:
     real = real_core.list_node(label_selector=f"{REAL_NODE_LABEL}=true").items
-    assert sorted(n.metadata.name for n in real) == ["real-node-0", "real-node-1"]
+    assert {n.metadata.name for n in real} == real_node_names()
     for node in real:
         assert node.status.allocatable["nvidia.com/gpu"] == "8"
         assert node.status.allocatable["rdma/hca_shared_devices_a"] == "1"
@@ -57,4 +57,4 @@ def test_real_nodes_advertise_gpus_and_keep_untolerating_pods_off(real_core: cli
         return None
 
     message = wait_for(unschedulable, timeout=60, what="the scheduler to refuse the pod")
-    assert "2 node(s) had untolerated taint" in message
+    assert f"{REAL_NODES} node(s) had untolerated taint" in message

@@ -1,8 +1,9 @@
 """The node health check on real nodes: one node's device plugin lists fewer GPU IDs than it allocates (a
 node whose driver lost GPUs: the kubelet counts them allocated, the container does not see them). A job
-whose first attempt lands there fails its health check in the preflight, the node's verdict shows in
-status.nodeStatuses, the node goes into status.excludedNodes, and the gang restarts on the good node,
-without counting, and succeeds. With the check turned off, the same node runs the job."""
+whose first attempt lands there (the job is one node smaller than the cluster, one pod per node, and one good
+node is cordoned while it schedules) fails its health check in the preflight, the node's verdict shows in
+status.nodeStatuses, the node goes into status.excludedNodes, and the gang restarts on the good nodes, without
+counting, and succeeds. With the check turned off, the same node runs the job."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from localcluster.harness.kube import new_namespace
 from localcluster.harness.waiting import wait_for
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.realnodes import (REAL_NODES, clients, node_away_from_leader, pod_log, real_job, real_node_name,
+from tests.support.realnodes import (ALL_BUT_ONE, clients, node_away_from_leader, pod_log, real_job, real_node_names,
                                     real_pod, wait_pod_done)
 
-GPUS = 4  # per pod; two pods fill one node's 8
+GPUS = 4  # per pod, of a node's 8
 VISIBLE = 2  # what the bad node's plugin lets a container see
 # The trainer reports the GPU IDs it was given: the same devices the health check saw.
 SCRIPT = textwrap.dedent("""
@@ -34,8 +35,8 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.fixture
-def bad_node(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str, str, str]]:
-    """(cluster, namespace, bad node, good node): the node without the leading operator lists only VISIBLE of
+def bad_node(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str, str, list[str]]]:
+    """(cluster, namespace, bad node, good nodes): the node without the leading operator lists only VISIBLE of
     the GPU IDs it allocates (checked with a probe pod) until the test ends; then it is restored."""
     cluster, operator_namespace = real_operator
     core, _ = clients(cluster)
@@ -59,8 +60,7 @@ def bad_node(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalClu
     try:
         wait_for(lambda: probe_sees(VISIBLE), timeout=60, interval=1,
                  what=f"{node.name}'s plugin to list {VISIBLE} GPU IDs")
-        good = next(real_node_name(i) for i in range(REAL_NODES) if i != bad_index)
-        yield cluster, namespace, node.name, good
+        yield cluster, namespace, node.name, sorted(real_node_names() - {node.name})
     finally:
         node.set_devices(node.pool.gpus_per_node, node.pool.rdma_per_node)
         try:  # restored before the next test allocates GPUs there
@@ -76,32 +76,35 @@ def _attempt_pods(core: client.CoreV1Api, namespace: str, job: str, attempt: int
 def _scheduled(core: client.CoreV1Api, namespace: str, job: str) -> set[str] | None:
     pods = _attempt_pods(core, namespace, job, 0)
     hosts = {p.spec.node_name for p in pods}
-    return hosts if len(pods) == 2 and None not in hosts else None
+    return hosts if len(pods) == ALL_BUT_ONE and None not in hosts else None
 
 
 def _start_on(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace: str, body: dict[str, Any],
-              node: str, other: str) -> None:
-    """Create the job while `other` is cordoned, so attempt 0 lands on `node`; uncordon once it is placed."""
-    core.patch_node(other, {"spec": {"unschedulable": True}})
+              bad: str, goods: list[str]) -> list[str]:
+    """Create the job while the first good node is cordoned, so attempt 0 lands on `bad` and the other good
+    nodes (one pod per node); uncordon once it is placed. Returns those good nodes."""
+    cordoned, *partners = goods
+    core.patch_node(cordoned, {"spec": {"unschedulable": True}})
     try:
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
         hosts = wait_for(lambda: _scheduled(core, namespace, body["metadata"]["name"]), timeout=120,
                          what="attempt 0 scheduled")
     finally:
-        core.patch_node(other, {"spec": {"unschedulable": False}})
-    assert hosts == {node}, hosts
+        core.patch_node(cordoned, {"spec": {"unschedulable": False}})
+    assert hosts == {bad, *partners}, hosts
+    return partners
 
 
 def _job(name: str, **spec: Any) -> dict[str, Any]:
-    return real_job(name, 2, SCRIPT, gpus=GPUS, shmSize="16Mi", **spec)
+    return real_job(name, ALL_BUT_ONE, SCRIPT, gpus=GPUS, shmSize="16Mi", **spec)
 
 
 def test_a_node_failing_its_health_check_is_excluded_and_the_gang_succeeds_elsewhere(
-        bad_node: tuple[LocalCluster, str, str, str]) -> None:
-    cluster, namespace, bad, good = bad_node
+        bad_node: tuple[LocalCluster, str, str, list[str]]) -> None:
+    cluster, namespace, bad, goods = bad_node
     core, custom = clients(cluster)
     _start_on(core, custom, namespace, _job("sick", failurePolicy={"maxRestarts": 0, "backoff": {"initialSeconds": 8}}),
-              bad, good)
+              bad, goods)
 
     def verdict_and_exclusion() -> dict | None:
         # The node table may show the verdict a moment before the pod's phase turns Failed and the
@@ -125,12 +128,13 @@ def test_a_node_failing_its_health_check_is_excluded_and_the_gang_succeeds_elsew
     assert (status["attempt"], status.get("restarts", 0), status["uncountedRestarts"]) == (1, 0, 1), status
     assert status["restartHistory"][0]["reason"] == "NodeUnhealthy" and not status["restartHistory"][0]["counted"]
     assert [e["node"] for e in status["excludedNodes"]] == [bad]
-    assert {ns["node"] for ns in status["nodeStatuses"]} == {good}
+    assert sorted(ns["node"] for ns in status["nodeStatuses"]) == goods
     assert all(ns["health"] == {"status": "Passed", "reason": "Healthy"} for ns in status["nodeStatuses"]), status
     for pod in _attempt_pods(core, namespace, "sick", 1):
         terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
         assert [(f.key, f.operator, f.values) for f in terms[0].match_fields] == [("metadata.name", "NotIn", [bad])]
-        assert f"trainer attempt=1 host={good} gpus={GPUS}" in pod_log(core, namespace, pod.metadata.name)
+        assert pod.spec.node_name in goods
+        assert f"trainer attempt=1 host={pod.spec.node_name} gpus={GPUS}" in pod_log(core, namespace, pod.metadata.name)
         preflight = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="preflight")
         assert f"node health check passed: {GPUS} GPUs visible, /dev/shm >= {16 * 2**20} bytes" in preflight
     # Failed pods stay (cleanPodPolicy Running); a peer still in its preflight was deleted with the gang.
@@ -142,15 +146,18 @@ def test_a_node_failing_its_health_check_is_excluded_and_the_gang_succeeds_elsew
     assert any(bad in e.message for e in events), [e.message for e in events]
 
 
-def test_with_the_check_turned_off_the_same_node_runs_the_job(bad_node: tuple[LocalCluster, str, str, str]) -> None:
-    cluster, namespace, bad, good = bad_node
+def test_with_the_check_turned_off_the_same_node_runs_the_job(
+        bad_node: tuple[LocalCluster, str, str, list[str]]) -> None:
+    cluster, namespace, bad, goods = bad_node
     core, custom = clients(cluster)
-    _start_on(core, custom, namespace, _job("trusting", healthCheck={"enabled": False}), bad, good)
+    partners = _start_on(core, custom, namespace, _job("trusting", healthCheck={"enabled": False}), bad, goods)
 
     job = jobs.wait_phase(custom, namespace, "trusting", "Succeeded", timeout=180)
     status = job["status"]
     assert status.get("attempt", 0) == 0 and not status.get("excludedNodes"), json.dumps(status)
     assert all("health" not in ns for ns in status["nodeStatuses"])
-    # No check: the trainer runs with the GPUs it cannot see.
-    for pod in _attempt_pods(core, namespace, "trusting", 0):
-        assert f"host={bad} gpus={VISIBLE}" in pod_log(core, namespace, pod.metadata.name)
+    # No check: the trainer on the bad node runs with the GPUs it cannot see; its peers see all of their own.
+    seen = {pod.spec.node_name: pod_log(core, namespace, pod.metadata.name)
+            for pod in _attempt_pods(core, namespace, "trusting", 0)}
+    assert f"host={bad} gpus={VISIBLE}" in seen[bad], seen
+    assert all(f"host={node} gpus={GPUS}" in seen[node] for node in partners), seen

@@ -14,7 +14,8 @@ from localcluster.images import TRAINER, build_images
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.realnodes import clients, leading_operator, pod_log, real_job, registry_chart, wait_operator_env
+from tests.support.realnodes import (REAL_NODES, clients, leading_operator, pod_log, real_job, real_node_names,
+                                    registry_chart, wait_operator_env)
 from localcluster.harness.waiting import wait_for
 from tests.unit.chart.chart import helm
 
@@ -57,7 +58,8 @@ def test_a_digest_pinned_image_and_the_baseten_env_on_real_nodes(operator_namesp
     trainers = {p.metadata.name: p for p in pods if p.spec.containers[0].name != "mirror"}
     assert len(trainers) == 2
     # One pod per node: each real node has 8 GPUs, room for both 1-GPU pods, yet they run on two machines.
-    assert {p.spec.node_name for p in trainers.values()} == {"real-node-0", "real-node-1"}
+    nodes = {p.spec.node_name for p in trainers.values()}
+    assert len(nodes) == 2 and nodes <= real_node_names(), nodes
     for pod in trainers.values():
         assert pod.spec.containers[0].image == digest_ref
         # What the kubelet ran is the image we pinned: the CRI reports the same digest.
@@ -79,12 +81,13 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
          "--set", "operator.preflightTimeoutSeconds=20", "--wait", "--kubeconfig", kc, timeout=240)
     try:
         wait_operator_env(core, release_namespace, "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS", "20")
-        # Three 8-GPU nodes on two real nodes: one stays Pending, so its name never resolves.
-        # Not ganged (a native gang would bind none of the three), so two run and wait for the third's name.
-        _create(custom, namespace, real_job("nodns", 3, "print('never')", gpus=8, scheduling={"nativePodGroup": False},
+        # One node more than there are real nodes (one pod per node): one pod stays Pending, so its name never
+        # resolves. Not ganged (a native gang would bind none of them), so the others run and wait for its name.
+        size = REAL_NODES + 1
+        _create(custom, namespace, real_job("nodns", size, "print('never')", scheduling={"nativePodGroup": False},
                                             failurePolicy={"maxRestarts": 0}))
 
-        # While it waits, each bound pod's preflight says which peer it waits for. Which of the three stays
+        # While it waits, each bound pod's preflight says which peer it waits for. Which one stays
         # unscheduled is the scheduler's choice: read the pods that were bound.
         def waiting_logs() -> dict[str, str] | None:
             logs = {}
@@ -93,12 +96,12 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
                     log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="preflight")
                 except client.ApiException:
                     continue  # not bound, or the init container has not started yet
-                if log and "waiting for 1/3 peers" in log:
+                if log and f"waiting for 1/{size} peers" in log:
                     logs[pod.metadata.name] = log
-            return logs if len(logs) == 2 else None
+            return logs if len(logs) == REAL_NODES else None
 
-        logs = wait_for(waiting_logs, timeout=120, what="two preflights waiting for the third peer")
-        [pending] = {f"nodns-{i}" for i in range(3)} - {name.rsplit("-", 1)[0] for name in logs}
+        logs = wait_for(waiting_logs, timeout=120, what="every bound pod's preflight waiting for the last peer")
+        [pending] = {f"nodns-{i}" for i in range(size)} - {name.rsplit("-", 1)[0] for name in logs}
         assert all(f"{pending}.nodns.{namespace}.svc" in log for log in logs.values()), logs
 
         def preflight_failed():
@@ -107,8 +110,8 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
 
         status = wait_for(preflight_failed, timeout=120, what="the preflight to give up (20 s)")
         text = json.dumps(status)
-        # The peer's node row is listed (not fine). Whether it still has no node depends on the scheduler: the two
-        # failed pods free their GPUs, and it may bind the third before the operator deletes it.
+        # The peer's node row is listed (not fine). Whether it still has no node depends on the scheduler: the
+        # failed pods free their nodes, and it may bind the last one before the operator deletes it.
         rows = {f"nodns-{n['index']}": n for n in status["nodeStatuses"]}
         assert pending in rows and rows[pending].get("phase") != "Running", status["nodeStatuses"]
         assert "PreflightFailed" in text and f"{pending}.nodns.{namespace}.svc" in text, text

@@ -1,11 +1,11 @@
 """stragglers.action Exclude on real nodes, under the operator installed by helm: it reads the trainers'
-heartbeats from the kubelets' logs, and the Node objects' allocatable GPUs (the fake device plugin's 8 per
-node) decide whether the job still fits without a straggler's node.
+heartbeats from the kubelets' logs, and the Node objects decide whether the job still fits without a
+straggler's node: a job's node pods never share a node (one pod per node), so each eligible node holds one.
 
-- 4-GPU pods: without the straggler's node the other real node holds both pods, so the node is excluded
-  (reason Straggler), the gang restarts without counting, off that node, and succeeds;
-- 5-GPU pods: each real node holds one, so excluding one would strand the job: the straggler is only
-  reported, the condition says why, and the job runs to the end in its first attempt.
+- a job on every real node but one: without the straggler's node enough are left, so the node is excluded
+  (reason Straggler), the gang restarts without counting on the other nodes, and succeeds;
+- a job on every real node: excluding a node would strand it, so the straggler is only reported,
+  the condition says why, and the job runs to the end in its first attempt.
 
 Rank 1 of attempt 0 reports ten times the others' step time: it stands in for a rank on a slow node (a
 throttled GPU); the next attempt's ranks all report the same time.
@@ -21,7 +21,7 @@ from localcluster import LocalCluster
 from localcluster.harness.waiting import wait_for
 from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.realnodes import clients, pod_log, real_job
+from tests.support.realnodes import ALL_BUT_ONE, REAL_NODES, clients, pod_log, real_job, real_node_names
 
 SCRIPT = textwrap.dedent("""
     import os, time
@@ -36,8 +36,8 @@ SCRIPT = textwrap.dedent("""
 DETECTION = {"timeoutSeconds": 30, "stragglers": {"factor": 2.0, "forSeconds": 3, "action": "Exclude"}}
 
 
-def _job(name: str, gpus: int, first_steps: int) -> dict:
-    return real_job(name, 2, SCRIPT, gpus=gpus, hangDetection=DETECTION,
+def _job(name: str, num_nodes: int, first_steps: int) -> dict:
+    return real_job(name, num_nodes, SCRIPT, hangDetection=DETECTION,
                     failurePolicy={"maxRestarts": 0, "backoff": {"initialSeconds": 0}},
                     env=[{"name": "STEPS_ATTEMPT_0", "value": str(first_steps)},
                          {"name": "STEPS_ATTEMPT_1", "value": "20"}])
@@ -58,7 +58,8 @@ def test_a_straggler_node_is_excluded_and_the_gang_succeeds_without_it(
     core, custom = clients(cluster)
     name = "slow-node"
     with jobs.PhaseRecorder(cluster.api_client(), namespace, name, timeout_seconds=300) as seen:
-        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _job(name, 4, first_steps=400))
+        body = _job(name, ALL_BUT_ONE, first_steps=400)
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
         slow = wait_for(lambda: _rank_1_node(core, namespace, name), timeout=120, what="rank 1 of attempt 0 placed")
         final = jobs.wait_phase(custom, namespace, name, "Succeeded", timeout=300)
     status = final["status"]
@@ -72,7 +73,7 @@ def test_a_straggler_node_is_excluded_and_the_gang_succeeds_without_it(
     stragglers = [c for c in seen.conditions if c["type"] == "Stragglers" and c["status"] == "True"]
     assert stragglers and f"rank 1 on node {slow}: 2s a step" in stragglers[0]["message"], seen.conditions
     second = _pods(core, namespace, name, 1)
-    assert len(second) == 2 and all(p.spec.node_name != slow for p in second), [p.spec.node_name for p in second]
+    assert {p.spec.node_name for p in second} == real_node_names() - {slow}, [p.spec.node_name for p in second]
     for pod in second:
         assert "done attempt=1" in pod_log(core, namespace, pod.metadata.name)
     assert not status["progress"].get("stragglers"), status["progress"]
@@ -85,7 +86,7 @@ def test_a_straggler_node_stays_when_the_job_would_not_fit_without_it(
     cluster, namespace = operator_namespace
     core, custom = clients(cluster)
     name = "slow-no-room"
-    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _job(name, 5, first_steps=120))
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _job(name, REAL_NODES, first_steps=120))
     slow = wait_for(lambda: _rank_1_node(core, namespace, name), timeout=120, what="rank 1 of attempt 0 placed")
 
     def held() -> dict | None:
@@ -94,7 +95,7 @@ def test_a_straggler_node_stays_when_the_job_would_not_fit_without_it(
 
     c = wait_for(held, timeout=120, what="condition Stragglers saying the node was not excluded")
     assert c["message"].endswith(f"not excluded: rank 1 on node {slow} (without {slow} the nodes left have room "
-                                 "for 1 of the job's 2 pods)"), c
+                                 f"for {REAL_NODES - 1} of the job's {REAL_NODES} pods)"), c
     final = jobs.wait_phase(custom, namespace, name, "Succeeded", timeout=180)
     status = final["status"]
     assert status.get("attempt", 0) == 0 and not status.get("excludedNodes") and not status.get("restartHistory")
