@@ -8,7 +8,11 @@ times the last 201. Two pod shapes, alternating:
   multinode  the pods the operator renders for an N-node TrainingJob (env contract, preflight init
              container), without the owner reference (there is no TrainingJob to own them)
   jobset     the pods JobSet's Job controller creates for the same job (its labels, annotations and
-             JOB_COMPLETION_INDEX; same GPU limit)
+             JOB_COMPLETION_INDEX; same GPU limit), with what a JobSet user writes into the pod template
+             for the same guarantees: one pod per node (a required pod anti-affinity on the hostname, by
+             the JobSet's name; JobSet's exclusive-topology annotation places whole Jobs, not pods) and
+             the trainer's defaults multinode sets for Pod Security (no privilege escalation, no
+             capabilities, no ServiceAccount token)
 The scheduler and kwok work on them as in the real runs. Comparing with tools/bench/startup.py says how
 much of a start is the control plane's (the floor for that pod shape) and how much the controller's.
 Writes .cache/bench/floor.json. `make bench` runs it.
@@ -75,11 +79,16 @@ def jobset_pods(name: str, namespace: str, n: int, gpus: int) -> list[dict]:
             },
             "spec": {
                 "hostname": f"{job}-{i}", "subdomain": name, "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": name}},
+                    "topologyKey": "kubernetes.io/hostname"}]}},
                 "containers": [{
                     "name": "trainer", "image": "registry.example/train:1.0", "command": ["torchrun", "train.py"],
                     "env": [{"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
                         "fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}}],
                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 }],
             },
         })

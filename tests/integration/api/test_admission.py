@@ -161,7 +161,8 @@ def test_unknown_field_is_pruned_without_strict_validation(custom: client.Custom
                                                            admission_namespace: str) -> None:
     stored = create(custom, admission_namespace, job(numGPUs=8, network={"rdma": {"cnt": 2}}))
     assert "numGPUs" not in stored["spec"]
-    assert stored["spec"]["network"]["rdma"] == {"count": 1, "resourceName": "rdma/hca_shared_devices_a"}
+    assert stored["spec"]["network"]["rdma"] == {"count": 1, "resourceName": "rdma/hca_shared_devices_a",
+                                                 "ipcLock": True}
 
 
 @pytest.mark.parametrize(

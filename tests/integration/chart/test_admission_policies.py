@@ -29,6 +29,7 @@ from multinode.api.constants import (
 )
 from localcluster.harness.kube import new_namespace
 from localcluster.harness.trainingjobs import training_job
+from localcluster.harness.waiting import wait_for
 from tests.integration.chart.conftest import Release, installed_release
 from tests.support.kube import client_for_token, service_account_token
 
@@ -71,6 +72,25 @@ def refused(call: Callable[[], object]) -> str:
         call()
     assert e.value.status == 403, e.value.body
     return str(json.loads(e.value.body)["message"])
+
+
+def _refusal_or_none(call: Callable[[], object]) -> str | None:
+    try:
+        call()
+    except client.ApiException as e:
+        assert e.status == 403, e.body
+        return str(json.loads(e.body)["message"])
+    return None
+
+
+def refused_once_settled(call: Callable[[], object], what: str) -> str:
+    """`refused` for a call whose refusal follows a change the apiserver's admission sees through its own
+    watch a moment later (a policy's new expression, a namespace's new label): the call is a dry run."""
+    return wait_for(lambda: _refusal_or_none(call), timeout=30, what=what)
+
+
+def admitted_once_settled(call: Callable[[], object], what: str) -> None:
+    wait_for(lambda: _refusal_or_none(call) is None, timeout=30, what=what)
 
 
 def job_metadata(name: str, owner: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -241,7 +261,7 @@ def test_a_tenants_job_gets_no_node_access_until_an_admin_labels_the_namespace(
     message = refused(create_job(api, tenant_namespace, spec))
     assert reason in message and f"the namespace label {label}=true" in message, message
     core.patch_namespace(tenant_namespace, {"metadata": {"labels": {label: "true"}}})
-    create_job(api, tenant_namespace, spec)()
+    admitted_once_settled(create_job(api, tenant_namespace, spec), f"{asked} admitted once the namespace is labelled")
 
 
 def test_claims_config_and_scratch_volumes_need_no_label(policed: Release, api: client.ApiClient,
@@ -268,7 +288,8 @@ def test_without_pod_logs_hang_detection_is_refused_at_admission(policed: Releas
     try:
         policed.upgrade("replicaCount=0", "rbac.readPodLogs=false")
         assert not policed.can("get", "pods/log", tenant_namespace)
-        assert "spec.hangDetection: unavailable here" in refused(create_job(api, tenant_namespace, hang))
+        message = refused_once_settled(create_job(api, tenant_namespace, hang), "hangDetection refused")
+        assert "spec.hangDetection: unavailable here" in message, message
     finally:
         policed.upgrade("replicaCount=0")
-    create_job(api, tenant_namespace, hang)()
+    admitted_once_settled(create_job(api, tenant_namespace, hang), "hangDetection admitted again")

@@ -17,6 +17,7 @@ from multinode.render.mirror import render_mirror_pod, render_mirror_service_acc
 from multinode.render.pod import render_node_pod
 from localcluster.harness.kube import new_namespace
 from localcluster.harness.trainingjobs import stored_job
+from localcluster.harness.waiting import wait_for
 
 STORAGE = {"cache": {"claimName": "team-cache"}, "checkpointing": {"claimName": "ckpt"}}
 NON_ROOT = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
@@ -58,7 +59,17 @@ def test_a_job_that_runs_as_non_root_with_runtime_default_seccomp_meets_restrict
     assert admit(core, render_node_pod(job, 0, 0)) is None
     # The mirror pod, under its own ServiceAccount (the ServiceAccount plugin wants it to exist).
     core.create_namespaced_service_account(restricted, render_mirror_service_account(job))
-    assert admit(core, render_mirror_pod(job)) is None
+    # The plugin reads ServiceAccounts from its own cache: a moment passes before it knows the new one.
+    reason = wait_for(lambda: _known_service_account(admit(core, render_mirror_pod(job))), timeout=30,
+                      what="the ServiceAccount admission plugin knowing the mirror's ServiceAccount")
+    assert reason == "admitted", reason
+
+
+def _known_service_account(reason: str | None) -> str | None:
+    """"admitted", or the reason of a refusal that is not about the ServiceAccount being unknown yet."""
+    if reason is None:
+        return "admitted"
+    return None if "error looking up service account" in reason else reason
 
 
 def test_without_the_jobs_non_root_user_only_the_trainer_is_refused(core: client.CoreV1Api, restricted: str) -> None:
