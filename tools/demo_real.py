@@ -79,9 +79,12 @@ def main() -> int:
     print(f"  {pushed.chart} --version {__version__}", flush=True)
 
     say("installing the operator with Helm from the OCI chart; the kubelet pulls its image from the registry")
+    install_started = time.monotonic()
     helm(kc, "install", "mn", str(pushed.chart), "--version", __version__, "-n", "multinode-system",
          "--create-namespace", "--set", f"image.repository={publish.image_repository(registry, images.OPERATOR)}",
          "-f", str(CHART / "values-local.yaml"), "--wait", "--timeout", "180s")
+    print(f"  helm install from the OCI chart to the operator Ready: {time.monotonic() - install_started:.1f}s",
+          flush=True)
     kubectl(kc, "get", "pods", "-n", "multinode-system", "-o", "wide")
 
     say("applying examples/real/ (two shared volumes and a 2-node torchrun TrainingJob), as a user would")
