@@ -8,12 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from localcluster.harness.waiting import wait_for
 from localcluster import LocalCluster, binaries, images, publish, registry
 
 from multinode import __version__
@@ -108,9 +108,7 @@ def test_containerd_pulls_the_pushed_trainer_through_the_nodes_host_config(
     ctr = [str(bins.ctr), "--address", str(sock), "--namespace", "k8s.io"]
     trainer = publish.image_reference(local_cluster.registry, images.TRAINER)
     try:
-        deadline = time.monotonic() + 20
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(sock.exists, timeout=20, what="containerd's socket")
         subprocess.run([*ctr, "images", "pull", "--hosts-dir", str(tmp_path / "certs.d"), "--snapshotter",
                         "overlayfs", "--platform", "linux/amd64", trainer], capture_output=True, check=True)
         listed = subprocess.run([*ctr, "images", "check"], capture_output=True, text=True,

@@ -53,22 +53,22 @@ def enforcing(core: client.CoreV1Api, level: str) -> str:
     return namespace
 
 
-@pytest.fixture
-def restricted(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str]]:
+def _enforcing_namespace(real_operator: tuple[LocalCluster, str], level: str) -> Iterator[tuple[LocalCluster, str]]:
     cluster, _ = real_operator
     core, _ = clients(cluster)
-    namespace = enforcing(core, "restricted")
+    namespace = enforcing(core, level)
     yield cluster, namespace
     core.delete_namespace(namespace)
+
+
+@pytest.fixture
+def restricted(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str]]:
+    yield from _enforcing_namespace(real_operator, "restricted")
 
 
 @pytest.fixture
 def baseline(real_operator: tuple[LocalCluster, str]) -> Iterator[tuple[LocalCluster, str]]:
-    cluster, _ = real_operator
-    core, _ = clients(cluster)
-    namespace = enforcing(core, "baseline")
-    yield cluster, namespace
-    core.delete_namespace(namespace)
+    yield from _enforcing_namespace(real_operator, "baseline")
 
 
 def reports(core: client.CoreV1Api, namespace: str, job: str) -> list[dict[str, str]]:
