@@ -1,4 +1,4 @@
-"""Applying and watching TrainingJobs in tests (built with localcluster.harness.trainingjobs)."""
+"""Applying and watching TrainingJobs in tests (built with multinode.testing)."""
 
 from __future__ import annotations
 

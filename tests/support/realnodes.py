@@ -14,7 +14,7 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig, publish
 from localcluster.images import OPERATOR, TRAINER
 from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from tests.unit.chart.chart import CHART_DIR, helm
 

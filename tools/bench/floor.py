@@ -37,7 +37,7 @@ from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import BENCH_NODE_MONITOR_GRACE, machine
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.kube import new_namespace
 
 from multinode.api import TrainingJob

@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import BENCH_NODE_MONITOR_GRACE, RawWatch, identity, machine, rss_now_mb, rss_peak_mb, wait_established
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION

@@ -23,7 +23,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.controller.status_patch import dump_status

@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import RawWatch, wait_on
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 
 OUT = REPO / ".cache" / "bench" / "recovery.json"
 

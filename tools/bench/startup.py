@@ -46,7 +46,7 @@ from peers import (
     rss_peak_mb, summarize_counts, trainingjob_running, wait_established,
 )
 import kubeflow
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
 

@@ -37,7 +37,7 @@ from kubernetes import client
 
 from multinode.api import GROUP, PLURAL, VERSION
 from tests.integration.api.admission import maximal_job
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.operator import CRD_FILE
 
 FIELD_ROOTS = ("spec", "metadata", "kind", "apiVersion")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.integration.api import hostile
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from kubernetes import client
 from multinode.api import CRD_NAME
 from multinode.api.spec import TrainingJobSpec
 from tests.integration.api.admission import create, maximal_job
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.kube import kubectl
 
 

@@ -13,7 +13,7 @@ import yaml
 from kubernetes import client
 
 from tests.integration.api.admission import create, create_rejected
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.kube import kubectl
 
 NAME_61 = "a" * 61  # "<name>-9" is 63 characters: fits with numNodes 10, not with 11

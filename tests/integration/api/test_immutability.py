@@ -17,7 +17,7 @@ from kubernetes import client
 from multinode.api import GROUP, PLURAL, VERSION
 from multinode.api.spec import TrainingJobSpec
 from tests.integration.api.admission import create, maximal_job, replace, replace_rejected
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.support.jobs import apply
 from localcluster.harness.kube import kubectl
 

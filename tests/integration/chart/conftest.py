@@ -23,7 +23,7 @@ from kubernetes import client, config
 from multinode.api import CRD_NAME, GROUP, PLURAL, VERSION
 from multinode.api.crd import render_crd_yaml
 from localcluster.harness.kube import kubectl, new_namespace
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from tests.unit.chart.chart import CHART_DIR, helm
 

@@ -28,7 +28,7 @@ from multinode.api.constants import (
     MANAGED_BY_VALUE,
 )
 from localcluster.harness.kube import new_namespace
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from tests.integration.chart.conftest import Release, installed_release
 from tests.support.kube import client_for_token, service_account_token

@@ -21,7 +21,7 @@ from kubernetes import client
 
 from multinode.api import CRD_NAME, GROUP, PLURAL, VERSION
 from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.integration.chart.conftest import IMAGE_TAG, Release, crd_object
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER

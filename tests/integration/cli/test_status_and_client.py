@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from multinode.api import TrainingJob
 from multinode.client import JobEnded, TrainingJobClient, WaitTimeout

@@ -39,7 +39,7 @@ import pytest
 from kubernetes import client, config
 
 from multinode.api import LABEL_ATTEMPT, LABEL_NODE_INDEX
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.support import jobs
 from tests.support.faultproxy import Fault, FaultProxy
 from localcluster.harness.kube import new_namespace

@@ -59,7 +59,7 @@ from kubernetes import client, watch
 from urllib3.exceptions import HTTPError
 
 from multinode.api import GROUP, KIND, LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX, PLURAL, VERSION
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
 from localcluster.harness.kube import new_namespace

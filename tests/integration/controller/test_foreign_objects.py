@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX, read_stored_job
 from multinode.api.constants import EnvName

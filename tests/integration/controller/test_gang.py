@@ -26,7 +26,7 @@ from urllib3.exceptions import ProtocolError
 from localcluster import ClusterConfig, LocalCluster, NodePoolConfig
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from localcluster.nodes import POOL_LABEL
 from multinode.api import CRD_NAME, LABEL_JOB_NAME

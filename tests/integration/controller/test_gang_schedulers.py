@@ -19,7 +19,7 @@ from kubernetes import client
 
 from localcluster.binaries import ensure_gang_crds
 from localcluster.harness.kube import kubectl
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME
 from tests.support import jobs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from kubernetes import client
 
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.support import jobs
 from localcluster.harness.kube import kubectl
 

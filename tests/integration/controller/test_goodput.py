@@ -15,7 +15,7 @@ from kubernetes import client
 
 from localcluster.harness.kube import kubectl
 from localcluster.harness.operator import OperatorProcess
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from multinode.api.constants import TIME_FORMAT
 from tests.support import jobs

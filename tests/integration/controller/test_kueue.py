@@ -23,7 +23,7 @@ from kubernetes import client
 from localcluster.harness.kube import new_namespace
 from localcluster.harness.kueue import KueueProcess
 from localcluster.harness.operator import OperatorProcess
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER

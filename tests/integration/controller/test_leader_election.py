@@ -21,7 +21,7 @@ from kubernetes import client
 
 from localcluster.harness.kube import new_namespace
 from localcluster.harness.operator import OperatorProcess, leader_election_env
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from localcluster.nodes import POOL_LABEL
 from localcluster import LocalCluster

@@ -9,7 +9,7 @@ from kubernetes import client
 from localcluster import LocalCluster
 
 from multinode.api import GROUP, LABEL_ATTEMPT, PLURAL, VERSION
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER, START_AFTER
 from tests.support.nodepools import own_pool

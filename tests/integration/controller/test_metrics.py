@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
 from localcluster.harness.operator import OperatorProcess

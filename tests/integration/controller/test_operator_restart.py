@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from multinode.api import LABEL_NODE_INDEX
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.support import jobs
 from localcluster.harness.kube import new_namespace
 from localcluster.harness.operator import OperatorProcess

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from tests.support import jobs
 

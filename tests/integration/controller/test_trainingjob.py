@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client
 
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_NODE_INDEX
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER, START_AFTER
 from localcluster.harness.kube import kubectl

@@ -16,7 +16,7 @@ from localcluster import LocalCluster
 
 from localcluster.harness.kwoknodes import clear_failure, fail_nodes
 from multinode.api import GROUP, PLURAL, VERSION
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
 from localcluster.harness.kube import kubectl

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from localcluster.harness.kwoknodes import clear_failure, fail_nodes, ready_status
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from multinode.api import LABEL_ATTEMPT
 from tests.support import jobs

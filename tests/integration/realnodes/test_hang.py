@@ -25,7 +25,7 @@ from localcluster.trainerenv import TRAINER_ENV_MOUNT
 from multinode.api import GROUP, PLURAL, VERSION
 from tests.support import jobs
 from localcluster.harness.kube import allow_host_path
-from localcluster.harness.trainingjobs import training_job
+from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from tests.support.realnodes import clients, real_job, trainer_image
 

@@ -16,7 +16,7 @@ from kubernetes import client
 from multinode.render.mirror import render_mirror_pod, render_mirror_service_account
 from multinode.render.pod import render_node_pod
 from localcluster.harness.kube import new_namespace
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 from localcluster.harness.waiting import wait_for
 
 STORAGE = {"cache": {"claimName": "team-cache"}, "checkpointing": {"claimName": "ckpt"}}

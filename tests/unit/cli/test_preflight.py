@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 from multinode.cli.preflight import peers_from_env
 from multinode.render import node_dns_name
-from tests.support.pods import node_env
+from multinode.testing import node_env
 
 ISOLATE = 'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
 

@@ -8,7 +8,7 @@ from multinode.controller import worker
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.worker import Indices, Reconciler
 from tests.unit.controller.fake_kube import FakeKube
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 KEY = ("ml", "llama")
 

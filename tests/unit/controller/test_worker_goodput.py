@@ -12,7 +12,7 @@ from multinode.controller.settings import OperatorSettings
 from multinode.controller.worker import Indices, Reconciler
 from multinode.reconcile import ObservedPod
 from tests.unit.controller.fake_kube import FakeKube
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 from multinode.reconcile.ownership import OwnedName
 
 KEY = ("ml", "llama")

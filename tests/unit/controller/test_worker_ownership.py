@@ -17,7 +17,7 @@ from multinode.reconcile.ownership import OwnedName
 from multinode.render.attempt_env import attempt_env_name
 from multinode.render.names import owner_reference
 from tests.unit.controller.fake_kube import FakeKube
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 KEY = ("ml", "llama")
 UID = "uid-123"  # stored_job's

@@ -8,7 +8,7 @@ import argparse
 import re
 
 import yaml
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 from multinode.api.constants import OPERATOR_METRICS_PORT
 from multinode.cli.main import build_parser

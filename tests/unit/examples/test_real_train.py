@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from localcluster.trainerenv import INSTALL_TIMEOUT_SECONDS, ensure_trainer_env
 
-from localcluster.harness.trainingjobs import stored_job
-from tests.support.pods import node_env as rendered_env
+from multinode.testing import stored_job
+from multinode.testing import node_env as rendered_env
 
 TRAIN = Path(__file__).resolve().parents[3] / "examples" / "real" / "train.py"
 NODES = 2

@@ -10,7 +10,7 @@ from multinode.reconcile.capacity import explain_unschedulable
 from multinode.reconcile.outcome import Verdict
 from multinode.reconcile.placement import ObservedNode, needs_nodes
 from tests.unit.reconcile.planning import condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 SCHEDULER = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
 UNSCHEDULABLE = Verdict(Phase.PENDING, Reason.UNSCHEDULABLE, f"2/2 pods cannot be scheduled; llama-0-a0: {SCHEDULER}")

@@ -11,8 +11,8 @@ from multinode.reconcile.checkpointing import Resumer
 from multinode.reconcile.node_loss import GONE, NodeDown
 from multinode.reconcile.observe import Wait
 from tests.unit.reconcile.planning import LATEST, NOW, condition, env, fail_node_1, pod, run, running_mirror
-from tests.unit.reconcile.planning import checkpointed_job as job
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import checkpointed_job as job
+from multinode.testing import stored_job
 
 
 def test_mirror_identity_then_pod_are_created_with_the_job() -> None:

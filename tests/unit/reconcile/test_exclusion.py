@@ -8,7 +8,7 @@ from multinode.api import Phase, TrainingJobStatus
 from multinode.api.health import MAX_EXCLUDED_NODES, HealthStatus, NodeHealth
 from multinode.reconcile.exclusion import exclude_node, excluded_node_names, prune_expired
 from tests.unit.reconcile.planning import NOW, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 BAD = NodeHealth(status=HealthStatus.FAILED, reason="GPUsNotVisible", message="8 GPUs requested, fewer visible: 7")
 GOOD = NodeHealth(status=HealthStatus.PASSED, reason="Healthy", message="8 GPUs visible")

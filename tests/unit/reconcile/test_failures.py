@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import NOW, condition, fail_node_1, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def test_a_failed_pod_with_a_fail_job_rule_fails_the_job_names_it_and_stops_the_others() -> None:

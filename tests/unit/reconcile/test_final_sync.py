@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import LATEST, NOW, condition, pod, run, running_mirror
-from tests.unit.reconcile.planning import checkpointed_job as job
+from multinode.testing import checkpointed_job as job
 
 
 def test_success_waits_for_the_final_sync_then_finishes() -> None:

@@ -8,7 +8,7 @@ from multinode.api import Phase
 from multinode.api.status import GangMode
 from multinode.reconcile.gang import ObservedPodGroup, observe_pod_group
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 SHORT = "waiting for minCount pods from a gang to be scheduled"
 

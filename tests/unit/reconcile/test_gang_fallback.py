@@ -7,7 +7,7 @@ from datetime import timedelta
 from multinode.api import Phase
 from multinode.api.status import GangMode
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 FULL = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 

@@ -12,7 +12,7 @@ from multinode.api.status import GangMode
 from multinode.reconcile.outcome import GroupPrune
 from multinode.reconcile.refusals import creation_refused
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 VOLCANO = {"volcano": {"queue": "research"}}
 COSCHEDULING = {"coscheduling": {"schedulerName": "scheduler-plugins-scheduler", "scheduleTimeoutSeconds": 30}}

@@ -13,8 +13,9 @@ from multinode.api.status import RestartRecord
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.goodput import GOODPUT_COMMIT_SECONDS, GOODPUT_REFRESH_SECONDS, account
 from multinode.reconcile.outcome import Plan
-from localcluster.harness.trainingjobs import stored_job
-from tests.unit.reconcile.planning import NOW, checkpointed_job, pod, run
+from multinode.testing import stored_job
+from multinode.testing import checkpointed_job
+from tests.unit.reconcile.planning import NOW, pod, run
 
 JOB = stored_job(2)
 # Progress is read (and status.progress kept) only for jobs with hang detection.

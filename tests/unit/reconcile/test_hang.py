@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from multinode.reconcile.progress import JobProgress, RankProgress
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 STARTED = "2026-11-20T11:58:00Z"  # both trainers run from 120 s before NOW
 JOB = stored_job(2, hangDetection={"timeoutSeconds": 30})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from multinode.api import Phase
 from multinode.reconcile.image_consistency import digest_reference
 from tests.unit.reconcile.planning import condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 DIGEST_A = "registry/train@sha256:" + "a" * 64

@@ -10,7 +10,7 @@ from multinode.api import Phase
 from multinode.reconcile.kueue import observe_workload
 from multinode.reconcile.refusals import creation_refused
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 QUEUE = {"kueue.x-k8s.io/queue-name": "gpus"}
 

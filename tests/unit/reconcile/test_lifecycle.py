@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def test_created_suspended_the_job_waits_without_pods_then_starts_attempt_0() -> None:

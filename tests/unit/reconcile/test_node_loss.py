@@ -13,7 +13,7 @@ from multinode.reconcile.goodput import GOODPUT_REFRESH_SECONDS
 from multinode.reconcile.node_loss import GONE, NodeDown, node_down
 from multinode.reconcile.placement import observe_node
 from tests.unit.reconcile.planning import NOW, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 DEAD = {"dead": NodeDown("Unknown", "2026-11-20T11:58:00Z")}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from multinode.api import Phase
 from multinode.reconcile.placement import ObservedNode
 from tests.unit.reconcile.planning import condition, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def nodes(domains: dict[str, int], gpus: int = 8) -> tuple[ObservedNode, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def test_a_new_job_gets_its_service_and_every_pod_and_is_pending() -> None:

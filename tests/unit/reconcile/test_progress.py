@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from multinode.api.constants import PROGRESS_MARKER
 from multinode.reconcile.progress import AttemptLog, absorb_sweep, fold_log, job_progress, log_lines
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 T0 = datetime(2026, 11, 20, 12, 0, 0, tzinfo=timezone.utc)
 

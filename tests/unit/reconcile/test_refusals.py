@@ -7,7 +7,7 @@ import pytest
 from multinode.api import Phase
 from multinode.reconcile.refusals import Refusal, classify, counts_as_created, creation_refused, foreign_object_found
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 @pytest.mark.parametrize(("status", "refusal"), [

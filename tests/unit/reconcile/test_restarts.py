@@ -8,7 +8,7 @@ from multinode.api import Phase
 from multinode.reconcile.restarts import backoff_seconds
 from multinode.render import attempt_env_name
 from tests.unit.reconcile.planning import NOW, condition, fail_node_1, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def test_a_retryable_failure_restarts_the_whole_gang_counted_with_backoff() -> None:

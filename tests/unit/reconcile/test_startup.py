@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 UNSCHEDULABLE = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu"

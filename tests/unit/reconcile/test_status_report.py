@@ -8,7 +8,7 @@ from multinode.api import Phase
 from multinode.api.status import MAX_CONDITION_MESSAGE, MAX_NODE_STATUSES
 from multinode.reconcile.status_report import fail_job
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def test_last_transition_time_moves_only_when_the_status_flips() -> None:

@@ -13,7 +13,7 @@ from multinode.reconcile.placement import ObservedNode, room_for
 from multinode.reconcile.progress import JobProgress
 from tests.unit.reconcile.planning import NOW, condition, run
 from tests.unit.reconcile.test_stragglers import pods, timed
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def job(n: int = 3, gpus: int = 8, **spec):

@@ -9,7 +9,7 @@ import pytest
 from multinode.reconcile.progress import JobProgress, RankProgress
 from multinode.reconcile.stragglers import median, slow_ranks
 from tests.unit.reconcile.planning import NOW, condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 STARTED = "2026-11-20T11:58:00Z"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from multinode.api import Phase
 from tests.unit.reconcile.planning import condition, pod, run
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def test_phase_walks_pending_starting_running() -> None:

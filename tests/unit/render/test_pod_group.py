@@ -8,7 +8,7 @@ import pytest
 
 from multinode.api.base import LABEL_VALUE_PATTERN
 from multinode.render import pod_group_name, render_node_pod, render_pod_group
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def test_the_pod_group_is_a_gang_of_num_nodes_owned_by_the_job_and_labelled_with_its_attempt() -> None:

@@ -3,13 +3,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 from multinode.api import RESERVED_ENV_NAMES
 from multinode.progress import MARKER, MARKER_ENV
 from multinode.render import attempt_env_name, operator_env, render_attempt_env, render_node_pod
 from multinode.render.env import PER_POD_STORAGE_ENV
-from tests.support.pods import node_env
+from multinode.testing import node_env
 
 
 def as_map(env: list[dict[str, Any]]) -> dict[str, Any]:

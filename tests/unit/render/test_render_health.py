@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 from multinode.api import TrainingJob
 from multinode.render import render_node_pod
 from multinode.render.health import exclude_nodes
 from multinode.render.pod import one_pod_per_node
-from tests.support.pods import preflight
+from multinode.testing import preflight
 
 
 def test_the_checks_follow_the_request() -> None:

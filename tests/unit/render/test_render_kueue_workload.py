@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from multinode.render import render_node_pod
 from multinode.render.kueue_workload import pod_set_template, render_workload, workload_name
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 
 def queued(**spec):

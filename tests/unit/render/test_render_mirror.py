@@ -6,7 +6,7 @@ from __future__ import annotations
 from multinode.api.constants import MIRROR_HEALTH_PATH, MIRROR_STUCK_AFTER_SECONDS, TAINT_NODE_UNREACHABLE
 from multinode.render.mirror import render_mirror_pod
 from multinode.render.tolerations import tolerated_seconds
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 STORAGE = {"cache": {"claimName": "team-cache"}, "checkpointing": {"claimName": "ckpt"}}
 

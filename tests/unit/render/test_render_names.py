@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 from multinode.api import TrainingJob
 from multinode.render import node_dns_name, node_hostname, owner_reference, pod_name

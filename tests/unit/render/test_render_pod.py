@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 from pydantic import ValidationError
 
@@ -11,7 +11,7 @@ from multinode.render import RenderSettings, render_headless_service, render_nod
 from multinode.render.pod import one_pod_per_node
 from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
 from tests.support.packaging import PROJECT_VERSION
-from tests.support.pods import node_env, preflight, preflight_env, trainer
+from multinode.testing import node_env, preflight, preflight_env, trainer
 
 
 def env_of(env: list[dict[str, Any]]) -> dict[str, Any]:

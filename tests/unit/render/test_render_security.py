@@ -11,8 +11,8 @@ from multinode.render.mirror import render_mirror_pod, render_mirror_role_bindin
 from multinode.render.pod import render_node_pod
 from multinode.render.security import OPERATOR_IMAGE_UID
 from multinode.render.settings import RenderSettings
-from localcluster.harness.trainingjobs import stored_job
-from tests.support.pods import preflight, trainer
+from multinode.testing import stored_job
+from multinode.testing import preflight, trainer
 
 STORAGE = {"cache": {"claimName": "team-cache"}, "checkpointing": {"claimName": "ckpt"}}
 RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}

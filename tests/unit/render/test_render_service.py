@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 from multinode.render import render_headless_service, render_node_pod
 

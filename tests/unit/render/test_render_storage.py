@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from multinode.render import render_node_pod
-from localcluster.harness.trainingjobs import stored_job
-from tests.support.pods import node_env, preflight_env
+from multinode.testing import stored_job
+from multinode.testing import node_env, preflight_env
 
 
 def env_of(env: list[dict]) -> dict[str, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from localcluster.harness.trainingjobs import stored_job
+from multinode.testing import stored_job
 
 from multinode.render import render_node_pod
 from multinode.render.tolerations import pod_tolerations, tolerated_seconds

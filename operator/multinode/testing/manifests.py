@@ -1,4 +1,4 @@
-"""Reading rendered pod manifests in tests."""
+"""Reading rendered pod manifests: a container, and its env as the kubelet resolves it."""
 
 from __future__ import annotations
 
@@ -14,14 +14,16 @@ def trainer(pod: dict[str, Any]) -> dict[str, Any]:
     """A rendered node pod's one container, the trainer."""
     (container,) = pod["spec"]["containers"]
     assert container["name"] == TRAINER_CONTAINER
-    return container
+    found: dict[str, Any] = container
+    return found
 
 
 def preflight(pod: dict[str, Any]) -> dict[str, Any]:
     """A rendered node pod's one init container, the preflight."""
     (container,) = pod["spec"]["initContainers"]
     assert container["name"] == PREFLIGHT_CONTAINER
-    return container
+    found: dict[str, Any] = container
+    return found
 
 
 def container_env(pod: dict[str, Any], container: str, config_maps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

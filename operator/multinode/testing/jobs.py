@@ -16,7 +16,7 @@ COMMAND = ("torchrun", "train.py")
 
 
 def training_job(name: str, num_nodes: int, *, gpus: int | None = 8, image: str = IMAGE,
-                 command: Any = COMMAND, pod_annotations: dict | None = None, **spec: Any) -> dict:
+                 command: Any = COMMAND, pod_annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
     """`gpus` None and `command` None leave resourcesPerNode and command out (the CRD's defaults); any
     other `command` is sent as given, a hostile one (a string, an object) included."""
     body: dict[str, Any] = {

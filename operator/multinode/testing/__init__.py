@@ -1,0 +1,20 @@
+"""Builders for tests of code that uses multinode, and of multinode itself (like kopf.testing).
+
+- `training_job` / `stored_job`: a TrainingJob as a user applies it (a dict) and as the operator reads it
+  back (the model);
+- `observed_pod`, `observed_mirror`, `checkpointed_job`: the observed state the planner takes;
+- `trainer`, `preflight`, `node_env`, ...: readers of rendered pod manifests.
+
+Pure: no cluster, no Kubernetes client.
+"""
+
+from multinode.testing.jobs import COMMAND, IMAGE, stored_job, training_job
+from multinode.testing.manifests import (
+    container_env, node_env, preflight, preflight_env, trainer, trainer_container_env,
+)
+from multinode.testing.observed import checkpointed_job, observed_mirror, observed_pod
+
+__all__ = [
+    "COMMAND", "IMAGE", "checkpointed_job", "container_env", "node_env", "observed_mirror", "observed_pod",
+    "preflight", "preflight_env", "stored_job", "trainer", "trainer_container_env", "training_job",
+]
