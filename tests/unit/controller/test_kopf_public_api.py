@@ -32,3 +32,12 @@ def test_no_module_imports_kopfs_private_packages() -> None:
     found = {str(path.relative_to(PACKAGE)): private
              for path in sorted(PACKAGE.rglob("*.py")) if (private := private_kopf_imports(path.read_text()))}
     assert found == {}
+
+
+def test_kopf_is_pinned_to_the_version_the_tests_run() -> None:
+    # The storm and chaos tests prove kopf's watch behaviour of one version; a range would let a user's
+    # install pick another one nobody tested.
+    from importlib.metadata import requires, version
+
+    pins = [req for req in requires("multinode-operator") or [] if req.startswith("kopf")]
+    assert pins == [f"kopf=={version('kopf')}"]
