@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN_PATH = $(shell $(PY) -m localcluster bin-path 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: help venv dist binaries images peers cluster-up cluster-down push release crds docs lint test test-unit demo bench clean
+.PHONY: help venv dist binaries images peers cluster-up cluster-down push release crds docs lint test test-unit demo bench bench-smoke clean
 
 help:
 	@echo "make demo         local cluster + operator + examples/real: 2 real nodes train, a rank is killed, resume (MULTINODE_DEMO=kwok: examples/job.yaml on kwok)"
@@ -22,7 +22,7 @@ help:
 	@echo "make crds         regenerate crds/ from the pydantic models"
 	@echo "make docs         regenerate docs/reference.md from the pydantic models"
 	@echo "make dist         the wheel and sdist of multinode-operator into dist/, checked by twine"
-	@echo "make bench        benchmarks (not part of make test)"
+	@echo "make bench        benchmarks (not part of make test), after make bench-smoke (a toy-sized run of each)"
 
 $(STAMP): pyproject.toml tools/localcluster/pyproject.toml
 	python3 -m venv $(VENV)
@@ -118,25 +118,42 @@ lint: venv
 	echo "actionlint"; $(PY) -m localcluster actionlint || rc=1; \
 	exit $$rc
 
-test-unit: venv
-	$(PY) -m pytest tests -m "not integration" $(PYTEST_ARGS)
+# Two pytest workers (pytest-xdist) on the machine's two cores. One order for the whole run: SEED is handed to
+# pytest-randomly in both tiers, so `make test SEED=N` repeats a run's order (the first line prints it).
+SEED ?= $(shell python3 -c 'import random; print(random.randrange(2**32))')
+WORKERS ?= 2
+RANDOM_ORDER = -p randomly --randomly-seed=$(SEED)
 
-# pytest exits 5 when a selection collects no test; that is not a failure of the code under test.
+test-unit: venv
+	$(PY) -m pytest tests -m "not integration" -n $(WORKERS) $(RANDOM_ORDER) $(PYTEST_ARGS)
+
+# The unit tier first, stopping at its first failure (minutes, no cluster), then the cluster tiers.
+# --dist loadgroup with the groups tests/conftest.py gives: each module's tests stay on one worker (its module
+# fixtures start once), every real-node test on the same one (one real-node cluster per host), first (it is
+# the longest group). pytest exits 5 when a selection collects no test; that is not a failure.
 test: venv lint
+	@echo "make test: seed $(SEED) (make test SEED=$(SEED) repeats this order)"
 	@$(PY) -m localcluster prepare --images --frameworks --peers --release
-	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc; }
+	$(PY) -m pytest tests -m "not integration" -x -n $(WORKERS) $(RANDOM_ORDER) $(PYTEST_ARGS) || { rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no unit tests"; exit 0; fi; exit $$rc; }
+	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests -m "integration and not bench" -n $(WORKERS) --dist loadgroup \
+	  --no-loadscope-reorder $(RANDOM_ORDER) $(PYTEST_ARGS) || { rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no integration tests"; exit 0; fi; exit $$rc; }
 
 # -P: the script folder must not go on sys.path, where tools/localcluster would shadow the package.
 # The demo prepares what it needs itself (real nodes: images and torch too), side by side.
 demo: venv
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/demo.py
 
-# Benchmarks: not part of `make test` (a toy-sized smoke run of each is). Each writes .cache/bench/<name>.json
+# Benchmarks: not part of `make test`; `make bench-smoke` runs a toy-sized smoke of each, first. Each writes .cache/bench/<name>.json
 # and prints a table; the peer benchmarks (startup, load, recovery_peers) run JobSet and Kubeflow Training
 # Operator v1 beside the operator; tools/bench/report.py gathers the JSON into docs/benchmarks.json and the
 # tables of docs/benchmarks.md.
-bench: venv peers
+# A toy-sized run of every benchmark, its JSON checked (tests/bench): `make bench` runs it first.
+bench-smoke: venv peers
+	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests/bench $(PYTEST_ARGS)
+
+bench: venv peers bench-smoke
 	$(PY) -P tools/bench/mirror.py
 	$(PY) -P tools/bench/mirror_chaos.py --runs 300
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/recovery.py --nodes 8 64 --trials 10

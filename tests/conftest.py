@@ -16,13 +16,32 @@ from localcluster import ClusterConfig, LocalCluster
 from localcluster.harness.clusters import own_cluster
 from localcluster.harness.kube import new_namespace
 
+REAL_NODES_GROUP = "real-nodes"
 
+
+# Before xdist's own hook reads the groups (and after pytest-randomly's shuffle, a wrapper that runs first).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Everything under tests/integration or tests/localcluster needs the cluster.
+    """Markers by folder: everything under tests/integration, tests/localcluster or tests/bench needs the cluster
+    (`integration`); tests/bench only measures (`bench`: `make bench-smoke`, not `make test`).
+
+    Groups for `pytest -n 2 --dist loadgroup` (`make test`): a cluster test's module runs on one worker, so
+    its module fixtures (a cluster of its own, a stock-timings operator) start once; every real-node test
+    runs on one worker, since one real-node cluster may exist per host, and comes first: it is the longest
+    group, and started last it would be the run's tail."""
+    def folders(item: pytest.Item) -> tuple[str, ...]:
+        # Relative to the repository: a clone under a folder named "bench" must not make every test a bench.
+        return item.path.relative_to(item.config.rootpath).parts[:-1]
+
     for item in items:
-        parts = item.path.parts
-        if "integration" in parts or "localcluster" in parts:
+        parts = folders(item)
+        if "integration" in parts or "localcluster" in parts or "bench" in parts:
             item.add_marker(pytest.mark.integration)
+            group = REAL_NODES_GROUP if "realnodes" in parts else item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
+        if "bench" in parts:
+            item.add_marker(pytest.mark.bench)
+    items.sort(key=lambda item: "realnodes" not in folders(item))  # stable: the seed's order otherwise
 
 
 @pytest.fixture(scope="session")

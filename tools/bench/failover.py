@@ -17,7 +17,7 @@ processes competing for one Lease (leader election as the chart configures it). 
 With stock timings a kill costs about the lease duration (15 s, less the time since the last renewal
 the standby saw) plus the new leader's start (kopf lists jobs, pods, nodes and services) and the
 job's reconcile. Prints median and p99 and writes .cache/bench/failover.json. `make bench` runs it;
-tests/integration/bench runs a smoke of it with short timings.
+tests/bench runs a smoke of it with short timings.
 """
 
 from __future__ import annotations

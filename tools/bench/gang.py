@@ -24,7 +24,7 @@ From raw watches in this process, seconds from the create request to:
   (gang only) group_scheduled: the PodGroup's PodGroupScheduled condition turned True
 and kube-scheduler's own view over each run (its /metrics before and after): scheduling attempts by
 result, the attempts' summed duration, and every pod-group/workload series it exports.
-Writes .cache/bench/gang.json; report.py renders it. `make bench` runs it; tests/integration/bench runs
+Writes .cache/bench/gang.json; report.py renders it. `make bench` runs it; tests/bench runs
 an 8-node smoke.
 """
 

@@ -14,7 +14,7 @@ Then, each time with a fresh operator process so that its high-water mark (VmHWM
 
 Milestones come from raw watches in this process, kept as counters (a per-event scan of 10 000 pods would
 cost this process more CPU than the operator's). Writes .cache/bench/huge.json; `make bench` runs it,
-tests/integration/bench runs a small smoke of it.
+tests/bench runs a small smoke of it.
 """
 
 from __future__ import annotations

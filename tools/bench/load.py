@@ -9,7 +9,7 @@ threads; measured from the first create to every job reporting Running (Training
 replicated Jobs ready; PyTorchJob condition Running), rotating the systems, `--runs` each. Memory: a
 fresh operator process, then `--jobs` jobs × `--rss-job-nodes` pods (no GPUs) until all Running and 5 s
 more; the operator's peak RSS (VmHWM) and its RSS then. Writes .cache/bench/load.json. `make bench`
-runs it; tests/integration/bench runs a small smoke of it.
+runs it; tests/bench runs a small smoke of it.
 """
 
 from __future__ import annotations

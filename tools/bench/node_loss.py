@@ -17,7 +17,7 @@ All doomed nodes die at the same instant. Each trial is measured from the kill t
 created": every pod of the next attempt exists (ours: pods labelled attempt 1; JobSet: pods of
 restart-attempt 1, created by the Job controller for the recreated Job). Prints a table, writes
 .cache/bench/node_loss.json; tools/bench/report.py puts it into docs/benchmarks.md/json. `make bench` runs
-it; tests/integration/bench runs a 1-trial smoke of it on short timings.
+it; tests/bench runs a 1-trial smoke of it on short timings.
 
 A JobSet trial that makes no gang in time is recorded with what it waits on (`jobset_blocked`): its pods
 (deletionTimestamp, phase, conditions, finalizers, node and that node's Ready and taints), its child Jobs'

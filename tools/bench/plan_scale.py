@@ -8,7 +8,7 @@ and hang policies run), the status the operator writes (dump and its JSON size) 
 (rendering every pod once). The per-node cost at the largest size against the smallest says whether any
 step is worse than O(N): a quadratic step shows as a per-node cost growing with N. `--profile N` prints
 cProfile's top functions of the passes at N. Writes .cache/bench/plan_scale.json. `make bench` runs it; a
-small smoke of it runs in `make test` (tests/integration/bench).
+small smoke of it runs first in `make bench` (tests/bench).
 """
 
 from __future__ import annotations

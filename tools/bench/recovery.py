@@ -10,7 +10,7 @@ from a watch on the job's pods in this process:
   gone → gang      from the moment the last pod of the old attempt was deleted to the same point
                    (the default BlockingRecreate waits for the old pods first).
 Backoff is set to 0, so what is measured is the operator and the control plane, not a policy delay.
-Prints median and p99 and writes .cache/bench/recovery.json. `make bench` runs it; tests/integration/bench
+Prints median and p99 and writes .cache/bench/recovery.json. `make bench` runs it; tests/bench
 runs a small smoke of it.
 """
 

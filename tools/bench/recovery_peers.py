@@ -11,7 +11,7 @@ Ours: backoff 0, so the default BlockingRecreate waits only for the old pods to 
 failurePolicy.maxRestarts 1000; the Job fails (backoffLimit 0), JobSet deletes its Jobs and recreates
 them, kube-controller-manager's Job controller creates the pods (restart-attempt label). Systems
 alternate per size. Prints median and p99, writes .cache/bench/recovery_peers.json. `make bench` runs it;
-tests/integration/bench runs a small smoke of it.
+tests/bench runs a small smoke of it.
 """
 
 from __future__ import annotations

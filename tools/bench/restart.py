@@ -11,7 +11,7 @@ moment the new process is spawned:
 The process's start (imports, about 1 s of CPU here) is in both. An operator restart lists every object it
 watches (the job's pods and the cluster's nodes): what it does with that initial list is what this measures.
 `--profile-operator PSTATS` runs the first restart under cProfile (its figures are then cProfile's).
-Writes .cache/bench/restart.json; tests/integration/bench runs a small smoke of it.
+Writes .cache/bench/restart.json; tests/bench runs a small smoke of it.
 """
 
 from __future__ import annotations

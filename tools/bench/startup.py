@@ -17,7 +17,7 @@ node). From raw watches in this process it measures, from the create request:
 and, from the audit log, the controllers' requests during each run (apply → status + 2 s): ours is the
 operator's identity; JobSet's is its controller plus kube-controller-manager's Job controller, which
 creates its pods; Kubeflow's is its operator. Prints medians and ratios ours/peer, writes
-.cache/bench/startup.json. `make bench` runs it; tests/integration/bench runs a 4-node smoke of it.
+.cache/bench/startup.json. `make bench` runs it; tests/bench runs a 4-node smoke of it.
 """
 
 from __future__ import annotations
