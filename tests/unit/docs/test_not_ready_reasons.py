@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from multinode.checkpoints import NotReady
+from tests.support.paths import DOCS
 
-DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 @pytest.mark.parametrize("doc", ["checkpoints.md", "troubleshooting.md"])

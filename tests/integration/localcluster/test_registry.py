@@ -17,8 +17,8 @@ from localcluster.harness.waiting import wait_for
 from localcluster import LocalCluster, binaries, images, publish, registry
 
 from multinode import __version__
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
