@@ -11,7 +11,6 @@ from pathlib import Path
 from tests.support.paths import REPO
 
 
-
 def _project() -> dict:
     with open(REPO / "pyproject.toml", "rb") as f:
         return tomllib.load(f)["project"]

@@ -20,7 +20,6 @@ from multinode import __version__
 from tests.support.paths import REPO
 
 
-
 def _make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """A make target of this checkout with the venv running the tests (not reinstalled: -o keeps its stamp)."""
     venv = Path(sys.prefix)

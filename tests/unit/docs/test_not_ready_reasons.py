@@ -9,7 +9,6 @@ from multinode.checkpoints import NotReady
 from tests.support.paths import DOCS
 
 
-
 @pytest.mark.parametrize("doc", ["checkpoints.md", "troubleshooting.md"])
 def test_every_not_ready_reason_has_a_table_row(doc: str) -> None:
     rows = {line.split("|")[1].strip() for line in (DOCS / doc).read_text().splitlines() if line.startswith("| `")}
