@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make demo         local cluster + operator + examples/real: 2 real nodes train, a rank is killed, resume (MULTINODE_DEMO=kwok: examples/job.yaml on kwok)"
 	@echo "make test         lint, unit and integration tests on the local cluster (what CI runs)"
-	@echo "make test-unit    only the tests that need no cluster"
+	@echo "make test-unit    only the tests that need no cluster (tests/unit, tests/frameworks)"
 	@echo "make lint         ruff, mypy, the import contracts and actionlint (make test runs it first)"
 	@echo "make cluster-up   start the local control plane and its registry (prints export KUBECONFIG=... MULTINODE_REGISTRY=...); REAL_NODES=2 adds real nodes, TIMINGS=stock stock node timings"
 	@echo "make cluster-down stop it"
@@ -125,18 +125,19 @@ WORKERS ?= 2
 RANDOM_ORDER = -p randomly --randomly-seed=$(SEED)
 
 test-unit: venv
-	$(PY) -m pytest tests -m "not integration" -n $(WORKERS) $(RANDOM_ORDER) $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit tests/frameworks -n $(WORKERS) $(RANDOM_ORDER) $(PYTEST_ARGS)
 
-# The unit tier first, stopping at its first failure (minutes, no cluster), then the cluster tiers.
+# The tiers of tests/ (tests/conftest.py): unit and frameworks first, stopping at the first failure (minutes, no
+# cluster), then integration. tests/bench is `make bench-smoke`'s.
 # --dist loadgroup with the groups tests/conftest.py gives: each module's tests stay on one worker (its module
 # fixtures start once), every real-node test on the same one (one real-node cluster per host), first (it is
 # the longest group). pytest exits 5 when a selection collects no test; that is not a failure.
 test: venv lint
 	@echo "make test: seed $(SEED) (make test SEED=$(SEED) repeats this order)"
 	@$(PY) -m localcluster prepare --images --frameworks --peers --release
-	$(PY) -m pytest tests -m "not integration" -x -n $(WORKERS) $(RANDOM_ORDER) $(PYTEST_ARGS) || { rc=$$?; \
+	$(PY) -m pytest tests/unit tests/frameworks -x -n $(WORKERS) $(RANDOM_ORDER) $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no unit tests"; exit 0; fi; exit $$rc; }
-	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests -m "integration and not bench" -n $(WORKERS) --dist loadgroup \
+	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests/integration -n $(WORKERS) --dist loadgroup \
 	  --no-loadscope-reorder $(RANDOM_ORDER) $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no integration tests"; exit 0; fi; exit $$rc; }
 

@@ -1,20 +1,63 @@
-"""Fixtures for tests that run the operator: the CRD, the mirrors' ClusterRole, and one operator process for the
-session."""
+"""The integration tier's fixtures: the local control plane (started once per session, on first use), and for
+tests that run the operator: the CRD, the mirrors' ClusterRole, and one operator process for the session.
+
+MULTINODE_REUSE_CLUSTER=1 reuses the cluster of `make cluster-up` (name `default`) when it runs, and leaves it
+running afterwards.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
+from localcluster import ClusterConfig, LocalCluster
 
+from localcluster.harness.clusters import own_cluster
 from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.operator import CRD_FILE, OperatorProcess
 from localcluster.harness.waiting import wait_for
 from multinode.api import CRD_NAME
 from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE
-from tests.unit.chart.chart import CHART_DIR, KUBE_VERSION, helm
+from tests.support.binaries import KUBE_VERSION
+from tests.support.chart import helm
+from tests.support.paths import CHART_DIR
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[LocalCluster]:
+    if os.environ.get("MULTINODE_REUSE_CLUSTER") == "1":
+        shared = LocalCluster(ClusterConfig(name="default"))
+        if shared.is_running():
+            yield shared
+            return
+    with own_cluster(ClusterConfig(name=f"pytest-{os.getpid()}", die_with_parent=True)) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(local_cluster: LocalCluster) -> str:
+    return str(local_cluster.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def api(local_cluster: LocalCluster) -> client.ApiClient:
+    return local_cluster.api_client()
+
+
+@pytest.fixture(scope="session")
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = new_namespace(core)
+    yield name
+    core.delete_namespace(name)
+
 
 # The session operator watches only namespaces with this prefix; tests that need an operator of their
 # own (restart, RBAC identities) use other prefixes, so two operators never handle the same job.

@@ -16,7 +16,8 @@ from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 
 from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
-from tests.unit.chart.chart import CHART_DIR, helm
+from tests.support.paths import CHART_DIR
+from tests.support.chart import helm
 
 # A job's node pods never share a node (one pod per node), so a test that loses or excludes a node runs a job
 # one node smaller than the cluster: it restarts on exactly the nodes left. Four, not three: the collective

@@ -2,7 +2,7 @@
 
     .venv/bin/python -P tools/bench/mirror_chaos.py [--runs 300] [--ops 40] [--first-seed 1000]
 
-Each run (localcluster/harness/mirror_chaos.py) starts a writer thread that saves checkpoints in the layouts
+Each run (multinode/testing/mirror_chaos.py) starts a writer thread that saves checkpoints in the layouts
 with exact completeness rules and, at random points, rewrites them in place, appends, renames, deletes
 and crashes mid-save, while the main thread runs `Mirror.sync_once()` passes; after every pass, every
 published checkpoint must verify (sha256 of every file) and be exactly one complete state the writer
@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from localcluster.harness.mirror_chaos import run_once
+from multinode.testing.mirror_chaos import run_once
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,6 +4,8 @@
   back (the model);
 - `observed_pod`, `observed_mirror`, `checkpointed_job`: the observed state the planner takes;
 - `trainer`, `preflight`, `node_env`, ...: readers of rendered pod manifests.
+- `multinode.testing.mirror_chaos`: a randomized checkpoint writer that races a running Mirror (imported by
+  its own name: the tests and tools/bench/mirror_chaos.py run it).
 
 Pure: no cluster, no Kubernetes client.
 """

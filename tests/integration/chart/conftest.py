@@ -25,7 +25,8 @@ from multinode.api.crd import render_crd_yaml
 from localcluster.harness.kube import kubectl, new_namespace
 from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
-from tests.unit.chart.chart import CHART_DIR, helm
+from tests.support.paths import CHART_DIR
+from tests.support.chart import helm
 
 IMAGE_TAG = "0.0.0-test"
 HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",

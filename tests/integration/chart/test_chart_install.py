@@ -31,7 +31,7 @@ from localcluster.harness.operator import OperatorProcess, leader_election_env
 from tests.support.storage import bound_claim
 from localcluster.harness.waiting import wait_for
 from tests.support.mirror import MirrorProcess, write_checkpoint
-from tests.unit.chart.chart import CHART_DIR
+from tests.support.paths import CHART_DIR
 
 CACHE_MOUNT, CKPT_MOUNT = "/cache", "/checkpoints"
 

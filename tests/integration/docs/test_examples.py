@@ -28,7 +28,6 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,88 +41,18 @@ from multinode.metrics.operator import OperatorMetrics
 from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE
 from multinode.render.mirror import render_mirror_role_binding
 from tests.support import jobs
+from tests.support.examples import (
+    ALL_MANIFESTS, DOC_MANIFESTS, EXAMPLE_FILES, EXAMPLE_MANIFESTS, Block, Manifest, doc_blocks, documents, is_complete,
+    yaml_blocks,
+)
+from tests.support.paths import CHART_DIR, DOCS, REPO, rel
 from localcluster.harness.kube import kubectl, new_namespace
 from tests.support.storage import bound_claim
 from localcluster.harness.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[3]
-DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-EXAMPLE_FILES = sorted((REPO / "examples").glob("*.yaml"))
-OPERATIONS = REPO / "docs" / "operations.md"
-TROUBLESHOOTING = REPO / "docs" / "troubleshooting.md"
-CHART = REPO / "charts" / "multinode-operator"
-TJ_API_VERSION = f"{GROUP}/{VERSION}"
-
-# A fenced block: ```yaml at the start of a line, up to the closing fence.
-YAML_FENCE = re.compile(r"^```yaml[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+OPERATIONS = DOCS / "operations.md"
+TROUBLESHOOTING = DOCS / "troubleshooting.md"
 PHASE_TIMEOUT = 60
-
-
-@dataclass(frozen=True)
-class Block:
-    source: str  # path:line of the block's first line
-    text: str
-
-
-@dataclass(frozen=True)
-class Manifest:
-    source: str  # examples/x.yaml, or docs/x.md:line
-    obj: dict[str, Any]
-
-    @property
-    def id(self) -> str:
-        return f"{self.source}:{self.obj['kind']}/{self.obj['metadata']['name']}"
-
-    @property
-    def is_training_job(self) -> bool:
-        return self.obj.get("apiVersion") == TJ_API_VERSION and self.obj.get("kind") == "TrainingJob"
-
-
-def rel(path: Path) -> str:
-    return str(path.relative_to(REPO))
-
-
-def yaml_blocks(path: Path) -> list[Block]:
-    text = path.read_text()
-    return [Block(f"{rel(path)}:{text.count(chr(10), 0, m.start()) + 2}", m.group(1))
-            for m in YAML_FENCE.finditer(text)]
-
-
-def is_complete(doc: Any) -> bool:
-    if not isinstance(doc, dict):
-        return False
-    meta = doc.get("metadata")
-    if not (doc.get("apiVersion") and doc.get("kind") and isinstance(meta, dict) and meta.get("name")):
-        return False
-    return doc["kind"] != "TrainingJob" or isinstance(doc.get("spec"), dict)
-
-
-def documents(text: str) -> list[Any]:
-    return [d for d in yaml.safe_load_all(text) if d is not None]
-
-
-def doc_blocks() -> list[Block]:
-    return [block for path in DOC_FILES for block in yaml_blocks(path)]
-
-
-def doc_manifests() -> list[Manifest]:
-    found = []
-    for block in doc_blocks():
-        try:
-            docs = documents(block.text)
-        except yaml.YAMLError:
-            continue  # test_every_yaml_block_in_the_docs_parses reports it
-        found += [Manifest(block.source, d) for d in docs if is_complete(d)]
-    return found
-
-
-def example_manifests() -> list[Manifest]:
-    return [Manifest(rel(path), d) for path in EXAMPLE_FILES for d in documents(path.read_text())]
-
-
-DOC_MANIFESTS = doc_manifests()
-EXAMPLE_MANIFESTS = example_manifests()
-ALL_MANIFESTS = EXAMPLE_MANIFESTS + DOC_MANIFESTS
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -329,8 +258,8 @@ def normalized(rules: list[dict[str, Any]]) -> list[tuple]:
 def test_operator_rbac_in_operations_md_is_what_the_chart_grants() -> None:
     """Both ClusterRoles: the operator's and the one it binds each job's mirror to."""
     assert shutil.which("helm"), "helm is not on PATH (make test puts the pinned one there)"
-    assert (CHART / "Chart.yaml").exists(), f"no chart at {rel(CHART)}"
-    rendered = subprocess.run(["helm", "template", "multinode-operator", str(CHART), "-n", "multinode-system",
+    assert (CHART_DIR / "Chart.yaml").exists(), f"no chart at {rel(CHART_DIR)}"
+    rendered = subprocess.run(["helm", "template", "multinode-operator", str(CHART_DIR), "-n", "multinode-system",
                                "--kube-version", "1.36.0"], capture_output=True, text=True, timeout=60, check=False)
     assert rendered.returncode == 0, rendered.stderr
     chart_roles = {d["metadata"]["name"]: d for d in yaml.safe_load_all(rendered.stdout)
@@ -342,7 +271,7 @@ def test_operator_rbac_in_operations_md_is_what_the_chart_grants() -> None:
 
 def test_leader_election_role_in_operations_md_is_what_the_chart_grants() -> None:
     assert shutil.which("helm"), "helm is not on PATH (make test puts the pinned one there)"
-    rendered = subprocess.run(["helm", "template", "multinode-operator", str(CHART), "-n", "multinode-system",
+    rendered = subprocess.run(["helm", "template", "multinode-operator", str(CHART_DIR), "-n", "multinode-system",
                                "--kube-version", "1.36.0"], capture_output=True, text=True, timeout=60, check=False)
     assert rendered.returncode == 0, rendered.stderr
     (chart_role,) = [d for d in yaml.safe_load_all(rendered.stdout) if d and d.get("kind") == "Role"

@@ -15,7 +15,8 @@ import pytest
 import yaml
 from localcluster import LocalCluster, binaries, images
 
-from tests.support.packaging import PROJECT_VERSION, REPO, SDIST_NAME, WHEEL_NAME
+from tests.support.packaging import PROJECT_VERSION, SDIST_NAME, WHEEL_NAME
+from tests.support.paths import REPO
 
 CHART_PACKAGE = f"multinode-operator-{PROJECT_VERSION}.tgz"
 SBOM = f"multinode-operator-{PROJECT_VERSION}.spdx.json"

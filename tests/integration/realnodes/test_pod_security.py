@@ -24,8 +24,9 @@ from localcluster.harness.kube import kubectl, new_namespace
 from localcluster.harness.waiting import wait_for
 from tests.support import jobs
 from tests.support.realnodes import clients, pod_log, real_job
+from tests.support.paths import REPO
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "real"
+EXAMPLE = REPO / "examples" / "real"
 TRAINER_UID = 1000
 SELF_REPORT = textwrap.dedent("""
     import os, pathlib, resource, time

@@ -17,7 +17,7 @@ from tests.support import jobs
 from tests.support.realnodes import (REAL_NODES, clients, leading_operator, pod_log, real_job, real_node_names,
                                     registry_chart, wait_operator_env)
 from localcluster.harness.waiting import wait_for
-from tests.unit.chart.chart import helm
+from tests.support.chart import helm
 
 
 

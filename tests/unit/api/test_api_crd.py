@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,9 +11,9 @@ from trainingjob_examples import full_trainingjob, minimal_trainingjob
 
 from multinode.api import TrainingJob
 from multinode.api.crd import render_crd, render_crd_yaml
+from tests.support.paths import REPO
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-COMMITTED_CRD = REPO_ROOT / "crds" / "trainingjobs.multinode.dev.yaml"
+COMMITTED_CRD = REPO / "crds" / "trainingjobs.multinode.dev.yaml"
 
 
 @pytest.fixture(scope="module")

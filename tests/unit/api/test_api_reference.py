@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from multinode.api import TrainingJobSpec
 from multinode.api.reference import render_reference
+from tests.support.paths import DOCS
 
-REFERENCE = Path(__file__).resolve().parents[3] / "docs" / "reference.md"
+REFERENCE = DOCS / "reference.md"
 
 
 def test_committed_reference_matches_the_models() -> None:

@@ -15,7 +15,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-DASHBOARD = Path(__file__).resolve().parents[3] / "charts" / "multinode-operator" / "files" / "dashboard.json"
+from tests.support.paths import CHART_DIR
+
+DASHBOARD = CHART_DIR / "files" / "dashboard.json"
 MIRROR_PREFIX = "multinode_mirror_"
 _METRIC = re.compile(r"\bmultinode_[a-zA-Z0-9_]+\b")
 _SUFFIXES = ("_bucket", "_sum", "_count", "_total")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from multinode.api.constants import NAMESPACE_ALLOWANCES
-from tests.unit.chart.chart import of_kind, render
+from tests.support.chart import of_kind, render
 
 OPERATOR_USER = "system:serviceaccount:mn-system:mn-multinode-operator"
 POLICIES = {f"mn-multinode-operator-{suffix}" for suffix in

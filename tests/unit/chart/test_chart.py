@@ -12,7 +12,9 @@ from multinode.api import TrainingJob
 from multinode.api.crd import render_crd, render_crd_yaml
 from multinode.render.mirror import MIRROR_RULES, render_mirror_pod
 from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
-from tests.unit.chart.chart import CHART_DIR, KUBE_VERSION, REPO, helm, of_kind, one, render, template
+from tests.support.paths import CHART_DIR, REPO
+from tests.support.binaries import KUBE_VERSION
+from tests.support.chart import helm, of_kind, one, render, template
 
 DIGEST = "sha256:" + "ab" * 32
 REPOSITORY = OPERATOR_IMAGE_REPOSITORY

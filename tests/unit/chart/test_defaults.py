@@ -6,7 +6,7 @@ import yaml
 
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS, OPERATOR_METRICS_PORT
 from multinode.controller.settings import OperatorSettings
-from tests.unit.chart.chart import CHART_DIR
+from tests.support.paths import CHART_DIR
 
 
 def test_values_defaults_match_the_operators() -> None:

@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from tests.unit.chart.chart import CHART_DIR, REPO
+from tests.support.paths import CHART_DIR, REPO
 
 DOCKERFILE = REPO / "images" / "operator" / "Dockerfile"
 

@@ -1,6 +1,6 @@
 """A writer that saves, rewrites, appends, renames, deletes and crashes at random points, against a Mirror
 running passes meanwhile: after every pass, everything published verifies and is one complete state the
-writer produced (localcluster/harness/mirror_chaos.py). A few seeds here; tools/bench/mirror_chaos.py runs hundreds."""
+writer produced (multinode/testing/mirror_chaos.py). A few seeds here; tools/bench/mirror_chaos.py runs hundreds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from localcluster.harness.mirror_chaos import run_once
+from multinode.testing.mirror_chaos import run_once
 
 SEEDS = [0, 1, 2, 3, 5, 8]
 

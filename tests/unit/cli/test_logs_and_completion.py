@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from localcluster import binaries
 
 from multinode.cli import completion
 from multinode.cli.logs import Prefixer, parse_duration, parse_ranks
 from multinode.cli.main import build_parser
 from multinode.cli.status import parse_goal
 from multinode.client.logs import LogLine
+from tests.support.binaries import pinned
 
 
 def test_durations_and_ranks_parse_as_kubectl_users_type_them() -> None:
@@ -98,9 +98,7 @@ def test_a_bash_shell_completes_with_the_printed_script() -> None:
 
 def test_kubectl_completes_the_plugin_through_kubectl_complete_multinode() -> None:
     """kubectl's own `__complete` (what its shell completion calls) finds `kubectl_complete-multinode` on PATH."""
-    kubectl = binaries.locate().kubectl
-    if not kubectl.exists():
-        pytest.fail(f"the pinned kubectl is not built ({kubectl}): run `make binaries` (make test does)")
+    kubectl = pinned("kubectl")
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "KUBECONFIG": "/nonexistent", "HOME": "/nonexistent"}
     out = subprocess.run([str(kubectl), "__complete", "multinode", "logs", "--max"], capture_output=True, text=True,
                          env=env, timeout=60, check=True)

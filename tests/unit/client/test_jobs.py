@@ -11,7 +11,8 @@ import yaml
 
 from multinode.api import TrainingJob, TrainingJobSpec
 from multinode.client.jobs import TrainingJobClient, job_body, load_yaml, parse_job
-from tests.integration.docs.test_examples import DOC_MANIFESTS, REPO, Manifest
+from tests.support.examples import DOC_MANIFESTS, Manifest
+from tests.support.paths import REPO
 
 
 def test_a_model_is_sent_camel_case_with_only_what_was_set() -> None:

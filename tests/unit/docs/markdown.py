@@ -8,9 +8,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-DOCS = REPO / "docs"
-CHART_DIR = REPO / "charts" / "multinode-operator"
+from tests.support.paths import CHART_DIR, DOCS, REPO
 
 # A fenced block, also one indented under a list item.
 FENCE = re.compile(r"^[ \t]*```(\w*)[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
@@ -24,10 +22,6 @@ CELL_BORDER = re.compile(r"(?<!\\)\|")
 def markdown_files() -> list[Path]:
     """Every page a user reads: the README, docs/ and the chart's README."""
     return [REPO / "README.md", *sorted(DOCS.glob("*.md")), CHART_DIR / "README.md"]
-
-
-def rel(path: Path) -> str:
-    return str(path.relative_to(REPO))
 
 
 def fenced_blocks(text: str, lang: str | None = None) -> list[str]:

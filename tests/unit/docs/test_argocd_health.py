@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from lupa import LuaRuntime
 
-SCRIPT = (Path(__file__).resolve().parents[3] / "docs" / "gitops" / "argocd-health.lua").read_text()
+from tests.support.paths import DOCS
+
+SCRIPT = (DOCS / "gitops" / "argocd-health.lua").read_text()
 
 
 def health(obj: dict) -> tuple[str, str]:

@@ -9,8 +9,9 @@ from functools import cache
 
 import pytest
 
-from tests.unit.chart.chart import render
-from tests.unit.docs.markdown import CHART_DIR, code_spans, markdown_files, rel, tables
+from tests.support.chart import render
+from tests.support.paths import CHART_DIR, rel
+from tests.unit.docs.markdown import code_spans, markdown_files, tables
 
 PAGES = markdown_files()
 NAMESPACE = "multinode-system"

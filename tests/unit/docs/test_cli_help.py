@@ -15,8 +15,9 @@ from multinode.cli.main import build_parser
 from multinode.controller.watches import is_pattern, namespace_matcher
 from multinode.render import RenderSettings, render_node_pod
 from multinode.render.mirror import render_mirror_pod
-from tests.unit.chart.chart import template
-from tests.unit.docs.markdown import CHART_DIR, DOCS, paragraphs, tables
+from tests.support.chart import template
+from tests.support.paths import CHART_DIR, DOCS
+from tests.unit.docs.markdown import paragraphs, tables
 
 VALUES = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
 

@@ -4,15 +4,14 @@ health check and the package spell, and every one of them is documented."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from multinode.api.conditions import ConditionType, Reason
+from tests.support.paths import DOCS, REPO
 
-ROOT = Path(__file__).resolve().parents[3]
-PACKAGE = ROOT / "operator" / "multinode"
-TROUBLESHOOTING = (ROOT / "docs" / "troubleshooting.md").read_text()
-API = (ROOT / "docs" / "api.md").read_text()
-LUA = (ROOT / "docs" / "gitops" / "argocd-health.lua").read_text()
+PACKAGE = REPO / "operator" / "multinode"
+TROUBLESHOOTING = (DOCS / "troubleshooting.md").read_text()
+API = (DOCS / "api.md").read_text()
+LUA = (DOCS / "gitops" / "argocd-health.lua").read_text()
 
 REASONS = {r.value for r in Reason}
 TYPES = {t.value for t in ConditionType}

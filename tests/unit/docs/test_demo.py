@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.docs.markdown import REPO, markdown_files, rel, sentences
+from tests.support.paths import REPO, rel
+from tests.unit.docs.markdown import markdown_files, sentences
 
 TOOLS = REPO / "tools"
 

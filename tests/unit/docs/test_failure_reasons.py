@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from multinode.api.conditions import FAILURE_REASONS, Reason
-from tests.unit.docs.markdown import DOCS, REPO, paragraphs, tables
+from tests.support.paths import DOCS, REPO
+from tests.unit.docs.markdown import paragraphs, tables
 
 RECONCILE = REPO / "operator" / "multinode" / "reconcile"
 

@@ -7,7 +7,8 @@ import ast
 
 import yaml
 
-from tests.unit.docs.markdown import DOCS, REPO, fenced_blocks, tables
+from tests.support.paths import DOCS, REPO
+from tests.unit.docs.markdown import fenced_blocks, tables
 
 CONTROLLER = REPO / "operator" / "multinode" / "controller"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.docs.markdown import markdown_files, rel, without_fences
+from tests.unit.docs.markdown import markdown_files, without_fences
+from tests.support.paths import rel
 
 PAGES = markdown_files()
 

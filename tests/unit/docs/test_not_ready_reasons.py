@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from multinode.checkpoints import NotReady
-
-DOCS = Path(__file__).resolve().parents[3] / "docs"
+from tests.support.paths import DOCS
 
 
 @pytest.mark.parametrize("doc", ["checkpoints.md", "troubleshooting.md"])

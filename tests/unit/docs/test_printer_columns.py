@@ -7,7 +7,8 @@ import re
 import pytest
 
 from multinode.api.crd import PRINTER_COLUMNS
-from tests.unit.docs.markdown import DOCS, fenced_blocks, markdown_files, rel, tables
+from tests.support.paths import DOCS, rel
+from tests.unit.docs.markdown import fenced_blocks, markdown_files, tables
 
 PAGES = markdown_files()
 HEADERS = [c["name"].upper() for c in PRINTER_COLUMNS]

@@ -12,7 +12,8 @@ from multinode.api.constants import RENDEZVOUS_PORT_SPAN
 from multinode.api.health import COLLECTIVE_MEMORY_FACTOR
 from multinode.render.health import COLLECTIVE_CPU_LIMIT
 from multinode.render.pod import PREFLIGHT_MEMORY_LIMIT_MIB
-from tests.unit.docs.markdown import DOCS, markdown_files, rel, sentences, tables
+from tests.support.paths import DOCS, rel
+from tests.unit.docs.markdown import markdown_files, sentences, tables
 
 PAGES = markdown_files()
 BENCHMARKS = json.loads((DOCS / "benchmarks.json").read_text())

@@ -12,7 +12,8 @@ import yaml
 
 from multinode.api import TrainingJobSpec
 from multinode.api.crd import openapi_schema
-from tests.unit.docs.markdown import CHART_DIR, DOCS, code_spans, markdown_files, rel, sentences, tables
+from tests.support.paths import CHART_DIR, DOCS, rel
+from tests.unit.docs.markdown import code_spans, markdown_files, sentences, tables
 
 PAGES = markdown_files()
 TOP_LEVEL = {field.alias or name: name for name, field in TrainingJobSpec.model_fields.items()}

@@ -10,7 +10,8 @@ import pytest
 
 from multinode.api.crd import openapi_schema
 from multinode.api.reference import render_reference
-from tests.unit.docs.markdown import DOCS, Table, markdown_files, rel, tables
+from tests.support.paths import DOCS, rel
+from tests.unit.docs.markdown import Table, markdown_files, tables
 
 PAGES = markdown_files()
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.packaging import DISTRIBUTION, PROJECT_VERSION, REPO, SDIST_NAME, WHEEL_NAME, make_dist
+from tests.support.packaging import DISTRIBUTION, PROJECT_VERSION, SDIST_NAME, WHEEL_NAME, make_dist
+from tests.support.paths import REPO
 
 PACKAGE = REPO / "operator" / "multinode"
 

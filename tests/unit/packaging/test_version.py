@@ -12,9 +12,9 @@ import multinode
 from multinode.cli.main import build_parser
 from multinode.render import RenderSettings
 from multinode.render.settings import DEFAULT_OPERATOR_IMAGE, OPERATOR_IMAGE_REPOSITORY
-from tests.support.packaging import DISTRIBUTION, PROJECT_VERSION, REPO
+from tests.support.packaging import DISTRIBUTION, PROJECT_VERSION
+from tests.support.paths import CHART_DIR, REPO
 
-CHART_DIR = REPO / "charts" / "multinode-operator"
 # Where the release pushes images: <registry>/multinode/operator and <registry>/multinode/trainer.
 RELEASE_REGISTRY = "ghcr.io/multinode/"
 # A reference to one of the images by tag, in any file: the tag must be the project version. The registry

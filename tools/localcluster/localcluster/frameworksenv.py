@@ -1,5 +1,5 @@
 """The frameworks env: HF Transformers, Accelerate and DeepSpeed for the tests in which the real frameworks
-write checkpoints (tests/unit/checkpoints/test_real_hf.py, test_real_deepspeed.py).
+write checkpoints (tests/frameworks/checkpoints/test_real_hf.py, test_real_deepspeed.py).
 
 It is layered on the trainer env (torch, numpy): a second `pip install --target` folder in the git-ignored
 cache, keyed by every pinned version, holding only what the trainer env lacks. Tests put both folders on

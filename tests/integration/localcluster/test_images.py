@@ -2,7 +2,7 @@
 
 No cluster is needed. The images come from the cache of `python -m localcluster images` (the first run
 debootstraps the base, a few minutes, as root); the checks that run the images use chroot, as root.
-tests/localcluster/test_registry.py pushes them to the cluster's registry and pulls them with containerd.
+tests/integration/localcluster/test_registry.py pushes them to the cluster's registry and pulls them with containerd.
 """
 
 from __future__ import annotations

@@ -17,8 +17,7 @@ from localcluster.harness.waiting import wait_for
 from localcluster import LocalCluster, binaries, images, publish, registry
 
 from multinode import __version__
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
 
 
 def _make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -22,8 +22,9 @@ from localcluster.trainerenv import INSTALL_TIMEOUT_SECONDS, ensure_trainer_env
 
 from multinode.testing import stored_job
 from multinode.testing import node_env as rendered_env
+from tests.support.paths import REPO
 
-TRAIN = Path(__file__).resolve().parents[3] / "examples" / "real" / "train.py"
+TRAIN = REPO / "examples" / "real" / "train.py"
 NODES = 2
 RUN_TIMEOUT = 300  # importing torch alone takes seconds per process on 2 cores
 

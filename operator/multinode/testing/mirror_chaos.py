@@ -78,7 +78,7 @@ class Writer:
     complete: dict[str, State] = field(default_factory=dict)        # names complete now (untouched since)
     layout_of: dict[str, str] = field(default_factory=dict)
     crashed: set[str] = field(default_factory=set)
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
     step: int = 0
     tracker: int = 0   # the iteration Megatron's tracker names
@@ -108,7 +108,7 @@ class Writer:
     def blob(self) -> bytes:
         return self.rng.randbytes(self.rng.randint(1, 6) * 1024)
 
-    def commit(self, name: str, state: State, action: Callable[[], None]) -> None:
+    def commit(self, name: str, state: State, action: Callable[[], object]) -> None:
         """Record `state` as complete for `name`, then do the one step that makes it complete."""
         with self.lock:
             self.states.setdefault(name, []).append(state)
@@ -248,8 +248,8 @@ class RunResult:
     passes: int = 0
     checked: int = 0                 # published checkpoints verified, summed over passes
     violations: list[str] = field(default_factory=list)
-    counts: Counter = field(default_factory=Counter)     # the writer's operations
-    problems: Counter = field(default_factory=Counter)   # the mirror's problems, by reason: races it met
+    counts: Counter[str] = field(default_factory=Counter)     # the writer's operations
+    problems: Counter[str] = field(default_factory=Counter)   # the mirror's problems, by reason: races it met
 
 
 def check_published(dest: Path, writer: Writer) -> tuple[int, list[str]]:

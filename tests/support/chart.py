@@ -7,25 +7,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from localcluster import binaries
 
-REPO = Path(__file__).resolve().parents[3]
-CHART_DIR = REPO / "charts" / "multinode-operator"
-# helm built without its version ldflags assumes Kubernetes v1.20 for `helm template`; the chart needs ≥ 1.30.
-KUBE_VERSION = binaries.read_versions()["KUBE_VERSION"]
-
-
-def helm_binary() -> str:
-    helm = binaries.locate().helm
-    if not helm.exists():
-        pytest.fail(f"the pinned helm is not built ({helm}): run `make binaries` (make test does)")
-    return str(helm)
+from tests.support.binaries import KUBE_VERSION, pinned
+from tests.support.paths import CHART_DIR
 
 
 def helm(*args: str, check: bool = True, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    result = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=timeout, env=env,
+    result = subprocess.run([pinned("helm"), *args], capture_output=True, text=True, timeout=timeout, env=env,
                             check=False)
     if check and result.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")

@@ -19,7 +19,7 @@ from localcluster.trainerenv import INSTALL_TIMEOUT_SECONDS
 
 from multinode.checkpoints import Mirror, list_mirrored, verify_mirrored
 from multinode.checkpoints.layouts import Completion
-from tests.unit.checkpoints.real_frameworks import WAIT_SECONDS, frameworks_env, published_files, two_ranks
+from tests.frameworks.checkpoints.real_frameworks import WAIT_SECONDS, frameworks_env, published_files, two_ranks
 
 STEPS = 2
 CHECKPOINT = f"checkpoint-{STEPS}"

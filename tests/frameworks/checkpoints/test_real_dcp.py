@@ -1,5 +1,5 @@
 """The mirror against torch.distributed.checkpoint itself doing the writing (torch from the host-built
-trainer env, as tests/unit/examples does).
+trainer env, as tests/frameworks/examples does).
 
 A DCP save into a step directory that already holds a save (DCP's default overwrite=True, or a retried
 save) rewrites the shard files first and replaces `.metadata` last. Until then the old `.metadata` still
