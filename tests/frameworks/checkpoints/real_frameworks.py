@@ -15,17 +15,21 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from localcluster.frameworksenv import process_env
+from localcluster.harness.waiting import wait_for
 
 from multinode.checkpoints.manifest import MANIFEST_NAME
 
 # Two ranks importing torch, transformers and deepspeed on 2 shared cores: 134 s seen unloaded, over 180 s
 # under load.
 WAIT_SECONDS = 420
+# The variable that marks a writer's processes (two_ranks).
+WRITER_MARK = "MULTINODE_TEST_WRITER"
 
 
 def frameworks_env() -> dict[str, str]:
@@ -64,16 +68,38 @@ def two_ranks(script: str, args: list[str], env: dict[str, str], workdir: Path) 
     """Runs `script` under torchrun with 2 processes; its last argument is the gate file's path."""
     (workdir / "writer.py").write_text(script)
     gate, log = workdir / "gate", workdir / "writer.log"
+    # Every process of this run carries the mark in its environment: torchrun starts each rank in a session of
+    # its own, so neither its process group nor its children (orphaned once torchrun dies) find them all.
+    mark = f"{WRITER_MARK}={uuid.uuid4().hex}"
+    name, _, value = mark.partition("=")
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
                                  "2", str(workdir / "writer.py"), *args, str(gate)],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
-                                start_new_session=True)   # its own group: torchrun and both ranks go together
+                                env={**env, name: value}, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
+                                start_new_session=True)
     try:
         yield Writer(proc, log, gate)
     finally:
         gate.touch()   # never leave rank 1 waiting
-        # The whole group, even when torchrun itself has exited: its ranks may not have (seen after a failed wait).
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill_marked(mark.encode())
         proc.wait()
+        wait_for(lambda: not marked_pids(mark.encode()), timeout=30, what="every process of the writer gone")
+
+
+def marked_pids(mark: bytes) -> list[int]:
+    """The processes whose environment holds `mark` (NAME=value)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            zombie = (entry / "stat").read_text().rsplit(") ", 1)[-1].startswith("Z")   # gone, not yet reaped
+            if not zombie and mark in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def kill_marked(mark: bytes) -> None:
+    for pid in marked_pids(mark):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

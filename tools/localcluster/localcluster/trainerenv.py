@@ -36,7 +36,9 @@ INSTALL_TIMEOUT_SECONDS = 3600
 
 
 def cache_root() -> Path:
-    return binaries.cache_dir().parent / "trainer-env"
+    # Resolved: torch's JIT build keys an op by its compiler flags, include paths among them, so the same
+    # cache reached through a symlink (a git worktree's .cache) would rebuild the op under the lock others wait on.
+    return (binaries.cache_dir().parent / "trainer-env").resolve()
 
 
 def env_dir() -> Path:
