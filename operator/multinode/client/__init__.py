@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from multinode.client.pods import NodePod
 
 _WHERE = {"JobEnded": "jobs", "TrainingJobClient": "jobs", "WaitTimeout": "jobs", "load_yaml": "jobs",
-          "parse_job": "jobs", "ClientError": "kube", "LogLine": "logs", "NodePod": "pods"}
+          "parse_job": "jobs", "ClientError": "connection", "LogLine": "logs", "NodePod": "pods"}
 
 __all__ = ["ClientError", "JobEnded", "LogLine", "NodePod", "TrainingJobClient", "WaitTimeout", "load_yaml",
            "parse_job"]
