@@ -1,15 +1,12 @@
 """The TrainingJob API: pydantic models that are the single source of the CRD.
 
-Imports nothing from the rest of multinode and nothing that talks to Kubernetes.
+Imports nothing that talks to Kubernetes, and from the rest of multinode only what has no dependencies of its
+own: the stdlib-only leaves (multinode.progress's marker, multinode.timeformat) and the checkpoint engine's
+completion modes.
 """
 
 from multinode.api.constants import (
     API_VERSION,
-    CONDITION_CHECKPOINTS_SYNCED,
-    CONDITION_CREATED,
-    CONDITION_FAILED,
-    CONDITION_RUNNING,
-    CONDITION_SUCCEEDED,
     CRD_NAME,
     GROUP,
     KIND,
@@ -21,7 +18,8 @@ from multinode.api.constants import (
     RESERVED_ENV_NAMES,
     VERSION,
 )
-from multinode.api.kube import (
+from multinode.api.conditions import ConditionType
+from multinode.api.pod_fields import (
     EnvVar,
     LocalObjectReference,
     ObjectMeta,
@@ -38,7 +36,6 @@ from multinode.api.spec import (
 )
 from multinode.api.status import (
     Condition,
-    ConditionType,
     NodeCounts,
     NodeStatus,
     Phase,
@@ -53,11 +50,6 @@ from multinode.api.trainingjob import (
 
 __all__ = [
     "API_VERSION",
-    "CONDITION_CHECKPOINTS_SYNCED",
-    "CONDITION_CREATED",
-    "CONDITION_FAILED",
-    "CONDITION_RUNNING",
-    "CONDITION_SUCCEEDED",
     "CRD_NAME",
     "GROUP",
     "KIND",

@@ -13,6 +13,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from multinode.api.quantity import QUANTITY_PATTERN
+
 # Upper bounds, picked well above anything a real manifest needs.
 MAX_NAME_LENGTH = 253  # DNS-1123 subdomain, the longest name Kubernetes allows
 MAX_PATH_LENGTH = 4096
@@ -21,12 +23,6 @@ MAX_ANNOTATION_VALUE_LENGTH = 262144  # the apiserver's cap on all annotations t
 MAX_MAP_ENTRIES = 64
 MAX_LABEL_VALUE_LENGTH = 63  # also a DNS label's
 
-# Kubernetes resource quantity without a sign ("500m", "64Gi", "1e3"); negative
-# quantities are meaningless for resources and would only fail at pod creation.
-QUANTITY_PATTERN = (
-    r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
 # Label value: empty, or up to 63 alphanumerics with -_. inside.
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 # Qualified name as used for extended resources ("nvidia.com/gpu", "rdma/ib").

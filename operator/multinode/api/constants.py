@@ -6,7 +6,6 @@ cannot drift apart on a label key or an environment variable name.
 
 from __future__ import annotations
 
-from multinode.api.conditions import ConditionType
 from multinode.progress import MARKER, MARKER_ENV
 
 GROUP = "multinode.dev"
@@ -88,13 +87,6 @@ DEFAULT_RENDEZVOUS_PORT = 29500
 SHM_VOLUME_NAME = "dshm"
 SHM_MOUNT_PATH = "/dev/shm"
 
-# Condition types and reasons live in multinode.api.conditions; these names stay for existing importers.
-CONDITION_CREATED = ConditionType.CREATED
-CONDITION_RUNNING = ConditionType.RUNNING
-CONDITION_SUCCEEDED = ConditionType.SUCCEEDED
-CONDITION_FAILED = ConditionType.FAILED
-CONDITION_CHECKPOINTS_SYNCED = ConditionType.CHECKPOINTS_SYNCED
-
 # Containers of the pods the operator renders; the planner reads their statuses by these names.
 TRAINER_CONTAINER = "trainer"
 PREFLIGHT_CONTAINER = "preflight"
@@ -112,10 +104,6 @@ def node_dns_name(job: str, index: int, service: str, namespace: str) -> str:
     whatever its pod's name: the renderer publishes it and `multinode preflight` waits for it."""
     return f"{node_hostname(job, index)}.{service}.{namespace}.svc"
 
-
-# RFC 3339 in UTC, second precision: the format of every time in the status, written by the operator
-# and the mirror alike (multinode.api.timestamps reads and writes it).
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 # How long a node's preflight waits for its peers' DNS names: the operator's setting and the CLI's
 # default.

@@ -28,7 +28,7 @@ from multinode.api.base import (
 )
 from multinode.api.cel import add_rules, cel_rule, immutable_fields_rules
 from multinode.api.checkpointing import CacheSpec, CheckpointingSpec
-from multinode.api.health import HealthCheckSpec
+from multinode.api.health_check import HealthCheckSpec
 from multinode.api.lifecycle import CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, Topology
 from multinode.api.network import NetworkSpec
 from multinode.api.progress import HangDetection
@@ -38,7 +38,7 @@ from multinode.api.constants import (
     DEFAULT_STARTUP_TIMEOUT_SECONDS,
     DEFAULT_GPU_RESOURCE_NAME,
 )
-from multinode.api.kube import (
+from multinode.api.pod_fields import (
     Affinity,
     EnvVar,
     LocalObjectReference,

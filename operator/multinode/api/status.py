@@ -12,13 +12,7 @@ from multinode.api.base import MAX_PATH_LENGTH, StatusModel
 from multinode.api.checkpointing import MAX_RESUMED_BY, CheckpointsStatus, ResumedByStatus
 from multinode.api.goodput import GoodputStatus
 from multinode.api.progress import ProgressStatus
-from multinode.api.health import MAX_EXCLUDED_NODES, ExcludedNode, NodeHealth
-from multinode.api.constants import (
-    CONDITION_CREATED,
-    CONDITION_FAILED,
-    CONDITION_RUNNING,
-    CONDITION_SUCCEEDED,
-)
+from multinode.api.health_check import MAX_EXCLUDED_NODES, ExcludedNode, NodeHealth
 
 _DATE_TIME: JsonDict = {"format": "date-time"}
 
@@ -71,15 +65,6 @@ class SchedulingStatus(StatusModel):
     releases: int = Field(0, ge=0, description="Partial gangs released so far (not restarts).")
     next_try_time: str | None = Field(None, description="After a release: when the next attempt's pods are "
                                                         "created.", json_schema_extra=_DATE_TIME)
-
-
-class ConditionType(StrEnum):
-    """Condition types the operator sets."""
-
-    CREATED = CONDITION_CREATED
-    RUNNING = CONDITION_RUNNING
-    SUCCEEDED = CONDITION_SUCCEEDED
-    FAILED = CONDITION_FAILED
 
 
 class Condition(StatusModel):

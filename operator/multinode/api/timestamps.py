@@ -1,10 +1,10 @@
-"""Times in the status: RFC 3339, UTC, whole seconds (api.constants.TIME_FORMAT)."""
+"""Times in the status: RFC 3339, UTC, whole seconds (multinode.timeformat.TIME_FORMAT)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from multinode.api.constants import TIME_FORMAT
+from multinode.timeformat import TIME_FORMAT
 
 
 def rfc3339(now: datetime) -> str:

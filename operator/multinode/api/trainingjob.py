@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from multinode.api.base import DNS1035_LABEL_PATTERN, ApiModel
 from multinode.api.cel import cel_rule
 from multinode.api.constants import API_VERSION, KIND
-from multinode.api.kube import ObjectMeta
+from multinode.api.pod_fields import ObjectMeta
 from multinode.api.spec import TrainingJobSpec
 from multinode.api.status import TrainingJobStatus
 

@@ -14,7 +14,7 @@ from multinode.checkpoints.manifest import (
     list_mirrored,
     verify_mirrored,
 )
-from multinode.checkpoints.mirror import Mirror, MirrorProblem, SyncReport
+from multinode.checkpoints.mirror_pass import Mirror, MirrorProblem, SyncReport
 from multinode.checkpoints.reasons import NotReady
 from multinode.checkpoints.scan import CheckpointCandidate, latest_complete_checkpoint, scan_checkpoints
 from multinode.checkpoints.settle import SettleTracker

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from multinode.checkpoints.layouts import Completion
-from multinode.checkpoints.mirror import Mirror
+from multinode.checkpoints.mirror_pass import Mirror
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from multinode.checkpoints.hashing import DEFAULT_HASH, DIGEST_LENGTH, HASHES, SHA256, digest_of
 from multinode.checkpoints.names import order_key
+from multinode.timeformat import TIME_FORMAT
 
 MANIFEST_NAME = "mirror-manifest.json"
 # Format 1: every file has a "sha256". Format 2: the manifest names its "hash" and each file has a "digest".
@@ -64,7 +65,7 @@ class ManifestFile:
 
 
 def rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t, timezone.utc).strftime(TIME_FORMAT)
 
 
 def manifest_document(*, name: str, source: str, step: int | None, framework: str | None,

@@ -39,7 +39,7 @@ JobLister = Callable[[str | None, str | None, str | None], list[str]]
 def cluster_job_names(namespace: str | None, kubeconfig: str | None, context: str | None) -> list[str]:
     """Names of the TrainingJobs in the namespace; none when the cluster is not reachable in time."""
     from multinode.client import ClientError
-    from multinode.client.kube import Kube
+    from multinode.client.connection import Kube
 
     try:
         kube = Kube(kubeconfig=first_kubeconfig(kubeconfig), context=context)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from multinode import __version__
-from multinode.cli import completion, logs, mirror, operator, preflight, scaling, status
+from multinode.cli import completion, logs, operator, pod_commands, scaling, status
 
 
 def build_parser(prog: str = "multinode") -> argparse.ArgumentParser:
@@ -22,9 +22,11 @@ def build_parser(prog: str = "multinode") -> argparse.ArgumentParser:
     shells = sub.add_parser("completion", help="print a shell completion script: source <(multinode completion bash)")
     shells.add_argument("shell", choices=["bash", "zsh"])
     operator.add_arguments(sub.add_parser("operator", help="run the operator"))
-    preflight.add_arguments(sub.add_parser("preflight",
-                                           help="init container: wait until every peer's DNS name resolves"))
-    mirror.add_arguments(sub.add_parser("mirror", help="mirror complete checkpoints into the backed-up volume"))
+    pod_commands.add_preflight_arguments(sub.add_parser("preflight",
+                                                        help="init container: wait until every peer's DNS name "
+                                                             "resolves"))
+    pod_commands.add_mirror_arguments(sub.add_parser("mirror",
+                                                     help="mirror complete checkpoints into the backed-up volume"))
     return parser
 
 
@@ -50,10 +52,9 @@ def main(argv: list[str] | None = None, prog: str = "multinode") -> int:
     if args.command == "operator":
         return operator.run(args)
     if args.command == "mirror":
-        return mirror.run(args)
+        return pod_commands.run_mirror(args)
     if args.command == "preflight":
-        preflight.configure_logging()
-        return preflight.run(args)
+        return pod_commands.run_preflight(args)
     raise AssertionError(args.command)
 
 

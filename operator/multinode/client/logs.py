@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from multinode.api.constants import TRAINER_CONTAINER
-from multinode.client.kube import ClientError, Kube
+from multinode.client.connection import ClientError, Kube
 from multinode.client.pods import DEFAULT_MAX_STREAMS, NodePod, node_pod, node_pods, select_for_logs
 
 TERMINAL_PHASES = ("Succeeded", "Failed")

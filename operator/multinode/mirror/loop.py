@@ -17,18 +17,17 @@ from __future__ import annotations
 import logging
 import posixpath
 import threading
-from datetime import datetime, timezone
+import time
 from pathlib import Path
 from typing import Any
 
 from multinode.api.base import MAX_NAME_LENGTH, MAX_PATH_LENGTH
 from multinode.api.checkpointing import MAX_NOT_READY_MESSAGE, MAX_NOT_READY_REPORTED, MAX_RESUMED_BY
-from multinode.api.conditions import Reason
-from multinode.api.constants import CONDITION_CHECKPOINTS_SYNCED, TIME_FORMAT
+from multinode.api.conditions import ConditionType, Reason
 from multinode.checkpoints import Completion, IncompleteCheckpoint, Mirror, MirroredCheckpoint, SyncReport
 from multinode.checkpoints.manifest import rfc3339
 from multinode.checkpoints.waiting import DEFAULT_STALLED_SECONDS
-from multinode.metrics.mirror import MirrorMetrics
+from multinode.metrics.mirror_metrics import MirrorMetrics
 from multinode.mirror.liveness import Liveness
 from multinode.mirror.reporter import JobGone, StatusReporter
 
@@ -55,12 +54,12 @@ def fit_int(value: int | None) -> int | None:
 
 
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime(TIME_FORMAT)
+    return rfc3339(time.time())
 
 
 def final_sync_requested(status: dict[str, Any]) -> bool:
     for condition in status.get("conditions") or []:
-        if condition.get("type") == CONDITION_CHECKPOINTS_SYNCED:
+        if condition.get("type") == ConditionType.CHECKPOINTS_SYNCED:
             return condition.get("status") == "False" and condition.get("reason") == Reason.FINAL_SYNC_REQUESTED
     return False
 

@@ -1,7 +1,7 @@
 """Reads and patches one TrainingJob's status subresource, and nothing else.
 
 The mirror's Role allows exactly `get` and `patch` on `trainingjobs/status` for its own job's name
-(render/mirror.py), so this is all it can do, and all it tries to do.
+(render/mirror_pod.py), so this is all it can do, and all it tries to do.
 
 No call may hold a pass up for long: each has a connect and a read timeout, and the connections use TCP
 keepalive, so an apiserver that vanished behind a dead connection is noticed by the kernel instead of

@@ -2,7 +2,7 @@
 
 A node lands here when its health check fails (spec.healthCheck) or it hosts a straggler (stragglers.action
 Exclude, stragglers.py); `exclude_node` is the one way in. New attempts' pods get a required node affinity
-NotIn the excluded nodes (render/health.py). Entries expire after spec.healthCheck.exclusionSeconds,
+NotIn the excluded nodes (render/health_check_pod.py). Entries expire after spec.healthCheck.exclusionSeconds,
 whatever excluded the node: a node is repaired or replaced, and a job that excluded every node of a small
 pool must get it back. The list is bounded (MAX_EXCLUDED_NODES, the oldest entry goes first).
 Pods already created keep their affinity: an exclusion that expires while an attempt's pods are Pending
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.api.conditions import Reason
-from multinode.api.health import MAX_EXCLUDED_NODES, MAX_HEALTH_MESSAGE, ExcludedNode
+from multinode.api.health_check import MAX_EXCLUDED_NODES, MAX_HEALTH_MESSAGE, ExcludedNode
 from multinode.api.timestamps import parse_time, rfc3339
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Event, Plan

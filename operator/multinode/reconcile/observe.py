@@ -13,7 +13,7 @@ from typing import Any
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_NODE_INDEX
 from multinode.api.conditions import Reason
 from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, EnvName
-from multinode.api.health import HealthStatus, NodeHealth, parse_health_message
+from multinode.api.health_check import HealthStatus, NodeHealth, parse_health_message
 from multinode.reconcile.ownership import controller_uid
 
 

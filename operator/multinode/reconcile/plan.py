@@ -54,7 +54,7 @@ from multinode.render import (
     render_node_pod,
 )
 from multinode.render.kueue_workload import render_workload
-from multinode.render.mirror import render_mirror_objects
+from multinode.render.mirror_pod import render_mirror_objects
 from multinode.render.names import job_name, pod_name
 
 # How long after creating a job's PodGroup the next pass looks again without its watch event.

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
-from multinode.api.health import HealthStatus
+from multinode.api.health_check import HealthStatus
 from multinode.api.lifecycle import FailureAction, RestartStrategy
 from multinode.api.status import RestartRecord
 from multinode.api.timestamps import parse_time, rfc3339

@@ -9,7 +9,7 @@ from datetime import datetime
 from multinode.api import NodeCounts, NodeStatus, Phase, TrainingJobStatus
 from multinode.api.status import MAX_NODE_STATUSES
 from multinode.api.conditions import ConditionType, Reason
-from multinode.api.health import HealthStatus, NodeHealth
+from multinode.api.health_check import HealthStatus, NodeHealth
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod, PodPhase

@@ -24,7 +24,7 @@ from multinode.api.status import GangMode
 from multinode.render.attempt_env import env_from_attempt
 from multinode.render.env import node_env, user_env
 from multinode.render.gang_group import gang_pod_keys, gang_scheduler_name
-from multinode.render.health import (
+from multinode.render.health_check_pod import (
     checked_device_limits,
     checks_rdma,
     checks_shm,

@@ -17,7 +17,7 @@ from localcluster.harness.kube import kubectl
 from localcluster.harness.operator import OperatorProcess
 from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
-from multinode.api.constants import TIME_FORMAT
+from multinode.api.timestamps import parse_time
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
 
@@ -25,7 +25,7 @@ BACKOFF_SECONDS = 3
 
 
 def seconds(value: str) -> datetime:
-    return datetime.strptime(value, TIME_FORMAT).replace(tzinfo=timezone.utc)
+    return parse_time(value, like=datetime.now(timezone.utc))
 
 
 def test_a_restarted_job_accounts_every_second_once(

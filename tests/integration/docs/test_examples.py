@@ -36,10 +36,10 @@ import yaml
 from kubernetes import client
 
 from multinode.api import GROUP, PLURAL, VERSION, TrainingJob
-from multinode.metrics.mirror import MirrorMetrics
+from multinode.metrics.mirror_metrics import MirrorMetrics
 from multinode.metrics.operator import OperatorMetrics
 from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE
-from multinode.render.mirror import render_mirror_role_binding
+from multinode.render.mirror_pod import render_mirror_role_binding
 from tests.support import jobs
 from tests.support.examples import (
     ALL_MANIFESTS, DOC_MANIFESTS, EXAMPLE_FILES, EXAMPLE_MANIFESTS, Block, Manifest, doc_blocks, documents, is_complete,
@@ -316,7 +316,7 @@ def test_troubleshooting_md_lists_every_reason_the_operator_sets() -> None:
 def test_troubleshooting_md_lists_every_checkpoint_mirror_problem() -> None:
     package = REPO / "operator" / "multinode" / "checkpoints"
     # The engine's own problems, and the refusals of reasons.py it reports as problems (with NotReady's codes).
-    reasons = camel_constants([package / "mirror.py", package / "publish.py", package / "reasons.py"],
+    reasons = camel_constants([package / "mirror_pass.py", package / "publish.py", package / "reasons.py"],
                               r"[A-Z][a-z]+(?:[A-Z][a-z]*)+")
     text = TROUBLESHOOTING.read_text()
     assert len(reasons) >= 10, reasons

@@ -46,7 +46,8 @@ def test_the_wheel_carries_no_test_or_dev_code(installed: Path) -> None:
                               ("import multinode, pkgutil; print(sorted(m.name for m in pkgutil.walk_packages("
                                "multinode.__path__, 'multinode.')))")], capture_output=True, text=True, check=True)
     modules = listing.stdout
-    assert "multinode.controller.handlers" in modules and "multinode.checkpoints.mirror" in modules
+    assert "multinode.controller.handlers" in modules and "multinode.checkpoints.mirror_pass" in modules
+    assert "multinode.preflight.program" in modules and "multinode.preflight.collective_net" in modules
     assert "localcluster" not in modules and "tests" not in modules
 
 
@@ -74,11 +75,17 @@ def test_operator_from_the_wheel_starts_and_is_live(installed: Path, kubeconfig:
 
 
 def test_preflight_and_mirror_run_from_the_wheel(installed: Path, tmp_path: Path, kubeconfig: str, crd: str) -> None:
+    # The whole preflight program: the node check (/dev/shm), the DNS wait and the collective test's entry
+    # (one node: no ring to form).
     preflight = subprocess.run([str(installed / "multinode"), "preflight", "--peers", "localhost", "--timeout", "10",
-                                "--make-dir", str(tmp_path / "cache" / "job")],
+                                "--make-dir", str(tmp_path / "cache" / "job"), "--check-shm", "1Ki",
+                                "--collective-min-gbps", "1", "--node-index", "0", "--collective-port", "1",
+                                "--collective-id", "wheel"],
                                capture_output=True, text=True, timeout=60, check=False)
     assert preflight.returncode == 0, preflight.stderr
+    assert "node health check passed: /dev/shm >= 1024 bytes" in preflight.stderr
     assert "all 1 peers resolve" in preflight.stderr
+    assert "node health check passed: collective bandwidth: one node, no ring" in preflight.stderr
 
     source, dest = tmp_path / "cache" / "job", tmp_path / "ckpt" / "job"
     (source / "checkpoint-1").mkdir(parents=True)

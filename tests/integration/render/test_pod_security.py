@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from multinode.render.mirror import render_mirror_pod, render_mirror_service_account
+from multinode.render.mirror_pod import render_mirror_pod, render_mirror_service_account
 from multinode.render.pod import render_node_pod
 from localcluster.harness.kube import new_namespace
 from multinode.testing import stored_job

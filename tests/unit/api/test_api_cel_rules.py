@@ -9,7 +9,8 @@ import pytest
 from crd_schema_walk import walk
 
 from multinode.api import RESERVED_ENV_NAMES, TrainingJobSpec
-from multinode.api.base import DNS1035_LABEL_PATTERN, QUANTITY_PATTERN
+from multinode.api.base import DNS1035_LABEL_PATTERN
+from multinode.api.quantity import QUANTITY_PATTERN
 from multinode.api.cel import cel_string_list, immutable_field_rule
 from multinode.api.crd import openapi_schema, to_structural
 

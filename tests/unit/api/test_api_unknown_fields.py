@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from trainingjob_examples import full_trainingjob
 
 from multinode.api import TrainingJob, TrainingJobSpec, TrainingJobStatus, Volume, read_stored_job
-from multinode.api.kube import Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, PodAntiAffinity
+from multinode.api.pod_fields import Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, PodAntiAffinity
 from multinode.api.crd import openapi_schema
 
 UNKNOWN = "zzNotAField"

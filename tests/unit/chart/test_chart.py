@@ -10,7 +10,7 @@ import yaml
 
 from multinode.api import TrainingJob
 from multinode.api.crd import render_crd, render_crd_yaml
-from multinode.render.mirror import MIRROR_RULES, render_mirror_pod
+from multinode.render.mirror_pod import MIRROR_RULES, render_mirror_pod
 from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
 from tests.support.paths import CHART_DIR, REPO
 from tests.support.binaries import KUBE_VERSION

@@ -6,7 +6,7 @@ import json
 
 from prometheus_client import CollectorRegistry
 
-from multinode.metrics.mirror import MirrorMetrics
+from multinode.metrics.mirror_metrics import MirrorMetrics
 from multinode.metrics.operator import OperatorMetrics
 from tests.unit.chart.dashboard_metrics import (
     DASHBOARD, dashboard_exprs, dashboard_metric_families, dashboard_series, family_name, mirror_series,

@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import multinode.checkpoints.mirror as mirror
+import multinode.checkpoints.mirror_pass as mirror
 from multinode.checkpoints import list_mirrored, verify_mirrored
 from tests.unit.checkpoints import checkpoint_factory as make
 from tests.unit.checkpoints.checkpoint_factory import published_names, write

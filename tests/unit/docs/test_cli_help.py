@@ -14,7 +14,7 @@ from multinode.api.constants import OPERATOR_METRICS_PORT
 from multinode.cli.main import build_parser
 from multinode.controller.watches import is_pattern, namespace_matcher
 from multinode.render import RenderSettings, render_node_pod
-from multinode.render.mirror import render_mirror_pod
+from multinode.render.mirror_pod import render_mirror_pod
 from tests.support.chart import template
 from tests.support.paths import CHART_DIR, DOCS
 from tests.unit.docs.markdown import paragraphs, tables

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from multinode.api.constants import RENDEZVOUS_PORT_SPAN
-from multinode.api.health import COLLECTIVE_MEMORY_FACTOR
-from multinode.render.health import COLLECTIVE_CPU_LIMIT
+from multinode.api.health_check import COLLECTIVE_MEMORY_FACTOR
+from multinode.render.health_check_pod import COLLECTIVE_CPU_LIMIT
 from multinode.render.pod import PREFLIGHT_MEMORY_LIMIT_MIB
 from tests.support.paths import DOCS, rel
 from tests.unit.docs.markdown import markdown_files, sentences, tables

@@ -8,7 +8,7 @@ import urllib.request
 from pathlib import Path
 
 from multinode.checkpoints import Completion
-from multinode.metrics.mirror import MirrorMetrics
+from multinode.metrics.mirror_metrics import MirrorMetrics
 from multinode.mirror.liveness import HEALTH_PATH, Liveness, serve
 from multinode.mirror.loop import MirrorLoop
 from tests.unit.checkpoints import checkpoint_factory as make

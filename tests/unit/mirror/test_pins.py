@@ -12,7 +12,7 @@ import pytest
 
 from multinode.api.checkpointing import MAX_RESUMED_BY
 from multinode.checkpoints import Completion, list_mirrored
-from multinode.metrics.mirror import MirrorMetrics
+from multinode.metrics.mirror_metrics import MirrorMetrics
 from multinode.mirror.loop import MirrorLoop, PinsUnknown, pinned_names
 from tests.unit.checkpoints import checkpoint_factory as make
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from multinode.api import Phase, TrainingJobStatus
-from multinode.api.health import MAX_EXCLUDED_NODES, HealthStatus, NodeHealth
+from multinode.api.health_check import MAX_EXCLUDED_NODES, HealthStatus, NodeHealth
 from multinode.reconcile.exclusion import exclude_node, excluded_node_names, prune_expired
 from tests.unit.reconcile.planning import NOW, pod, run
 from multinode.testing import stored_job

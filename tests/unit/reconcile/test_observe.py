@@ -65,7 +65,7 @@ def _preflight_ended(exit_code: int, message: str) -> dict:
 
 
 def test_a_failed_health_check_is_read_from_the_termination_message() -> None:
-    from multinode.api.health import HealthStatus, health_message
+    from multinode.api.health_check import HealthStatus, health_message
 
     message = health_message(HealthStatus.FAILED, "GPUsNotVisible", "4 GPUs requested, fewer visible: 2 in X")
     pod = observe_pod(_preflight_ended(1, message))
@@ -76,7 +76,7 @@ def test_a_failed_health_check_is_read_from_the_termination_message() -> None:
 
 
 def test_a_passed_health_check_is_kept_once_the_trainer_runs() -> None:
-    from multinode.api.health import HealthStatus, health_message
+    from multinode.api.health_check import HealthStatus, health_message
 
     pod = observe_pod(_preflight_ended(0, health_message(HealthStatus.PASSED, "Healthy", "8 GPUs visible")))
 
@@ -98,7 +98,7 @@ def test_the_trainers_start_time_is_read_for_hang_detection() -> None:
 
 
 def test_the_collective_bandwidth_figures_reach_the_node_s_status_row_passed_or_failed() -> None:
-    from multinode.api.health import BandwidthFigures, HealthStatus, health_message
+    from multinode.api.health_check import BandwidthFigures, HealthStatus, health_message
     from multinode.reconcile.status_report import _row
 
     figures = BandwidthFigures(inbound_gbps=9.1, outbound_gbps=8.7, algbw_gbps=6.0, busbw_gbps=8.0)

@@ -261,7 +261,7 @@ def test_user_env_reaches_the_trainer_only() -> None:
 
 
 def test_the_preflight_reads_the_peers_from_the_attempts_shared_env() -> None:
-    from multinode.cli.preflight import peers_from_env
+    from multinode.preflight.program import peers_from_env
 
     job = stored_job(num_nodes=3)
     env = {e["name"]: e["value"] for e in preflight_env(job, 1, 0)}

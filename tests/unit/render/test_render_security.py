@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from multinode.render.mirror import render_mirror_pod, render_mirror_role_binding
+from multinode.render.mirror_pod import render_mirror_pod, render_mirror_role_binding
 from multinode.render.pod import render_node_pod
 from multinode.render.security import OPERATOR_IMAGE_UID
 from multinode.render.settings import RenderSettings

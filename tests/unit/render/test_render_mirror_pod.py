@@ -4,7 +4,7 @@ leaves a lost node after the job's nodeLossTolerationSeconds, and a probe restar
 from __future__ import annotations
 
 from multinode.api.constants import MIRROR_HEALTH_PATH, MIRROR_STUCK_AFTER_SECONDS, TAINT_NODE_UNREACHABLE
-from multinode.render.mirror import render_mirror_pod
+from multinode.render.mirror_pod import render_mirror_pod
 from multinode.render.tolerations import tolerated_seconds
 from multinode.testing import stored_job
 

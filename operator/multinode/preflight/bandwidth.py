@@ -1,4 +1,4 @@
-"""The collective bandwidth test of `multinode preflight` (spec.healthCheck.collectiveBandwidth).
+"""The collective bandwidth test of the preflight (spec.healthCheck.collectiveBandwidth).
 
 Once every peer's name resolves, the preflights of an attempt form a TCP ring and:
 
@@ -16,18 +16,15 @@ A peer that never connects, or breaks off, is not this node's fault: the preflig
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from multinode.api.constants import EnvName
-from multinode.api.health import BandwidthFigures, HealthReason, HealthStatus
-from multinode.cli import collective
-from multinode.cli.collective import NodeLinks, describe_links, format_gbps
-from multinode.cli.collective_net import (
+from multinode.api.health_check import BandwidthFigures, HealthReason, HealthStatus
+from multinode.preflight import collective
+from multinode.preflight.collective import NodeLinks, describe_links, format_gbps
+from multinode.preflight.collective_net import (
     NodeRecord,
     PeerError,
     all_gather_records,
@@ -35,7 +32,7 @@ from multinode.cli.collective_net import (
     measure_inbound,
     open_ring,
 )
-from multinode.cli.health import Verdict
+from multinode.preflight.node_checks import NodeVerdict
 
 log = logging.getLogger("multinode.preflight")
 
@@ -93,7 +90,7 @@ def run_test(request: BandwidthRequest, names: Sequence[str]) -> BandwidthOutcom
         ring.close()
 
 
-def judge(request: BandwidthRequest, outcome: BandwidthOutcome) -> tuple[Verdict, BandwidthFigures]:
+def judge(request: BandwidthRequest, outcome: BandwidthOutcome) -> tuple[NodeVerdict, BandwidthFigures]:
     """This node's verdict and figures from what the ring found."""
     rank, n = request.rank, len(outcome.links)
     mine = outcome.links[rank]
@@ -104,27 +101,27 @@ def judge(request: BandwidthRequest, outcome: BandwidthOutcome) -> tuple[Verdict
     floor = format_gbps(request.min_gbps)
     links = describe_links(outcome.links, rank)
     if rank in outcome.slow:
-        return Verdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_BANDWIDTH_LOW,
+        return NodeVerdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_BANDWIDTH_LOW,
                        f"both ring links of node {rank} are below minGbps {floor}: {links}"), figures
     if outcome.slow:
         others = "; ".join(f"node {r}: {describe_links(outcome.links, r)}" for r in outcome.slow[:4])
-        return Verdict(HealthStatus.PASSED, HealthReason.HEALTHY,
+        return NodeVerdict(HealthStatus.PASSED, HealthReason.HEALTHY,
                        f"collective bandwidth: this node's {links}; all-reduce skipped, slow: {others}"), figures
     assert algbw is not None
     size = f"{request.size_bytes / MIB:g} MiB"
     if outcome.result_checksum != outcome.expected_checksum:
-        return Verdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_RESULT_WRONG,
+        return NodeVerdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_RESULT_WRONG,
                        f"ring all-reduce of {size} over {n} nodes gave CRC-32 {outcome.result_checksum:08x}, "
                        f"expected {outcome.expected_checksum:08x}"), figures
-    return Verdict(HealthStatus.PASSED, HealthReason.HEALTHY,
+    return NodeVerdict(HealthStatus.PASSED, HealthReason.HEALTHY,
                    f"collective bandwidth: busbw {format_gbps(figures.busbw_gbps or 0)} Gbit/s (algbw "
                    f"{format_gbps(algbw)}, {size} ring all-reduce over {n} nodes, checksum ok); {links}"), figures
 
 
-def check(request: BandwidthRequest, names: Sequence[str]) -> tuple[Verdict, BandwidthFigures | None] | str:
+def check(request: BandwidthRequest, names: Sequence[str]) -> tuple[NodeVerdict, BandwidthFigures | None] | str:
     """The verdict and figures, or the plain failure message of a ring that could not run."""
     if len(names) < 2:
-        return Verdict(HealthStatus.PASSED, HealthReason.HEALTHY, "collective bandwidth: one node, no ring"), None
+        return NodeVerdict(HealthStatus.PASSED, HealthReason.HEALTHY, "collective bandwidth: one node, no ring"), None
     try:
         outcome = run_test(request, names)
     except PeerError as e:
@@ -132,30 +129,3 @@ def check(request: BandwidthRequest, names: Sequence[str]) -> tuple[Verdict, Ban
     except OSError as e:  # the listening port is taken: not a peer's fault, and not the link's
         return f"{PEER_UNREACHABLE}: cannot listen on port {request.port}: {e.strerror or e}"
     return judge(request, outcome)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("collective bandwidth test (spec.healthCheck.collectiveBandwidth)")
-    group.add_argument("--collective-min-gbps", type=float, metavar="GBPS",
-                       help="run the test; a node with both ring links below this fails")
-    group.add_argument("--collective-size-mib", type=int, default=64, metavar="MIB")
-    group.add_argument("--collective-timeout", type=float, default=60.0, metavar="SECONDS")
-    group.add_argument("--node-index", type=int, metavar="N", help="this node's rank in the ring")
-    group.add_argument("--collective-port", type=int, help="default: $MASTER_PORT, the attempt's port")
-    group.add_argument("--collective-id", help="default: $MULTINODE_RDZV_ID, the attempt's id")
-    group.add_argument("--collective-bind", default="", metavar="ADDRESS", help="address to listen on (all)")
-
-
-def request_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> BandwidthRequest | None:
-    if args.collective_min_gbps is None:
-        return None
-    try:
-        port = args.collective_port or int(env[EnvName.MASTER_PORT])
-        ring_id = args.collective_id or env[EnvName.MULTINODE_RDZV_ID]
-    except (KeyError, ValueError) as e:
-        raise SystemExit(f"preflight: the collective test needs the attempt's port and id ({e!r})") from None
-    if args.node_index is None:
-        raise SystemExit("preflight: the collective test needs --node-index")
-    return BandwidthRequest(min_gbps=args.collective_min_gbps, size_bytes=args.collective_size_mib * MIB,
-                            timeout=args.collective_timeout, rank=args.node_index, port=port, ring_id=ring_id,
-                            bind_host=args.collective_bind)

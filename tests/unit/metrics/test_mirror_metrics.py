@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from multinode.checkpoints import IncompleteCheckpoint, NotReady, SyncReport
-from multinode.metrics.mirror import MirrorMetrics
+from multinode.metrics.mirror_metrics import MirrorMetrics
 
 
 def not_ready(metrics: MirrorMetrics) -> dict[str, float]:

@@ -11,15 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from multinode.api.health import BandwidthFigures, HealthReason, HealthStatus, parse_health_message
-from multinode.cli import bandwidth
-from multinode.cli.bandwidth import BandwidthOutcome, BandwidthRequest
-from multinode.cli.collective import node_links
-from multinode.cli.collective_net import MAGIC, _RANK
-from multinode.cli.health import Verdict
-from multinode.cli.preflight import check_bandwidth
-
-MIB = 2**20
+from multinode.api.health_check import BandwidthFigures, HealthReason, HealthStatus, parse_health_message
+from multinode.preflight import bandwidth
+from multinode.preflight.bandwidth import MIB, BandwidthOutcome, BandwidthRequest
+from multinode.preflight.collective import node_links
+from multinode.preflight.collective_net import MAGIC, _RANK
+from multinode.preflight.node_checks import NodeVerdict
+from multinode.preflight.program import check_bandwidth
 
 
 def addresses(n: int) -> list[str]:
@@ -115,7 +113,7 @@ def outcome(inbound: list[float], slow: list[int], algbw: float | None = None, c
 
 def test_the_slow_node_fails_with_both_links_in_its_message() -> None:
     verdict, figures = bandwidth.judge(request(1, 1, min_gbps=5), outcome([20.0, 0.0098, 0.0099], [1]))
-    assert verdict == Verdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_BANDWIDTH_LOW,
+    assert verdict == NodeVerdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_BANDWIDTH_LOW,
                               "both ring links of node 1 are below minGbps 5: link from node 0 0.0098 Gbit/s, "
                               "link to node 2 0.0099 Gbit/s")
     assert figures == BandwidthFigures(inbound_gbps=0.0098, outbound_gbps=0.0099)
@@ -143,7 +141,7 @@ def test_one_node_has_no_ring_to_test() -> None:
 
 def test_the_termination_message_carries_the_figures_to_the_operator(port: int) -> None:
     names = addresses(2)
-    local = Verdict(HealthStatus.PASSED, HealthReason.HEALTHY, "8 GPUs visible")
+    local = NodeVerdict(HealthStatus.PASSED, HealthReason.HEALTHY, "8 GPUs visible")
     with ThreadPoolExecutor(2) as pool:
         futures = [pool.submit(check_bandwidth, request(rank, port), names, local) for rank in (0, 1)]
         (passed, message), _ = [f.result(timeout=60) for f in futures]
@@ -165,9 +163,3 @@ def test_the_preflight_command_runs_the_test_after_the_peers_resolve(port: int) 
         assert proc.returncode == 0, out
         assert "all 2 peers resolve" in out and "node health check passed: collective bandwidth: busbw " in out
 
-
-def test_the_preflight_refuses_a_test_without_its_rank() -> None:
-    proc = subprocess.run([sys.executable, "-m", "multinode.cli.main", "preflight", "--peers", "127.0.0.1",
-                           "--collective-min-gbps", "1", "--collective-port", "1", "--collective-id", "x"],
-                          capture_output=True, text=True, timeout=30, check=False)
-    assert proc.returncode != 0 and "the collective test needs --node-index" in proc.stderr

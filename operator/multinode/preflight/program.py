@@ -1,4 +1,5 @@
-"""`multinode preflight`: the init container that waits until every peer's DNS name resolves.
+"""The preflight init container (`multinode preflight`): check the node, wait until every peer's DNS name
+resolves, then run the collective bandwidth test when the job asks for it.
 
 Peers' most common multi-node bug is a worker that crashes because the master's name does not resolve
 yet (headless-service DNS can lag ~30 s, and torch's TCPStore treats a failed lookup as fatal). This
@@ -7,7 +8,6 @@ waits, with a deadline, logging what it still waits for, and fails naming the pe
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import socket
@@ -15,17 +15,33 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS, EnvName, node_dns_name
-from multinode.api.health import HealthStatus, health_message
-from multinode.cli import bandwidth, health
+from multinode.api.health_check import HealthStatus, health_message
+from multinode.preflight import bandwidth, node_checks
+from multinode.preflight.bandwidth import BandwidthRequest
+from multinode.preflight.node_checks import HealthRequest, NodeVerdict
 
 log = logging.getLogger("multinode.preflight")
 
 TERMINATION_LOG = Path("/dev/termination-log")
 # How many names a log line lists before it says "and N more": 1000-node jobs must not flood the log.
 NAMES_IN_A_LINE = 10
+
+
+@dataclass(frozen=True)
+class PreflightRequest:
+    """What one node's preflight does (the arguments of `multinode preflight`, which the renderer writes)."""
+
+    timeout: float = float(DEFAULT_PREFLIGHT_TIMEOUT_SECONDS)
+    interval: float = 1.0
+    peers: list[str] | None = None  # None: every node of the job, from the env contract
+    make_dirs: list[str] = field(default_factory=list)
+    make_dir_mode: int | None = None
+    health: HealthRequest = field(default_factory=HealthRequest)
+    collective: BandwidthRequest | None = None
 
 
 def resolves(name: str) -> bool:
@@ -98,19 +114,6 @@ def _write_termination_message(message: str) -> None:
         pass
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=float(DEFAULT_PREFLIGHT_TIMEOUT_SECONDS),
-                        help="seconds to wait before failing")
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between rounds of lookups")
-    parser.add_argument("--peers", help="comma-separated names to wait for (default: from the env contract)")
-    parser.add_argument("--make-dir", action="append", default=[], metavar="PATH",
-                        help="create this directory first (the job's cache dir); repeatable")
-    parser.add_argument("--make-dir-mode", type=lambda value: int(value, 8), metavar="OCTAL",
-                        help="permissions of a directory --make-dir creates (default: what the umask leaves)")
-    health.add_arguments(parser)
-    bandwidth.add_arguments(parser)
-
-
 def make_dirs(paths: list[str], mode: int | None = None) -> str | None:
     """Create each directory (with `mode`, when this process is the one that creates it; one that exists is
     left as it is); return a failure message naming the first one that cannot be made."""
@@ -131,12 +134,11 @@ def make_dirs(paths: list[str], mode: int | None = None) -> str | None:
     return None
 
 
-def check_health(args: argparse.Namespace) -> tuple[bool, health.Verdict | None]:
-    """Run the node health check the arguments ask for: (passed, its verdict; None when nothing was asked)."""
-    request = health.request_from_args(args)
+def check_health(request: HealthRequest) -> tuple[bool, NodeVerdict | None]:
+    """Run the node health check the job asks for: (passed, its verdict; None when nothing was asked)."""
     if request.empty:
         return True, None
-    verdict = health.evaluate(request, health.gather(request))
+    verdict = node_checks.evaluate(request, node_checks.gather(request))
     if verdict.status == HealthStatus.FAILED:
         log.error("node health check failed: %s: %s", verdict.reason, verdict.message)
         return False, verdict
@@ -144,8 +146,8 @@ def check_health(args: argparse.Namespace) -> tuple[bool, health.Verdict | None]
     return True, verdict
 
 
-def check_bandwidth(request: bandwidth.BandwidthRequest, names: list[str],
-                    local: health.Verdict | None) -> tuple[bool, str]:
+def check_bandwidth(request: BandwidthRequest, names: list[str],
+                    local: NodeVerdict | None) -> tuple[bool, str]:
     """Run the collective bandwidth test after the local checks passed: (passed, the termination message)."""
     log.info("collective bandwidth test: node %d of %d, %d MiB, floor %g Gbit/s per link, %gs",
              request.rank, len(names), request.size_bytes // bandwidth.MIB, request.min_gbps, request.timeout)
@@ -162,24 +164,23 @@ def check_bandwidth(request: bandwidth.BandwidthRequest, names: list[str],
     return True, health_message(HealthStatus.PASSED, verdict.reason, words, figures)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(request: PreflightRequest) -> int:
     # Health first: it takes a moment and fails the node at once, before peers wait on its DNS name.
-    healthy, verdict = check_health(args)
+    healthy, verdict = check_health(request.health)
     message = None if verdict is None else health_message(verdict.status, verdict.reason, verdict.message)
     if not healthy:
         _write_termination_message(message or "")
         return 1
-    collective_request = bandwidth.request_from_args(args)
-    failure = make_dirs(args.make_dir, args.make_dir_mode)
+    failure = make_dirs(request.make_dirs, request.make_dir_mode)
     if failure:
         log.error("%s", failure)
         _write_termination_message(failure)
         return 1
-    names = args.peers.split(",") if args.peers else peers_from_env(dict(os.environ))
-    log.info("waiting up to %.0fs for %d peers to resolve: %s", args.timeout, len(names), describe(names))
-    missing = wait_for_peers(names, timeout=args.timeout, interval=args.interval)
-    if not missing and collective_request is not None:
-        passed, message = check_bandwidth(collective_request, names, verdict)
+    names = request.peers or peers_from_env(dict(os.environ))
+    log.info("waiting up to %.0fs for %d peers to resolve: %s", request.timeout, len(names), describe(names))
+    missing = wait_for_peers(names, timeout=request.timeout, interval=request.interval)
+    if not missing and request.collective is not None:
+        passed, message = check_bandwidth(request.collective, names, verdict)
         _write_termination_message(message)
         return 0 if passed else 1
     if not missing:
@@ -187,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
             _write_termination_message(message)
         return 0
     message = (f"PeerDNSUnresolved: {len(missing)}/{len(names)} peers did not resolve within "
-               f"{args.timeout:.0f}s: {describe(missing)}")
+               f"{request.timeout:.0f}s: {describe(missing)}")
     log.error("%s", message)
     _write_termination_message(message)
     return 1

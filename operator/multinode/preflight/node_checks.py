@@ -1,4 +1,4 @@
-"""The node health check `multinode preflight` runs before it waits for peers (spec.healthCheck).
+"""The node health check the preflight runs before it waits for peers (spec.healthCheck).
 
 It checks what the job asked of the node, from inside a container that was given the same devices as the
 trainer (the renderer puts the trainer's GPU and RDMA limits on the preflight container; the kubelet's
@@ -21,7 +21,6 @@ The checks are pure functions of `NodeFacts`; `gather` reads the facts from the 
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import resource
@@ -31,19 +30,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from multinode.api.health import HealthReason, HealthStatus
+from multinode.api.health_check import HealthReason, HealthStatus
 
 GPU_ENV = "NVIDIA_VISIBLE_DEVICES"
 # CAP_IPC_LOCK's bit in /proc/self/status CapEff (linux/capability.h).
 CAP_IPC_LOCK_BIT = 14
 UNLIMITED = -1
-_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 10**-3}
 
 
 @dataclass(frozen=True)
 class HealthRequest:
-    """What the job asked of this node (the renderer passes it as arguments)."""
+    """What the job asked of this node (the renderer passes it as arguments of `multinode preflight`)."""
 
     gpus: int = 0
     rdma: int = 0
@@ -69,23 +66,10 @@ class NodeFacts:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class NodeVerdict:
     status: HealthStatus
     reason: str
     message: str
-
-
-def quantity_bytes(quantity: str) -> int:
-    """A Kubernetes quantity ("16Mi", "1G", "1e9") in bytes, rounded up."""
-    match = re.fullmatch(r"([0-9.]+)([eE][-+]?[0-9]+|[KMGTPE]i|[kMGTPEm])?", quantity.strip())
-    if match is None:
-        raise ValueError(f"not a quantity: {quantity!r}")
-    number, suffix = match.groups()
-    if suffix and suffix[0] in "eE":
-        value = float(number + suffix)
-    else:
-        value = float(number) * _SUFFIXES.get(suffix or "", 1)
-    return int(-(-value // 1))
 
 
 def _ids(value: str) -> list[str]:
@@ -140,7 +124,7 @@ def check_shm(want: int, facts: NodeFacts) -> str | None:
     return None
 
 
-def evaluate(request: HealthRequest, facts: NodeFacts) -> Verdict:
+def evaluate(request: HealthRequest, facts: NodeFacts) -> NodeVerdict:
     """Every check the request calls for; the first failure decides, in the order GPUs, RDMA, memlock, shm."""
     checks: list[tuple[str, str | None]] = []
     passed: list[str] = []
@@ -156,8 +140,8 @@ def evaluate(request: HealthRequest, facts: NodeFacts) -> Verdict:
         passed.append(f"/dev/shm >= {request.shm_bytes} bytes")
     for reason, failure in checks:
         if failure is not None:
-            return Verdict(HealthStatus.FAILED, reason, failure)
-    return Verdict(HealthStatus.PASSED, HealthReason.HEALTHY, ", ".join(passed))
+            return NodeVerdict(HealthStatus.FAILED, reason, failure)
+    return NodeVerdict(HealthStatus.PASSED, HealthReason.HEALTHY, ", ".join(passed))
 
 
 def _nvidia_smi_gpus() -> int | None:
@@ -208,18 +192,3 @@ def gather(request: HealthRequest, dev: Path = Path("/dev")) -> NodeFacts:
         cap_ipc_lock=_cap_ipc_lock(),
         shm_bytes=shm,
     )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("node health check (spec.healthCheck)")
-    group.add_argument("--check-gpus", type=int, default=0, metavar="N", help="N GPUs must be visible")
-    group.add_argument("--check-rdma", type=int, default=0, metavar="N", help="N RDMA devices, and memlock")
-    group.add_argument("--rdma-env", help="env var the RDMA device plugin lists its device IDs in")
-    group.add_argument("--memlock-floor", type=int, default=0, metavar="BYTES")
-    group.add_argument("--check-shm", metavar="QUANTITY", help="/dev/shm must hold this much (shmSize)")
-
-
-def request_from_args(args: argparse.Namespace) -> HealthRequest:
-    return HealthRequest(gpus=args.check_gpus, rdma=args.check_rdma, rdma_env=args.rdma_env,
-                         memlock_floor=args.memlock_floor,
-                         shm_bytes=quantity_bytes(args.check_shm) if args.check_shm else None)

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from multinode.cli import collective
-from multinode.cli.collective import ring_next, ring_prev
+from multinode.preflight import collective
+from multinode.preflight.collective import ring_next, ring_prev
 
 MAGIC = b"MNRING1\n"
 ACCEPTED = b"OK"

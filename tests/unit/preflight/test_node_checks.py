@@ -1,33 +1,21 @@
-"""The node health checks (cli/health.py) as pure functions of the facts, and `gather` on this machine."""
+"""The node health checks (preflight/node_checks.py) as pure functions of the facts, and `gather` on this machine."""
 
 from __future__ import annotations
 
-import argparse
 import resource
 
 import pytest
 
-from multinode.api.health import HealthReason, HealthStatus
-from multinode.cli import health
-from multinode.cli.health import HealthRequest, NodeFacts, evaluate, quantity_bytes
+from multinode.api.health_check import HealthReason, HealthStatus
+from multinode.preflight import node_checks
+from multinode.preflight.node_checks import HealthRequest, NodeFacts, evaluate
 
 GIB = 2**30
 
 
-@pytest.mark.parametrize(("text", "expected"), [("16Mi", 16 * 2**20), ("1G", 10**9), ("1e3", 1000), ("1.5Ki", 1536),
-                                                ("500m", 1), ("64", 64)])
-def test_quantities_in_bytes(text: str, expected: int) -> None:
-    assert quantity_bytes(text) == expected
-
-
-def test_a_nonsense_quantity_is_refused() -> None:
-    with pytest.raises(ValueError):
-        quantity_bytes("lots")
-
-
 def test_the_plugins_env_with_every_allocated_gpu_passes() -> None:
     verdict = evaluate(HealthRequest(gpus=2), NodeFacts(env={"NVIDIA_VISIBLE_DEVICES": "fake-1,fake-2"}))
-    assert verdict == health.Verdict(HealthStatus.PASSED, HealthReason.HEALTHY, "2 GPUs visible")
+    assert verdict == node_checks.NodeVerdict(HealthStatus.PASSED, HealthReason.HEALTHY, "2 GPUs visible")
 
 
 def test_fewer_ids_than_requested_fail_naming_what_was_seen() -> None:
@@ -73,7 +61,7 @@ def test_rdma_devices_from_uverbs_or_the_plugins_env() -> None:
                                "and 0 IDs in PCIDEVICE_NVIDIA_COM_MLNXNICS")
 
 
-@pytest.mark.parametrize(("memlock", "cap", "passed"), [(health.UNLIMITED, False, True), (2 * GIB, False, True),
+@pytest.mark.parametrize(("memlock", "cap", "passed"), [(node_checks.UNLIMITED, False, True), (2 * GIB, False, True),
                                                         (64 * 2**10, True, True), (64 * 2**10, False, False)])
 def test_memlock_unlimited_above_the_floor_or_lifted_by_ipc_lock(memlock: int, cap: bool, passed: bool) -> None:
     verdict = evaluate(HealthRequest(rdma=1, memlock_floor=GIB), NodeFacts(uverbs_devices=1, memlock=memlock,
@@ -104,18 +92,9 @@ def test_gather_reads_this_machine(tmp_path) -> None:
         (tmp_path / "infiniband" / name).touch()
     for name in ("nvidiactl", "nvidia0", "nvidia1", "nvidia-uvm"):
         (tmp_path / name).touch()
-    facts = health.gather(HealthRequest(shm_bytes=1), dev=tmp_path)
+    facts = node_checks.gather(HealthRequest(shm_bytes=1), dev=tmp_path)
     assert (facts.uverbs_devices, facts.nvidia_ctl, facts.nvidia_devices) == (2, True, 2)
     assert facts.shm_bytes is not None and facts.shm_bytes > 0
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    assert facts.memlock == (health.UNLIMITED if soft == resource.RLIM_INFINITY else soft)
+    assert facts.memlock == (node_checks.UNLIMITED if soft == resource.RLIM_INFINITY else soft)
 
-
-def test_arguments_make_the_request() -> None:
-    parser = argparse.ArgumentParser()
-    health.add_arguments(parser)
-    args = parser.parse_args(["--check-gpus", "8", "--check-rdma", "1", "--rdma-env", "X", "--memlock-floor", "5",
-                              "--check-shm", "1Gi"])
-    assert health.request_from_args(args) == HealthRequest(gpus=8, rdma=1, rdma_env="X", memlock_floor=5,
-                                                           shm_bytes=GIB)
-    assert health.request_from_args(parser.parse_args([])).empty

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from multinode.api import TrainingJob
-from multinode.api.health import COLLECTIVE_MEMORY_FACTOR, CollectiveBandwidthSpec
+from multinode.api.health_check import COLLECTIVE_MEMORY_FACTOR, CollectiveBandwidthSpec
 
 # Nodes are excluded by name through matchFields: the kubernetes.io/hostname label is not always the
 # node's name (cloud providers), metadata.name is.
@@ -51,7 +51,7 @@ def collective_args(job: TrainingJob, index: int) -> list[str]:
 
 
 # The test's Python moves the buffer with two threads and reduces it on the CPU: under the preflight's usual
-# 0.1 CPU it would measure its CFS quota, not the links. Its memory: api.health.COLLECTIVE_MEMORY_FACTOR.
+# 0.1 CPU it would measure its CFS quota, not the links. Its memory: api.health_check.COLLECTIVE_MEMORY_FACTOR.
 COLLECTIVE_CPU_LIMIT = "2"
 
 

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from multinode.testing import stored_job
 from multinode.api import TrainingJob
 from multinode.render import render_node_pod
-from multinode.render.health import exclude_nodes
+from multinode.render.health_check_pod import exclude_nodes
 from multinode.render.pod import one_pod_per_node
 from multinode.testing import preflight
 

@@ -1,4 +1,5 @@
-"""`multinode preflight` as a real process, resolving names through the real libc resolver.
+"""The preflight program: `multinode preflight` as a real process, resolving names through the real libc resolver,
+and its health check and termination log called directly.
 
 Each run gets a private mount namespace in which /etc/hosts is a file this test controls (and
 resolv.conf points at loopback, so a name not in it fails at once instead of waiting on a network).
@@ -13,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from multinode.testing import stored_job
-from multinode.cli.preflight import peers_from_env
+from multinode.preflight import program
+from multinode.preflight.node_checks import HealthRequest
+from multinode.preflight.program import PreflightRequest, make_dirs, peers_from_env
+from multinode.api.health_check import parse_health_message
 from multinode.render import node_dns_name
 from multinode.testing import node_env
 
@@ -110,8 +114,6 @@ def test_make_dir_creates_the_job_cache_dir_and_names_one_it_cannot_create(tmp_p
 
 def test_make_dir_mode_applies_to_a_dir_it_creates_and_leaves_an_existing_one_alone(tmp_path: Path) -> None:
     """The trainer may run as another user, root without capabilities included: the dir must be its to write."""
-    from multinode.cli.preflight import make_dirs
-
     made, kept = tmp_path / "cache" / "llm", tmp_path / "cache" / "old"
     kept.mkdir(parents=True, mode=0o700)
     assert make_dirs([str(made), str(kept)], 0o777) is None
@@ -119,50 +121,36 @@ def test_make_dir_mode_applies_to_a_dir_it_creates_and_leaves_an_existing_one_al
     assert kept.stat().st_mode & 0o777 == 0o700
 
 
-def _preflight_args(*argv: str):
-    import argparse
-
-    from multinode.cli import preflight
-
-    parser = argparse.ArgumentParser()
-    preflight.add_arguments(parser)
-    return parser.parse_args(["--peers", "localhost", "--timeout", "10", *argv])
+def _request(gpus: int) -> PreflightRequest:
+    return PreflightRequest(peers=["localhost"], timeout=10, health=HealthRequest(gpus=gpus))
 
 
 def test_a_failed_health_check_exits_1_before_any_peer_and_writes_its_verdict(tmp_path: Path, monkeypatch) -> None:
-    from multinode.api.health import parse_health_message
-    from multinode.cli import preflight
-
     log = tmp_path / "termination-log"
     log.write_text("")  # the kubelet creates the file in a pod
-    monkeypatch.setattr(preflight, "TERMINATION_LOG", log)
+    monkeypatch.setattr(program, "TERMINATION_LOG", log)
     monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "fake-0")
-    monkeypatch.setattr(preflight, "wait_for_peers", lambda *a, **k: pytest.fail("health comes first"))
+    monkeypatch.setattr(program, "wait_for_peers", lambda *a, **k: pytest.fail("health comes first"))
 
-    assert preflight.run(_preflight_args("--check-gpus", "2")) == 1
+    assert program.run(_request(gpus=2)) == 1
     verdict = parse_health_message(log.read_text())
     assert verdict is not None and (verdict.status, verdict.reason) == ("Failed", "GPUsNotVisible")
     assert verdict.message == "2 GPUs requested, fewer visible: 1 in NVIDIA_VISIBLE_DEVICES=fake-0"
 
 
 def test_a_passed_health_check_is_written_once_the_peers_resolve(tmp_path: Path, monkeypatch) -> None:
-    from multinode.api.health import parse_health_message
-    from multinode.cli import preflight
-
     log = tmp_path / "termination-log"
     log.write_text("")
-    monkeypatch.setattr(preflight, "TERMINATION_LOG", log)
+    monkeypatch.setattr(program, "TERMINATION_LOG", log)
     monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "fake-0,fake-1")
 
-    assert preflight.run(_preflight_args("--check-gpus", "2")) == 0
+    assert program.run(_request(gpus=2)) == 0
     verdict = parse_health_message(log.read_text())
     assert verdict is not None and (verdict.status, verdict.message) == ("Passed", "2 GPUs visible")
 
 
 def test_outside_a_pod_no_termination_log_is_created(tmp_path: Path, monkeypatch) -> None:
-    from multinode.cli import preflight
-
-    monkeypatch.setattr(preflight, "TERMINATION_LOG", tmp_path / "termination-log")
+    monkeypatch.setattr(program, "TERMINATION_LOG", tmp_path / "termination-log")
     monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "")
-    assert preflight.run(_preflight_args("--check-gpus", "1")) == 1
+    assert program.run(_request(gpus=1)) == 1
     assert not (tmp_path / "termination-log").exists()

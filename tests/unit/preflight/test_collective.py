@@ -7,8 +7,8 @@ import zlib
 
 import pytest
 
-from multinode.cli import collective
-from multinode.cli.collective import NodeLinks, Phase, chunk_bounds, node_links, ring_schedule, slow_nodes
+from multinode.preflight import collective
+from multinode.preflight.collective import NodeLinks, Phase, chunk_bounds, node_links, ring_schedule, slow_nodes
 
 
 def simulate_ring(inputs: list[bytes]) -> list[bytearray]:
