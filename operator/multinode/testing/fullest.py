@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from multinode.api import API_VERSION, KIND
+from multinode.api.conditions import ConditionType, Reason
 
 
 def full_job() -> dict[str, Any]:
@@ -172,22 +173,22 @@ def full_job() -> dict[str, Any]:
             "phase": "Failed",
             "conditions": [
                 {
-                    "type": "Created",
+                    "type": ConditionType.CREATED.value,
                     "status": "True",
-                    "reason": "PodsCreated",
+                    "reason": Reason.PODS_CREATED.value,
                     "message": "created 4 pods",
                     "lastTransitionTime": "2025-01-02T03:04:06Z",
                     "observedGeneration": 1,
                 },
                 {
-                    "type": "Running",
+                    "type": ConditionType.RUNNING.value,
                     "status": "True",
-                    "reason": "AllNodesRunning",
+                    "reason": Reason.ALL_NODES_RUNNING.value,
                     "message": "",
                     "lastTransitionTime": "2025-01-02T03:05:00Z",
                 },
                 {
-                    "type": "Failed",
+                    "type": ConditionType.FAILED.value,
                     "status": "True",
                     "reason": "NodeFailed",
                     "message": "node 3 exited with code 1",
@@ -244,10 +245,12 @@ def full_job() -> dict[str, Any]:
             "restarts": 1,
             "uncountedRestarts": 1,
             "restartHistory": [
-                {"attempt": 0, "reason": "NodeLost", "message": "pod llama-pretrain-2-a0 of node 2 was deleted",
-                 "counted": False, "time": "2025-01-02T03:20:00Z"},
-                {"attempt": 1, "reason": "PodFailed", "message": "pod llama-pretrain-3-a1 (node 3) failed: exit code 1",
-                 "counted": True, "time": "2025-01-02T03:40:00Z"},
+                {"attempt": 0, "reason": Reason.NODE_LOST.value,
+                 "message": "pod llama-pretrain-2-a0 of node 2 was deleted", "counted": False,
+                 "time": "2025-01-02T03:20:00Z"},
+                {"attempt": 1, "reason": Reason.POD_FAILED.value,
+                 "message": "pod llama-pretrain-3-a1 (node 3) failed: exit code 1", "counted": True,
+                 "time": "2025-01-02T03:40:00Z"},
             ],
             "nextAttemptTime": "2025-01-02T03:40:05Z",
             "attemptStartTime": "2025-01-02T03:40:06Z",
