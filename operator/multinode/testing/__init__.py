@@ -2,6 +2,7 @@
 
 - `training_job` / `stored_job`: a TrainingJob as a user applies it (a dict) and as the operator reads it
   back (the model);
+- `full_job`: a TrainingJob with every spec and status field set, as the apiserver stores it;
 - `observed_pod`, `observed_mirror`, `checkpointed_job`: the observed state the planner takes;
 - `trainer`, `preflight`, `node_env`, ...: readers of rendered pod manifests.
 - `multinode.testing.mirror_chaos`: a randomized checkpoint writer that races a running Mirror (imported by
@@ -10,6 +11,7 @@
 Pure: no cluster, no Kubernetes client.
 """
 
+from multinode.testing.fullest import full_job
 from multinode.testing.jobs import COMMAND, IMAGE, stored_job, training_job
 from multinode.testing.manifests import (
     container_env, node_env, preflight, preflight_env, trainer, trainer_container_env,
@@ -17,6 +19,6 @@ from multinode.testing.manifests import (
 from multinode.testing.observed import checkpointed_job, observed_mirror, observed_pod
 
 __all__ = [
-    "COMMAND", "IMAGE", "checkpointed_job", "container_env", "node_env", "observed_mirror", "observed_pod",
-    "preflight", "preflight_env", "stored_job", "trainer", "trainer_container_env", "training_job",
+    "COMMAND", "IMAGE", "checkpointed_job", "container_env", "full_job", "node_env", "observed_mirror",
+    "observed_pod", "preflight", "preflight_env", "stored_job", "trainer", "trainer_container_env", "training_job",
 ]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from kubernetes import client
 
 from multinode.api import GROUP, PLURAL, VERSION
+from multinode.testing import full_job
 
 
 @dataclass(frozen=True)
@@ -57,112 +60,43 @@ def replace_rejected(custom: client.CustomObjectsApi, namespace: str, body: dict
     raise AssertionError(f"the apiserver accepted an invalid update: {body['spec']}")
 
 
+# The admission edge cases full_job() does not carry, each at its path under spec (an index one past the end
+# of a list appends): values a schema pattern or CEL rule could wrongly refuse, and the apiserver must store as sent.
+EDGE_CASES: dict[tuple[str | int, ...], Any] = {
+    # A shell line that references NNODES, a name the env rule reserves: referencing it is not defining it.
+    ("command",): ["bash", "-c"],
+    ("args",): ["torchrun --nnodes $(NNODES) train.py --lr 3e-4"],
+    # An empty value is a value (the env rule refuses value together with valueFrom, not an empty one).
+    ("env", 2): {"name": "EMPTY", "value": ""},
+    # Millicores: the quantity pattern's suffix branch, where full_job() has a plain number.
+    ("resourcesPerNode", "cpu"): "95500m",
+    # Multus's <namespace>/<name>@<interface> form, beside the plain name.
+    ("network", "multusNetworks", 1): "kube-system/ib-b@net2",
+    # Prefixed keys, as Kubernetes' well-known labels have; an annotation value is free text (newlines, no
+    # label-value pattern).
+    ("podTemplate", "labels", "app.kubernetes.io/part-of"): "llama",
+    ("podTemplate", "nodeSelector", "topology.kubernetes.io/zone"): "zone-a",
+    ("podTemplate", "annotations", "example.com/script"): "#!/bin/bash\necho hi\n",
+    # No key: tolerates every taint of its effect.
+    ("podTemplate", "tolerations", 2): {"operator": "Exists", "effect": "PreferNoSchedule"},
+    # A memory emptyDir named and mounted next to the reserved 'dshm' and /dev/shm: those rules match exactly.
+    ("podTemplate", "volumes", 2): {"name": "dshm-extra", "emptyDir": {"medium": "Memory"}},
+    ("podTemplate", "volumeMounts", 2): {"name": "dshm-extra", "mountPath": "/dev/shmem"},
+}
+
+
 def maximal_job(name: str) -> dict:
-    """A TrainingJob that sets every field of the spec (test_accepted checks that it still does)."""
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TrainingJob",
-        "metadata": {"name": name, "labels": {"team": "research"}},
-        "spec": {
-            "numNodes": 4,
-            "numProcPerNode": 8,
-            "image": "registry.example.com/train:1.2",
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["bash", "-c"],
-            "args": ["torchrun --nnodes $(NNODES) train.py --lr 3e-4"],
-            "workingDir": "/workspace",
-            "env": [
-                {"name": "DATA_DIR", "value": "/data"},
-                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
-                {"name": "EMPTY", "value": ""},
-            ],
-            "resourcesPerNode": {"gpus": 8, "gpuResourceName": "amd.com/gpu", "cpu": "95500m", "memory": "1000Gi"},
-            "accelerator": "NVIDIA-H100-80GB-HBM3",
-            "shmSize": "64Gi",
-            "network": {
-                "rendezvousPort": 23456,
-                "hostNetwork": True,
-                "multusNetworks": ["ib-a", "kube-system/ib-b@net2"],
-                "rdma": {"resourceName": "nvidia.com/mlnxnics", "count": 4, "ipcLock": True},
-                "nccl": {"socketIfname": "net1", "ibHca": "=mlx5_0,mlx5_1", "debug": "TRACE",
-                         "debugSubsys": "INIT,NET"},
-            },
-            "successPolicy": "LeaderOnly",
-            "podTemplate": {
-                "labels": {"team": "research", "app.kubernetes.io/part-of": "llama"},
-                "annotations": {"owner": "alice", "example.com/script": "#!/bin/bash\necho hi\n"},
-                "nodeSelector": {"pool": "h100", "topology.kubernetes.io/zone": "zone-a"},
-                "tolerations": [
-                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-                    {"key": "maintenance", "operator": "Equal", "value": "soon", "effect": "NoExecute",
-                     "tolerationSeconds": 60},
-                    {"operator": "Exists", "effect": "PreferNoSchedule"},
-                ],
-                "affinity": {
-                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
-                         "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["gpu-7"]}]}]}},
-                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                        {"labelSelector": {"matchLabels": {"app": "inference"}},
-                         "topologyKey": "kubernetes.io/hostname"}
-                    ]},
-                },
-                "automountServiceAccountToken": True,
-                "securityContext": {
-                    "runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "fsGroup": 2000,
-                    "fsGroupChangePolicy": "OnRootMismatch", "supplementalGroups": [3000],
-                    "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/train.json"},
-                    "appArmorProfile": {"type": "Localhost", "localhostProfile": "train"},
-                },
-                "containerSecurityContext": {
-                    "runAsUser": 1001, "runAsGroup": 1001, "runAsNonRoot": True, "readOnlyRootFilesystem": True,
-                    "allowPrivilegeEscalation": False, "privileged": False,
-                    "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]},
-                    "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/trainer.json"},
-                    "appArmorProfile": {"type": "Localhost", "localhostProfile": "trainer"},
-                },
-                "runtimeClassName": "nvidia",
-                "priorityClassName": "training",
-                "schedulerName": "volcano",
-                "serviceAccountName": "trainer",
-                "imagePullSecrets": [{"name": "regcred"}, {"name": "mirror"}],
-                "volumes": [
-                    {"name": "data", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}},
-                    {"name": "cache", "hostPath": {"path": "/mnt/cache", "type": "Directory"}},
-                    {"name": "dshm-extra", "emptyDir": {"medium": "Memory"}},
-                ],
-                "volumeMounts": [
-                    {"name": "data", "mountPath": "/data", "readOnly": True},
-                    {"name": "cache", "mountPath": "/cache", "subPath": "llama"},
-                    {"name": "dshm-extra", "mountPath": "/dev/shmem"},
-                ],
-            },
-            "cache": {"claimName": "team-cache", "mountPath": "/mnt/shared-cache"},
-            "checkpointing": {
-                "claimName": "ckpt-backup", "mountPath": "/checkpoints", "completion": "deepspeed", "keep": 5,
-                "intervalSeconds": 15, "settleSeconds": 30, "finalSyncTimeoutSeconds": 600,
-                "resumeFrom": {"trainingJob": "llama-warmup"},
-            },
-            "failurePolicy": {
-                "maxRestarts": 5, "restartStrategy": "Recreate", "backoff": {"initialSeconds": 1, "maxSeconds": 60},
-                "rules": [{"action": "FailJob", "onExitCodes": [{"min": 1, "max": 127}], "onReasons": ["Error"],
-                           "onNodeLoss": False}],
-                "nodeLossTolerationSeconds": 30,
-            },
-            "suspend": False,
-            "activeDeadlineSeconds": 86400,
-            "ttlSecondsAfterFinished": 600,
-            "cleanPodPolicy": "All",
-            "startupTimeoutSeconds": 900,
-            "imageConsistency": {"pinDigest": False, "onMismatch": "Report"},
-            "topology": {"sameDomainLabel": "network.topology.nvidia.com/block"},
-            "podGroup": {"minMember": 4},
-            "healthCheck": {"enabled": True, "gpus": True, "rdma": False, "shm": True,
-                            "rdmaDeviceEnv": "PCIDEVICE_NVIDIA_COM_MLNXNICS", "memlockFloorBytes": 1073741824,
-                            "exclusionSeconds": 7200,
-                            "collectiveBandwidth": {"minGbps": 100, "sizeMiB": 256, "timeoutSeconds": 120}},
-            "hangDetection": {"timeoutSeconds": 1800,
-                              "stragglers": {"factor": 1.5, "forSeconds": 600, "action": "Exclude"}},
-            "scheduling": {"partialGangTimeoutSeconds": 300, "nativePodGroup": False},
-        },
-    }
+    """A TrainingJob that sets every field of the spec (test_accepted checks that it still does): full_job()'s
+    spec with EDGE_CASES, sent as a user would (no status; of the metadata, the name and labels)."""
+    full = full_job()
+    spec = full["spec"]
+    for (*parents, last), value in EDGE_CASES.items():
+        node: Any = spec
+        for part in parents:
+            node = node[part]
+        if isinstance(node, list) and last == len(node):
+            node.append(copy.deepcopy(value))
+        else:
+            node[last] = copy.deepcopy(value)
+    return {"apiVersion": full["apiVersion"], "kind": full["kind"],
+            "metadata": {"name": name, "labels": full["metadata"]["labels"]}, "spec": spec}

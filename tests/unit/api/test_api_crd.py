@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 import yaml
 from crd_schema_walk import PRESERVE, apply_defaults, prune, value_paths, walk, walk_properties
-from trainingjob_examples import full_trainingjob, minimal_trainingjob
+from trainingjob_examples import minimal_trainingjob
 
 from multinode.api import TrainingJob
 from multinode.api.crd import render_crd, render_crd_yaml
+from multinode.testing import full_job
 from tests.support.paths import REPO
 
 COMMITTED_CRD = REPO / "crds" / "trainingjobs.multinode.dev.yaml"
@@ -109,8 +110,8 @@ def test_spec_strings_lists_and_maps_are_bounded(schema: dict[str, Any]) -> None
 
 
 def test_full_example_covers_every_field(schema: dict[str, Any]) -> None:
-    # Keeps the round-trip tests honest: a new field must be added to the example.
-    example_paths = set(value_paths(full_trainingjob()))
+    # Keeps the round-trip tests honest: a new field must be added to the example (multinode.testing.full_job).
+    example_paths = set(value_paths(full_job()))
     # Exclusive alternatives (CEL allows one of them) come from a second object.
     example_paths |= set(value_paths({"spec": {"checkpointing": {"resumeFrom": {"path": "/checkpoints/x"}}}}))
     # A named gang scheduler excludes spec.podGroup and podTemplate.schedulerName, and each other.
@@ -124,7 +125,7 @@ def test_full_example_covers_every_field(schema: dict[str, Any]) -> None:
 
 
 def test_apiserver_pruning_keeps_everything_the_models_write(schema: dict[str, Any]) -> None:
-    dumped = TrainingJob.model_validate(full_trainingjob()).model_dump(
+    dumped = TrainingJob.model_validate(full_job()).model_dump(
         by_alias=True, exclude_none=True
     )
     dumped["metadata"] = {}  # the apiserver handles metadata itself

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from trainingjob_examples import full_trainingjob, minimal_trainingjob
+from trainingjob_examples import minimal_trainingjob
 from pydantic import ValidationError
 
 from multinode.api import (
@@ -12,6 +12,7 @@ from multinode.api import (
     effective_num_proc_per_node,
     world_size,
 )
+from multinode.testing import full_job
 
 
 def spec(**fields: object) -> TrainingJobSpec:
@@ -19,7 +20,7 @@ def spec(**fields: object) -> TrainingJobSpec:
 
 
 def test_reads_camel_case_objects_from_the_apiserver() -> None:
-    job = TrainingJob.model_validate(full_trainingjob())
+    job = TrainingJob.model_validate(full_job())
     assert job.metadata.name == "llama-pretrain"
     assert job.spec.num_proc_per_node == 8
     assert job.spec.resources_per_node.gpu_resource_name == "nvidia.com/gpu"
@@ -37,7 +38,7 @@ def test_python_names_are_accepted_too() -> None:
 
 
 def test_round_trip_loses_nothing() -> None:
-    original = full_trainingjob()
+    original = full_job()
     dumped = TrainingJob.model_validate(original).model_dump(by_alias=True, exclude_none=True)
     assert dumped == original
 

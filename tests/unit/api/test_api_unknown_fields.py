@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from crd_schema_walk import PRESERVE, prune
 from pydantic import BaseModel, ValidationError
-from trainingjob_examples import full_trainingjob
 
 from multinode.api import TrainingJob, TrainingJobSpec, TrainingJobStatus, Volume, read_stored_job
 from multinode.api.pod_fields import Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, PodAntiAffinity
 from multinode.api.crd import openapi_schema
+from multinode.testing import full_job
 
 UNKNOWN = "zzNotAField"
 Loc = tuple[str | int, ...]
@@ -39,7 +39,7 @@ def object_nodes(value: Any, schema: dict[str, Any], loc: Loc = ()) -> Iterator[
 
 
 def with_unknown(loc: Loc) -> dict[str, Any]:
-    job = full_trainingjob()
+    job = full_job()
     node: Any = job
     for part in loc:
         node = node[part]
@@ -48,7 +48,7 @@ def with_unknown(loc: Loc) -> dict[str, Any]:
 
 
 # The apiserver does not prune metadata (ObjectMeta is its own), so neither do the models.
-NODES = [(loc, keeps) for loc, keeps in object_nodes(full_trainingjob(), openapi_schema())
+NODES = [(loc, keeps) for loc, keeps in object_nodes(full_job(), openapi_schema())
          if loc[:1] != ("metadata",)]
 SPEC_NODES = [(loc, keeps) for loc, keeps in NODES if loc[:1] in ((), ("spec",))]
 STATUS_NODES = [loc for loc, _ in NODES if loc[:1] == ("status",)]
@@ -117,37 +117,37 @@ def test_a_spec_refuses_an_unknown_key_by_name_exactly_where_the_crd_prunes_it(l
     # What the apiserver stores after pruning (metadata aside: its own rules) validates: a job it accepted never
     # fails the operator.
     stored = {**prune(job, openapi_schema()), "metadata": job["metadata"]}
-    assert TrainingJob.model_validate(stored) == TrainingJob.model_validate(full_trainingjob())
+    assert TrainingJob.model_validate(stored) == TrainingJob.model_validate(full_job())
 
 
 @pytest.mark.parametrize("loc", STATUS_NODES, ids=dotted)
 def test_a_status_skips_an_unknown_key(loc: Loc) -> None:
     """A status written by a newer operator is read by an older one after a downgrade: never an error."""
-    assert TrainingJob.model_validate(with_unknown(loc)) == TrainingJob.model_validate(full_trainingjob())
+    assert TrainingJob.model_validate(with_unknown(loc)) == TrainingJob.model_validate(full_job())
 
 
 def test_the_gpu_typo_is_refused_not_read_as_a_cpu_only_job() -> None:
-    job = full_trainingjob()
+    job = full_job()
     job["spec"]["resourcesPerNode"] = {"gpu": 8}
     with pytest.raises(ValidationError, match=r"spec\.resourcesPerNode\.gpu\n  Extra inputs are not permitted"):
         TrainingJob.model_validate(job)
 
 
 def test_a_stored_job_from_a_newer_crd_is_read_without_its_new_fields_which_are_named() -> None:
-    job = full_trainingjob()
+    job = full_job()
     job["spec"]["resourcesPerNode"]["gpuPartition"] = "1g.10gb"
     job["spec"]["env"][0]["newOption"] = True
     job["spec"]["laterFeature"] = {"enabled": True}
     read, unknown = read_stored_job(job)
     assert sorted(unknown) == ["spec.env[0].newOption", "spec.laterFeature", "spec.resourcesPerNode.gpuPartition"]
-    assert read == TrainingJob.model_validate(full_trainingjob())
+    assert read == TrainingJob.model_validate(full_job())
     assert "laterFeature" in job["spec"], "the object given is not changed"
 
 
 def test_reading_a_stored_job_still_refuses_a_bad_value() -> None:
-    job = copy.deepcopy(full_trainingjob())
+    job = copy.deepcopy(full_job())
     job["spec"]["numNodes"] = 0
     job["spec"]["laterFeature"] = True
     with pytest.raises(ValidationError, match="numNodes"):
         read_stored_job(job)
-    assert read_stored_job(full_trainingjob()) == (TrainingJob.model_validate(full_trainingjob()), ())
+    assert read_stored_job(full_job()) == (TrainingJob.model_validate(full_job()), ())
