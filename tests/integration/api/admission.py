@@ -82,6 +82,18 @@ EDGE_CASES: dict[tuple[str | int, ...], Any] = {
     # A memory emptyDir named and mounted next to the reserved 'dshm' and /dev/shm: those rules match exactly.
     ("podTemplate", "volumes", 2): {"name": "dshm-extra", "emptyDir": {"medium": "Memory"}},
     ("podTemplate", "volumeMounts", 2): {"name": "dshm-extra", "mountPath": "/dev/shmem"},
+    # The other member of each enum, and resource names other than the defaults, where full_job() sets the
+    # usual one: admission must accept every value, not only the common ones.
+    ("resourcesPerNode", "gpuResourceName"): "amd.com/gpu",
+    ("network", "hostNetwork"): True,
+    ("network", "rdma", "resourceName"): "nvidia.com/mlnxnics",
+    ("network", "nccl", "debug"): "TRACE",
+    ("successPolicy",): "LeaderOnly",
+    ("checkpointing", "completion"): "deepspeed",
+    ("failurePolicy", "restartStrategy"): "Recreate",
+    ("imageConsistency", "onMismatch"): "Report",
+    ("hangDetection", "stragglers", "action"): "Exclude",
+    ("cleanPodPolicy",): "All",
 }
 
 
