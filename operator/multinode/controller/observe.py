@@ -76,7 +76,7 @@ class Observer:
         workload = workloads[0] if workloads else None
         flavors = {}
         for name in workload.flavors if workload is not None else ():
-            labels = self.stores.flavors.node_labels(name)
+            labels = self.stores.flavors.named(name)
             if labels is not None:
                 flavors[name] = labels
         priority = None

@@ -1,7 +1,7 @@
 """Typed stores of what the informers watch (watches.py fills them, observe.py and the event side read them).
 
 Each store owns its WatchIndex (watch_index.py) and decides, in its `keys_of`, under which keys an object is
-filed; callers read it through methods that say what they want (`PodStore.of_job`, `NodeStore.named`),
+filed; callers read it through methods that say what they want (`PodStore.of_job`, `ByName.named`),
 never through key shapes. Every read is a lookup by key: a reconcile costs O(its own pods), never a walk of
 every pod, node or job (the 1000- and 10 000-node benchmarks depend on it). A key other than a job's
 (namespace, name) is a frozen dataclass of its own, which no tuple equals.
@@ -147,27 +147,6 @@ class PodStore:
         return {*(self.node_pods.get(OnNode(node)) or ()), *(self.mirrors.get(OnNode(node)) or ())}
 
 
-class NodeStore:
-    """The cluster's nodes, by name."""
-
-    def __init__(self) -> None:
-        self.index = WatchIndex()
-
-    @staticmethod
-    def keys_of(node: dict) -> dict[Any, Any]:
-        return {node["metadata"]["name"]: observe_node(node)}
-
-    def put(self, node: ObservedNode) -> None:
-        self.index.put(node.name, {node.name: node})
-
-    def named(self, name: str) -> ObservedNode | None:
-        return cast(ObservedNode | None, _first(self.index.get(name)))
-
-    def all(self) -> tuple[ObservedNode, ...]:
-        """Every node: O(nodes), read only for jobs that plan with the cluster's nodes (placement.needs_nodes)."""
-        return tuple(node for name in list(self.index) for node in self.index[name])
-
-
 class Owned(Protocol):
     @property
     def owner_uid(self) -> str | None: ...
@@ -212,18 +191,28 @@ def _observed_workload(workload: dict) -> tuple[str, ObservedWorkload] | None:
     return None if observed is None else (observed.job_name, observed)
 
 
-class FlavorStore:
-    """Kueue's ResourceFlavors' nodeLabels, by flavor name."""
+V = TypeVar("V")
 
-    def __init__(self) -> None:
-        self.index = WatchIndex()
 
-    @staticmethod
-    def keys_of(flavor: dict) -> dict[Any, Any]:
-        return {flavor["metadata"]["name"]: observe_flavor(flavor)}
+@dataclass(frozen=True)
+class ByName(Generic[V]):
+    """Cluster-scoped objects by name, as `observe` sees them: the nodes, Kueue's ResourceFlavors."""
 
-    def node_labels(self, name: str) -> Mapping[str, str] | None:
-        return cast(Mapping[str, str] | None, _first(self.index.get(name)))
+    observe: Callable[[dict], V]
+    index: WatchIndex = field(default_factory=WatchIndex)
+
+    def keys_of(self, obj: dict) -> dict[Any, Any]:
+        return {obj["metadata"]["name"]: self.observe(obj)}
+
+    def put(self, name: str, value: V) -> None:
+        self.index.put(name, {name: value})
+
+    def named(self, name: str) -> V | None:
+        return cast("V | None", _first(self.index.get(name)))
+
+    def all(self) -> tuple[V, ...]:
+        """Every one: O(objects), for the nodes read only by jobs that plan with them (placement.needs_nodes)."""
+        return tuple(value for name in list(self.index) for value in self.index[name])
 
 
 @dataclass(frozen=True)
@@ -232,8 +221,8 @@ class Stores:
 
     jobs: JobStore = field(default_factory=JobStore)
     pods: PodStore = field(default_factory=PodStore)
-    nodes: NodeStore = field(default_factory=NodeStore)
+    nodes: ByName[ObservedNode] = field(default_factory=lambda: ByName(observe_node))
     services: JobObjects[OwnedName] = field(default_factory=lambda: JobObjects(observe_service))
     pod_groups: JobObjects[ObservedPodGroup] = field(default_factory=lambda: JobObjects(_observed_pod_group))
     workloads: JobObjects[ObservedWorkload] = field(default_factory=lambda: JobObjects(_observed_workload))
-    flavors: FlavorStore = field(default_factory=FlavorStore)
+    flavors: ByName[Mapping[str, str]] = field(default_factory=lambda: ByName(observe_flavor))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -22,8 +22,9 @@ from multinode.api import LABEL_JOB_NAME, LABEL_MIRROR_OF
 from multinode.controller.enqueue import Enqueue
 from multinode.controller.informer import Informer, OnEvent, wait_synced
 from multinode.controller.kube import KubeApi
-from multinode.controller.stores import FlavorStore, JobStore, NodeStore, PodStore, resume_source
+from multinode.controller.stores import ByName, JobStore, PodStore, resume_source
 from multinode.controller.watch_index import KeysOf, WatchIndex
+from multinode.reconcile.placement import ObservedNode
 
 
 log = logging.getLogger("multinode.controller")
@@ -231,14 +232,14 @@ class NamespacedWatches:
             self._follow(cast(str, name))
 
 
-def node_informer(kube: KubeApi, nodes: NodeStore, pods: PodStore, r: Enqueue, jobs: JobStore) -> Informer:
+def node_informer(kube: KubeApi, nodes: ByName[ObservedNode], pods: PodStore, r: Enqueue, jobs: JobStore) -> Informer:
     """A node's Ready condition changed (or the node went): reconcile the jobs with pods on it, so a lost
     node restarts its gangs now rather than at their pods' eviction (reconcile/node_loss.py). Heartbeats
     that change nothing enqueue nothing."""
     ready_seen: dict[str, str] = {}
 
     def node_event(kind: str, node: dict, entries: dict) -> None:
-        # A node deleted while not watched comes with its uid only: its name is its key (NodeStore.keys_of).
+        # A node deleted while not watched comes with its uid only: its name is its key (ByName.keys_of).
         name = node["metadata"].get("name") or next(iter(entries), "")
         state = "Gone" if kind == "DELETED" else entries[name].ready_status
         if kind != "LISTED" and ready_seen.get(name, "True") != state:
@@ -253,7 +254,7 @@ def node_informer(kube: KubeApi, nodes: NodeStore, pods: PodStore, r: Enqueue, j
                     on_relisted=lambda: requeue_all(r, jobs))
 
 
-def flavor_informer(kube: KubeApi, api: str, plural: str, flavors: FlavorStore) -> Informer:
+def flavor_informer(kube: KubeApi, api: str, plural: str, flavors: ByName[Mapping[str, str]]) -> Informer:
     """Kueue's ResourceFlavors (cluster-scoped): the admitted flavors' nodeLabels select a job's nodes. A job
     waiting to read its flavors comes back by itself (reconcile/kueue.py FLAVOR_WAIT_SECONDS)."""
     return Informer(kube, f"{api}/{plural}", flavors.index, flavors.keys_of)
