@@ -19,8 +19,8 @@ HTTP_NOT_FOUND = 404
 
 
 class ApiError(Exception):
-    """A call to the apiserver failed: the only error that leaves this module (the client's own types stay
-    inside it). `status` is the HTTP status, or None when no answer came (a timeout, a broken connection:
+    """A call to the apiserver failed: the only error that leaves KubeApi (the client's own types stay
+    inside kube.py). `status` is the HTTP status, or None when no answer came (a timeout, a broken connection:
     `reason` names it); `message` is the apiserver's own message, which names the offending field. What a
     status means for a job is decided in reconcile (reconcile/refusals.py), not here."""
 
@@ -59,8 +59,6 @@ def collection_of(body: dict) -> tuple[str, str, str]:
     if body["kind"] == "PodGroup" and api_version != f"{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}":
         return f"/apis/{api_version}", POD_GROUP_PLURAL, "create_namespaced_pod_group"
     return COLLECTIONS[body["kind"]]
-
-
 
 
 class KubeCalls:

@@ -16,6 +16,8 @@ from multinode.controller.kube_calls import (BACKGROUND, COLLECTIONS, HTTP_NOT_F
 
 
 class CoreRequests(KubeCalls):
+    """KubeApi's requests about built-in kinds, and its create and read-back of any kind."""
+
     async def create(self, namespace: str, body: dict) -> None:
         """Create a Pod, Service, ConfigMap, ServiceAccount, RoleBinding or PodGroup (the kinds the
         operator makes). A

@@ -18,6 +18,8 @@ JOB_LIST_PAGE = 500  # TrainingJobs per page of the periodic re-list
 
 
 class CustomObjectRequests(KubeCalls):
+    """KubeApi's requests about custom resources and the discovery of their APIs."""
+
     async def serves_jobs(self) -> bool:
         """Whether discovery lists TrainingJobs yet. A CRD is Established a moment before discovery
         serves it; kopf scans discovery once at start and ignores CRDs it already listed, so an operator
