@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
@@ -31,15 +31,15 @@ import kopf
 from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSION
 from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_FLAVOR_PLURAL, KUEUE_WORKLOAD_PLURAL,
                                      POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
+from multinode.controller.enqueue import Enqueue
 from multinode.controller.informer import Informer, wait_synced
 from multinode.controller.kube import KubeApi
+from multinode.controller.reconciler import Reconciler
 from multinode.controller.resync import JobResync
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.watch_index import WatchIndex
-from multinode.controller.watches import (NamespacedKind, NamespacedWatches, flavor_informer, job_event, job_keys,
-                                          mirror_pod_keys, node_informer, node_pod_keys, owner_event, pod_event,
-                                          pod_group_keys, requeue_all, service_keys, workload_keys)
-from multinode.controller.worker import Indices, Reconciler
+from multinode.controller.stores import Stores
+from multinode.controller.watches import (NamespacedKind, NamespacedWatches, flavor_informer, job_event,
+                                          node_informer, owner_event, pod_event, requeue_all)
 from multinode.metrics.operator import OperatorMetrics
 
 
@@ -70,42 +70,32 @@ def configure_kopf(settings: kopf.OperatorSettings) -> None:
     settings.scanning.disabled = True
 
 
-@dataclass(frozen=True)
-class WatchIndices:
-    """The indices our informers fill (the Reconciler reads them as its Indices)."""
-
-    pods: WatchIndex = field(default_factory=WatchIndex)
-    services: WatchIndex = field(default_factory=WatchIndex)
-    nodes: WatchIndex = field(default_factory=WatchIndex)
-    pod_groups: WatchIndex = field(default_factory=WatchIndex)
-    workloads: WatchIndex = field(default_factory=WatchIndex)
-    flavors: WatchIndex = field(default_factory=WatchIndex)
-
-
-def namespaced_kinds(r: Reconciler, jobs: WatchIndex, indices: WatchIndices, *, gang_api: bool,
-                     kueue_api: bool) -> list[NamespacedKind]:
+def namespaced_kinds(r: Enqueue, stores: Stores, *, gang_api: bool, kueue_api: bool) -> list[NamespacedKind]:
     """What the operator watches in each namespace it follows: the TrainingJobs; their pods and Services,
     and the PodGroups and Workloads it makes where the apiserver serves them (each carrying its job's
     label)."""
     pods, owned = pod_event(r), owner_event(r)
-    kinds = [NamespacedKind(f"/apis/{GROUP}/{VERSION}", PLURAL, None, jobs, job_keys, job_event(r)),
-             NamespacedKind("/api/v1", "pods", LABEL_JOB_NAME, indices.pods, node_pod_keys, pods),
-             NamespacedKind("/api/v1", "pods", LABEL_MIRROR_OF, indices.pods, mirror_pod_keys, pods),
-             NamespacedKind("/api/v1", "services", LABEL_JOB_NAME, indices.services, service_keys, owned)]
+    kinds = [NamespacedKind(f"/apis/{GROUP}/{VERSION}", PLURAL, None, stores.jobs.index, stores.jobs.keys_of,
+                            job_event(r)),
+             NamespacedKind("/api/v1", "pods", LABEL_JOB_NAME, stores.pods.node_pods, stores.pods.node_pod_keys,
+                            pods),
+             NamespacedKind("/api/v1", "pods", LABEL_MIRROR_OF, stores.pods.mirrors, stores.pods.mirror_keys, pods),
+             NamespacedKind("/api/v1", "services", LABEL_JOB_NAME, stores.services.index, stores.services.keys_of,
+                            owned)]
     if gang_api:
         kinds.append(NamespacedKind(f"/apis/{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}", POD_GROUP_PLURAL,
-                                    LABEL_JOB_NAME, indices.pod_groups, pod_group_keys, owned))
+                                    LABEL_JOB_NAME, stores.pod_groups.index, stores.pod_groups.keys_of, owned))
     if kueue_api:
         kinds.append(NamespacedKind(f"/apis/{KUEUE_API_GROUP}/{KUEUE_API_VERSION}", KUEUE_WORKLOAD_PLURAL,
-                                    LABEL_JOB_NAME, indices.workloads, workload_keys, owned))
+                                    LABEL_JOB_NAME, stores.workloads.index, stores.workloads.keys_of, owned))
     return kinds
 
 
 def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    holder: dict[str, Reconciler] = {}
-    jobs = WatchIndex()  # (namespace, name) → the job's body, from its informer (and the re-list)
+    # What the clean-up stops: the watches and the re-list first, then the workers and the client.
     stopping: list[Informer | NamespacedWatches | JobResync] = []
+    closing: list[Callable[[], Awaitable[None]]] = []
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -122,21 +112,20 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         logger.info("Kueue (%s/%s Workloads): %s", KUEUE_API_GROUP, KUEUE_API_VERSION,
                     "served; jobs with the label kueue.x-k8s.io/queue-name run when Kueue admits them" if kueue_api
                     else "not served; jobs with a queue name say KueueNotInstalled")
-        indices = WatchIndices()
-        r = holder["reconciler"] = Reconciler(
-            kube, config, Indices(jobs=jobs, pods=indices.pods, services=indices.services, nodes=indices.nodes,
-                                  pod_groups=indices.pod_groups, workloads=indices.workloads, flavors=indices.flavors),
-            own_metrics, gang_api=gang_api, kueue_api=kueue_api)
-        own_metrics.watch_state(lambda: dict(r.phases), lambda: len(r.queue), lambda: list(r.figures.values()))
+        stores = Stores()
+        r = Reconciler(kube, config, stores, own_metrics, gang_api=gang_api, kueue_api=kueue_api)
+        closing.append(r.stop)
+        own_metrics.watch_state(lambda: dict(r.applier.phases), lambda: len(r.workers.queue),
+                                lambda: list(r.applier.figures.values()))
         namespaced = NamespacedWatches(kube, config.namespaces,
-                                       namespaced_kinds(r, jobs, indices, gang_api=gang_api, kueue_api=kueue_api),
-                                       on_listed=lambda namespace: requeue_all(r, namespace))
+                                       namespaced_kinds(r, stores, gang_api=gang_api, kueue_api=kueue_api),
+                                       on_listed=lambda namespace: requeue_all(r, stores.jobs, namespace))
         r.namespace_listed = namespaced.ready
-        cluster = [node_informer(kube, indices.nodes, r)]
+        cluster = [node_informer(kube, stores.nodes, stores.pods, r, stores.jobs)]
         if kueue_api:
             cluster.append(flavor_informer(kube, f"/apis/{KUEUE_API_GROUP}/{KUEUE_API_VERSION}",
-                                           KUEUE_FLAVOR_PLURAL, indices.flavors))
-        resync = JobResync(kube, namespaced.followed, jobs, r, own_metrics, config.resync_seconds)
+                                           KUEUE_FLAVOR_PLURAL, stores.flavors))
+        resync = JobResync(kube, namespaced.followed, stores.jobs, r, own_metrics, config.resync_seconds)
         stopping.extend([namespaced, *cluster, resync])
         namespaced.start()
         for informer in cluster:
@@ -156,7 +145,7 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
     async def shutdown(**_: Any) -> None:
         for watch in stopping:
             watch.stop()
-        if "reconciler" in holder:
-            await holder["reconciler"].stop()
+        for close in closing:
+            await close()
 
     return registry

@@ -28,12 +28,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 from multinode.controller.kube import ApiError, KubeApi
+from multinode.controller.kube_calls import HTTP_NOT_FOUND
 from multinode.controller.watch_index import KeysOf, WatchIndex
 
 log = logging.getLogger("multinode.controller")
 
 LIST_PAGE = 500
-HTTP_NOT_FOUND = 404
 WATCH_SECONDS = 300  # the server ends a watch after this; the read timeout is a little longer
 READ_TIMEOUT_SECONDS = WATCH_SECONDS + 30
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)  # after consecutive failures; the last repeats

@@ -22,19 +22,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any, cast
+from typing import Any
 
 from multinode.api.constants import PROGRESS_MARKER, TRAINER_CONTAINER
 from multinode.api.timestamps import rfc3339
 from multinode.controller.kube import ApiError, KubeApi
+from multinode.controller.stores import JobKey, JobStore, PodStore
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.progress import AttemptLog, JobProgress, RankRead, absorb_sweep, fold_log, job_progress
 
 log = logging.getLogger("multinode.controller.progress")
 
-JobKey = tuple[str, str]
 TICK_SECONDS = 1.0
 MIN_PERIOD_SECONDS = 2.0
 MAX_PERIOD_SECONDS = 30.0
@@ -54,7 +54,7 @@ def _timeout(raw: Mapping[str, Any]) -> float | None:
 
 
 class ProgressProbe:
-    def __init__(self, kube: KubeApi, jobs: Mapping[Hashable, Any], pods: Mapping[Hashable, Any],
+    def __init__(self, kube: KubeApi, jobs: JobStore, pods: PodStore,
                  attempt_of: Callable[[Mapping[str, Any]], int], on_swept: Callable[[JobKey], None],
                  concurrency: int = LOG_READ_CONCURRENCY):
         self._kube, self._jobs, self._pods = kube, jobs, pods
@@ -86,7 +86,7 @@ class ProgressProbe:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _finished(self, key: tuple[str, str]) -> Callable[[asyncio.Task[Any]], None]:
+    def _finished(self, key: JobKey) -> Callable[[asyncio.Task[Any]], None]:
         """A done-callback that forgets `key`'s sweep, so the next one may start."""
         def forget(_task: asyncio.Task[Any]) -> None:
             self._sweeping.pop(key, None)
@@ -95,9 +95,8 @@ class ProgressProbe:
     def _start_due_sweeps(self) -> None:
         now = time.monotonic()
         watched = set()
-        for index_key, bodies in list(self._jobs.items()):
-            key = cast(tuple[str, str], index_key)  # the job index's keys are (namespace, name)
-            raw = next(iter(bodies or ()), None)
+        for key in self._jobs.keys():
+            raw = self._jobs.get(key)
             timeout = _timeout(raw or {})
             phase = ((raw or {}).get("status") or {}).get("phase")
             if raw is None or timeout is None or phase in ("Succeeded", "Failed"):
@@ -119,8 +118,8 @@ class ProgressProbe:
         memory = self._logs.get(key)
         if memory is None or memory.attempt != attempt:
             memory = AttemptLog(attempt)
-        pods = [p for p in self._pods.get(key) or () if isinstance(p, ObservedPod) and p.owner_uid == uid
-                and p.attempt == attempt and p.phase == PodPhase.RUNNING and not p.terminating and p.started_at]
+        pods = [p for p in self._pods.of_job(*key, uid)
+                if p.attempt == attempt and p.phase == PodPhase.RUNNING and not p.terminating and p.started_at]
         reads = await asyncio.gather(*(self._read(key[0], p, memory) for p in pods))
         got = {p.index: r for p, r in zip(pods, reads, strict=True) if r is not None}
         memory = absorb_sweep(memory, got)

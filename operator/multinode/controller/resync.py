@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
+from multinode.controller.enqueue import ResyncTarget
 from multinode.controller.kube import ApiError, KubeApi
-from multinode.controller.watch_index import WatchIndex
-from multinode.controller.worker import JobKey, Reconciler
+from multinode.controller.stores import JobKey, JobStore
 from multinode.metrics.operator import OperatorMetrics
 
 log = logging.getLogger("multinode.controller.resync")
@@ -41,8 +41,8 @@ def stale(job: Mapping[str, Any]) -> bool:
 
 
 class JobResync:
-    def __init__(self, kube: KubeApi, namespaces: Callable[[], list[str | None]], jobs: WatchIndex,
-                 r: Reconciler, metrics: OperatorMetrics, period_seconds: float):
+    def __init__(self, kube: KubeApi, namespaces: Callable[[], list[str | None]], jobs: JobStore,
+                 r: ResyncTarget, metrics: OperatorMetrics, period_seconds: float):
         self.kube, self.namespaces, self.jobs, self.r = kube, namespaces, jobs, r
         self.metrics, self.period = metrics, period_seconds
         self._suspects: dict[tuple[str, int | None], str] = {}  # (uid, generation) → why, from the last pass
@@ -88,9 +88,9 @@ class JobResync:
             meta = job["metadata"]
             key: JobKey = (meta["namespace"], meta["name"])
             generation = meta.get("generation")
-            if not self.jobs.keys_of_uid(uid):
+            if not self.jobs.holds(uid):
                 why = MISSING
-            elif stale(job) and not self.r.busy(key) and self.r.reconciled.get(uid) != generation:
+            elif stale(job) and not self.r.busy(key) and self.r.reconciled_generation(uid) != generation:
                 why = UNRECONCILED
             else:
                 continue
@@ -98,8 +98,8 @@ class JobResync:
                 suspects[(uid, generation)] = why
                 continue
             if why == MISSING:
-                self.jobs.put(uid, {key: job})
-            self.r.queue.add(key)
+                self.jobs.file(job)
+            self.r.enqueue(key)
             found.append((key, why))
         self._suspects = suspects
         return found
@@ -107,25 +107,17 @@ class JobResync:
     async def _gone(self, listed: dict[str, dict]) -> list[tuple[JobKey, str]]:
         """Jobs the index holds in the namespaces listed, absent from two LISTs in a row and confirmed gone."""
         followed = set(self.namespaces())
-        absent = {uid for key in list(self.jobs) for uid in self.jobs.uids(key)
-                  if uid not in listed and (None in followed or _namespace(key) in followed)}
+        absent = {uid for uid, key in self.jobs.uids()
+                  if uid not in listed and (None in followed or key[0] in followed)}
         found = []
         for uid in absent & self._absent:
-            for key in self.jobs.keys_of_uid(uid):
-                namespace, name = _job_key(key)
-                if await self.kube.get_job_uid(namespace, name) == uid:
-                    continue  # still there: the LIST raced its creation
-                self.jobs.remove(uid)
-                self.r.forget((namespace, name), uid)
-                found.append(((namespace, name), DELETED))
+            key = self.jobs.key_of(uid)
+            if key is None:
+                continue
+            if await self.kube.get_job_uid(*key) == uid:
+                continue  # still there: the LIST raced its creation
+            self.jobs.remove(uid)
+            self.r.forget(key, uid)
+            found.append((key, DELETED))
         self._absent = absent
         return found
-
-
-def _job_key(key: object) -> JobKey:
-    """The job index holds (namespace, name) keys only."""
-    return cast(JobKey, key)
-
-
-def _namespace(key: object) -> str:
-    return _job_key(key)[0]

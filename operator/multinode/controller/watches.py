@@ -1,5 +1,6 @@
-"""The operator's watches (informer.py) of everything it reads, filing objects into the reconciler's indices
-and marking the jobs they concern dirty (handlers.py says why these and not kopf's).
+"""The operator's watches (informer.py) of everything it reads, filing objects into the typed stores
+(stores.py) and marking the jobs they concern dirty through the Enqueue interface (enqueue.py); handlers.py
+says why these watches and not kopf's.
 
 Each watch answers for itself: a namespace's jobs are planned once that namespace's watches have listed
 (NamespacedWatches.ready), and nothing else waits. Per followed namespace (or cluster-wide when the operator
@@ -13,21 +14,17 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from multinode.api import LABEL_JOB_NAME, LABEL_MIRROR_OF
-from multinode.controller.index_keys import mirror_key, node_jobs_key
+from multinode.controller.enqueue import Enqueue
 from multinode.controller.informer import Informer, OnEvent, wait_synced
 from multinode.controller.kube import KubeApi
+from multinode.controller.stores import ByName, JobStore, PodStore, resume_source
 from multinode.controller.watch_index import KeysOf, WatchIndex
-from multinode.controller.worker import JobKey, Reconciler
-from multinode.reconcile import observe_mirror_pod, observe_pod
-from multinode.reconcile.gang import observe_pod_group
-from multinode.reconcile.kueue import observe_flavor, observe_workload
-from multinode.reconcile.ownership import OwnedName, controller_uid
-from multinode.reconcile.placement import observe_node
+from multinode.reconcile.placement import ObservedNode
 
 
 log = logging.getLogger("multinode.controller")
@@ -35,77 +32,23 @@ log = logging.getLogger("multinode.controller")
 START_WAIT_SECONDS = 30  # how long the first pass waits for named namespaces' objects (wait_started)
 
 
-def job_keys(job: dict) -> dict[Hashable, Any]:
-    """A TrainingJob's body under (namespace, name): what every reconcile reads."""
-    meta = job["metadata"]
-    return {(meta["namespace"], meta["name"]): job}
-
-
-def job_event(r: Reconciler) -> OnEvent:
+def job_event(r: Enqueue) -> OnEvent:
     """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it. A job that resumes
     from another (resumeFrom.trainingJob) makes that one reconcile too: its status.resumedBy, which its
     mirror pins, follows where this job's attempt resumed from."""
     def on_event(kind: str, job: dict, entries: dict) -> None:
         for key in entries:
+            if not isinstance(key, tuple):
+                continue  # the job is filed by the job it resumes from too (JobStore)
             if kind == "DELETED":
-                r.forget(cast(JobKey, key), (job.get("metadata") or {}).get("uid"))
+                r.forget(key, (job.get("metadata") or {}).get("uid"))
             else:
-                r.queue.add(cast(JobKey, key))
-        source = (((job.get("spec") or {}).get("checkpointing") or {}).get("resumeFrom") or {}).get("trainingJob")
+                r.enqueue(key)
+        source = resume_source(job)
         namespace = (job.get("metadata") or {}).get("namespace")
         if source and namespace:
-            r.queue.add((namespace, source))
+            r.enqueue((namespace, source))
     return on_event
-
-
-def node_pod_keys(pod: dict) -> dict[Hashable, Any]:
-    """A node pod under (namespace, job), and its job under its node's key (node_jobs_key). Filed by label;
-    the reconciler takes only those its job's uid owns (ObservedPod.owner_uid)."""
-    observed = observe_pod(pod)
-    if observed is None:
-        return {}
-    key = (pod["metadata"]["namespace"], observed.job_name)
-    return {key: observed, node_jobs_key(observed.node): key} if observed.node else {key: observed}
-
-
-def mirror_pod_keys(pod: dict) -> dict[Hashable, Any]:
-    """A mirror pod under mirror_key, and its job under its node's key: a node that stops answering
-    reconciles the job, whose mirror is then replaced (reconcile/checkpointing.py)."""
-    mirror = observe_mirror_pod(pod)
-    if mirror is None:
-        return {}
-    key = (pod["metadata"]["namespace"], mirror.job_name)
-    entries: dict[Hashable, Any] = {mirror_key(*key): mirror}
-    if mirror.node:
-        entries[node_jobs_key(mirror.node)] = key
-    return entries
-
-
-def service_keys(service: dict) -> dict[Hashable, Any]:
-    meta = service["metadata"]
-    job = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
-    return {(meta["namespace"], job): OwnedName(meta["name"], controller_uid(meta))} if job else {}
-
-
-def pod_group_keys(group: dict) -> dict[Hashable, Any]:
-    observed = observe_pod_group(group)
-    return {} if observed is None else {(group["metadata"]["namespace"], observed.job_name): observed}
-
-
-def workload_keys(workload: dict) -> dict[Hashable, Any]:
-    observed = observe_workload(workload)
-    return {} if observed is None else {(workload["metadata"]["namespace"], observed.job_name): observed}
-
-
-def flavor_keys(flavor: dict) -> dict[Hashable, Any]:
-    return {flavor["metadata"]["name"]: observe_flavor(flavor)}
-
-
-def node_keys(node: dict) -> dict[Hashable, Any]:
-    """All nodes under None (jobs with spec.topology read them at an attempt's start), each under its name
-    (node_loss looks up the nodes of a job's pods)."""
-    observed = observe_node(node)
-    return {None: observed, node["metadata"]["name"]: observed}
 
 
 def is_pattern(namespace: str) -> bool:
@@ -124,27 +67,26 @@ def namespace_matcher(namespaces: tuple[str, ...]) -> Callable[[str], bool]:
     return keep
 
 
-def requeue_all(r: Reconciler, namespace: str | None = None) -> None:
+def requeue_all(r: Enqueue, jobs: JobStore, namespace: str | None = None) -> None:
     """Mark every job dirty (or every job of one namespace): after a re-list, whose gap hid events, or a
     namespace's first list; the reconcile of each is level-based."""
-    for key in list(r.indices.jobs):
-        if namespace is None or cast(JobKey, key)[0] == namespace:
-            r.queue.add(cast(JobKey, key))
+    for key in jobs.keys(namespace):
+        r.enqueue(key)
 
 
-def owner_event(r: Reconciler) -> OnEvent:
+def owner_event(r: Enqueue) -> OnEvent:
     """An object a job owns changed (its Service, PodGroup, Workload): reconcile that job."""
     def on_event(kind: str, obj: dict, entries: dict) -> None:
         meta = obj["metadata"]
         job = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
         if job:
-            r.queue.add((meta.get("namespace", ""), job))
+            r.enqueue((meta.get("namespace", ""), job))
     return on_event
 
 
-def pod_event(r: Reconciler) -> OnEvent:
-    """A node pod or a mirror pod changed: the index has it (or its deletion) now, so the job stops expecting
-    it; a node pod deleted by a disruption leaves its reason behind (Reconciler.pod_gone)."""
+def pod_event(r: Enqueue) -> OnEvent:
+    """A node pod or a mirror pod changed: the store has it (or its deletion) now, so the job stops expecting
+    it; a node pod deleted by a disruption leaves its reason behind (Enqueue.pod_gone)."""
     def on_event(kind: str, pod: dict, entries: dict) -> None:
         meta = pod["metadata"]
         namespace, labels = meta.get("namespace", ""), meta.get("labels") or {}
@@ -156,7 +98,7 @@ def pod_event(r: Reconciler) -> OnEvent:
         if gone is not None and gone.disruption:
             r.pod_gone(key, meta["name"], gone.disruption)
         r.pod_seen(key, meta["name"])
-        r.queue.add(key)
+        r.enqueue(key)
     return on_event
 
 
@@ -290,29 +232,29 @@ class NamespacedWatches:
             self._follow(cast(str, name))
 
 
-def node_informer(kube: KubeApi, nodes: WatchIndex, r: Reconciler) -> Informer:
+def node_informer(kube: KubeApi, nodes: ByName[ObservedNode], pods: PodStore, r: Enqueue, jobs: JobStore) -> Informer:
     """A node's Ready condition changed (or the node went): reconcile the jobs with pods on it, so a lost
     node restarts its gangs now rather than at their pods' eviction (reconcile/node_loss.py). Heartbeats
     that change nothing enqueue nothing."""
     ready_seen: dict[str, str] = {}
 
     def node_event(kind: str, node: dict, entries: dict) -> None:
-        # A node deleted while not watched comes with its uid only: its name is its key (node_keys).
-        name = node["metadata"].get("name") or next((key for key in entries if key is not None), "")
+        # A node deleted while not watched comes with its uid only: its name is its key (ByName.keys_of).
+        name = node["metadata"].get("name") or next(iter(entries), "")
         state = "Gone" if kind == "DELETED" else entries[name].ready_status
         if kind != "LISTED" and ready_seen.get(name, "True") != state:
-            for key in set(r.indices.pods.get(node_jobs_key(name)) or ()):
-                r.queue.add(key)
+            for key in pods.on_node(name):
+                r.enqueue(key)
         if kind == "DELETED":
             ready_seen.pop(name, None)
         else:
             ready_seen[name] = state
 
-    return Informer(kube, "/api/v1/nodes", nodes, node_keys, on_event=node_event,
-                    on_relisted=lambda: requeue_all(r))
+    return Informer(kube, "/api/v1/nodes", nodes.index, nodes.keys_of, on_event=node_event,
+                    on_relisted=lambda: requeue_all(r, jobs))
 
 
-def flavor_informer(kube: KubeApi, api: str, plural: str, flavors: WatchIndex) -> Informer:
+def flavor_informer(kube: KubeApi, api: str, plural: str, flavors: ByName[Mapping[str, str]]) -> Informer:
     """Kueue's ResourceFlavors (cluster-scoped): the admitted flavors' nodeLabels select a job's nodes. A job
     waiting to read its flavors comes back by itself (reconcile/kueue.py FLAVOR_WAIT_SECONDS)."""
-    return Informer(kube, f"{api}/{plural}", flavors, flavor_keys)
+    return Informer(kube, f"{api}/{plural}", flavors.index, flavors.keys_of)

@@ -5,7 +5,7 @@ and names are not enough: anyone who may create pods or ConfigMaps in the namesp
 job's labels, or the name the job's next attempt will use (names are predictable), and a job that took such
 an object for its own would run with a co-tenant's environment (MASTER_ADDR, LD_PRELOAD) or count a
 co-tenant's pod as one of its ranks. So the controller files a watched object under its job's key by label,
-as before, and keeps only those owned by the job's uid (controller/worker.py); and a create refused because
+as before, and keeps only those owned by the job's uid (controller/stores.py); and a create refused because
 the name is taken (409) counts as done only when the object there is the job's own (controller/ownership.py),
 else the job says which object is in the way (`foreign_object_found`) and uses none of it.
 """

@@ -306,7 +306,8 @@ def test_troubleshooting_md_lists_every_reason_the_operator_sets() -> None:
     container reasons they translate (ErrImagePull → ImagePullFailing)."""
     package = REPO / "operator" / "multinode"
     sources = [package / "reconcile" / f for f in ("plan.py", "failures.py", "checkpointing.py", "lifecycle.py")]
-    reasons = camel_constants([*sources, package / "controller" / "worker.py"])
+    controller = [package / "controller" / f for f in ("reconciler.py", "observe.py", "apply.py", "workers.py")]
+    reasons = camel_constants([*sources, *controller])
     reasons -= {"True", "False", "Normal", "Warning", "Pending", "Unknown", "Pod"}   # Pod: a kind the worker reads
     text = TROUBLESHOOTING.read_text()
     missing = sorted(r for r in reasons if f"`{r}`" not in text)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import kopf
 
 from multinode.api import GROUP, PLURAL, VERSION
-from multinode.controller.handlers import WatchIndices, build_registry, configure_kopf, namespaced_kinds
+from multinode.controller.handlers import build_registry, configure_kopf, namespaced_kinds
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.watch_index import WatchIndex
-from tests.unit.controller.test_watches import reconciler
+from multinode.controller.stores import Stores
+from tests.unit.controller.test_watches import Queued
 
 
 def test_kopf_has_no_resource_handler_and_no_index() -> None:
@@ -29,10 +29,10 @@ def test_kopf_scans_and_observes_nothing() -> None:
 
 
 def test_the_trainingjobs_are_watched_in_every_followed_namespace_first() -> None:
-    jobs = WatchIndex()
-    kinds = namespaced_kinds(reconciler(), jobs, WatchIndices(), gang_api=True, kueue_api=True)  # type: ignore[arg-type]  # a fake Reconciler
+    stores = Stores()
+    kinds = namespaced_kinds(Queued(), stores, gang_api=True, kueue_api=True)
     assert kinds[0].path("team-a") == f"/apis/{GROUP}/{VERSION}/namespaces/team-a/{PLURAL}"
-    assert kinds[0].index is jobs and kinds[0].label_selector is None
+    assert kinds[0].index is stores.jobs.index and kinds[0].label_selector is None
     assert [k.plural for k in kinds] == [PLURAL, "pods", "pods", "services", "podgroups", "workloads"]
-    assert [k.plural for k in namespaced_kinds(reconciler(), jobs, WatchIndices(), gang_api=False,  # type: ignore[arg-type]
+    assert [k.plural for k in namespaced_kinds(Queued(), stores, gang_api=False,
                                                kueue_api=False)] == [PLURAL, "pods", "pods", "services"]

@@ -31,7 +31,7 @@ def test_a_dot_segment_is_no_name(name: str) -> None:
         asyncio.run(kube.priority_class_value(name))
 
 
-def test_pruning_a_gang_schedulers_groups_deletes_only_the_jobs_own() -> None:
+def test_a_gang_schedulers_groups_are_listed_by_the_jobs_label_and_deleted_by_name() -> None:
     owned = [{"apiVersion": "multinode.dev/v1alpha1", "kind": "TrainingJob", "name": "llama", "uid": "u1",
               "controller": True}]
     groups = {"items": [
@@ -41,5 +41,15 @@ def test_pruning_a_gang_schedulers_groups_deletes_only_the_jobs_own() -> None:
     ]}
     pool = Pool([Response(200, data=json.dumps(groups).encode()), Response(200)])
     kube, _, _ = kube_with(pool)
-    assert asyncio.run(kube.prune_gang_groups("ml", "scheduling.x-k8s.io/v1alpha1", "llama", 1, "u1")) == ["llama-a0"]
-    assert [(m, u.rsplit("/", 1)[-1]) for m, u, _ in pool.sent[1:]] == [("DELETE", "llama-a0")]
+    api = "scheduling.x-k8s.io/v1alpha1"
+    listed = asyncio.run(kube.list_gang_groups("ml", api, "llama"))
+    assert [g["metadata"]["name"] for g in listed] == ["llama-a0", "look-alike", "llama-a1"]
+    asyncio.run(kube.delete_gang_group("ml", api, "llama-a0"))
+    assert [(m, u) for m, u, _ in pool.sent] == [
+        ("GET", f"https://apiserver/apis/{api}/namespaces/ml/podgroups?labelSelector=multinode.dev/job-name%3Dllama"),
+        ("DELETE", f"https://apiserver/apis/{api}/namespaces/ml/podgroups/llama-a0")]
+
+
+def test_a_gang_schedulers_kind_not_served_lists_no_group() -> None:
+    kube, _, _ = kube_with(Pool([Response(404, reason="NotFound")]))
+    assert asyncio.run(kube.list_gang_groups("ml", "scheduling.volcano.sh/v1beta1", "llama")) == []

@@ -10,6 +10,7 @@ from typing import Any
 from multinode.api.constants import PROGRESS_MARKER
 from multinode.controller.kube import ApiError
 from multinode.controller.progress_probe import LOG_READ_CONCURRENCY, ProgressProbe, poll_period
+from multinode.controller.stores import Stores
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile.observe import ObservedPod
 from tests.unit.reconcile.planning import pod
@@ -48,7 +49,14 @@ def job(timeout: int | None = 30, attempt: int = 0, phase: str = "Running") -> d
 
 
 def probe_of(server: LogServer, jobs: dict, pods: dict, swept: list) -> ProgressProbe:
-    return ProgressProbe(server, jobs, pods, lambda raw: raw["status"]["attempt"], swept.append)  # type: ignore[arg-type]
+    """A probe reading `jobs` ({key: [body]}) and `pods` ({key: [ObservedPod]}) from the typed stores."""
+    stores = Stores()
+    for key, bodies in jobs.items():
+        stores.jobs.index.put(f"{key}", {key: bodies[0]})
+    for (namespace, _), observed in pods.items():
+        for p in observed:
+            stores.pods.put_pod(namespace, p, uid=f"{namespace}/{p.name}/{p.attempt}")
+    return ProgressProbe(server, stores.jobs, stores.pods, lambda raw: raw["status"]["attempt"], swept.append)  # type: ignore[arg-type]
 
 
 def sweep(probe: ProgressProbe) -> None:

@@ -8,8 +8,8 @@ import asyncio
 
 from multinode.controller.resync import DELETED, MISSING, UNRECONCILED, JobResync, stale
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.watch_index import WatchIndex
-from multinode.controller.worker import Indices, Reconciler
+from multinode.controller.reconciler import Reconciler
+from multinode.controller.stores import Stores
 from multinode.metrics.operator import OperatorMetrics
 from tests.unit.controller.fake_kube import FakeKube
 
@@ -44,17 +44,17 @@ class ListingKube(FakeKube):
 class Setup:
     def __init__(self, apiserver: list[dict], indexed: list[dict] = (), namespaces: tuple[str | None, ...] = (None,)):
         self.kube = ListingKube(apiserver)
-        self.jobs = WatchIndex()
+        stores = Stores()
+        self.jobs = stores.jobs
         for body in indexed:
             self.file(body)
         self.metrics = OperatorMetrics()
-        self.r = Reconciler(self.kube, OperatorSettings(), Indices(jobs=self.jobs, pods={}))  # type: ignore[arg-type]  # a fake KubeApi
+        self.r = Reconciler(self.kube, OperatorSettings(), stores)  # type: ignore[arg-type]  # a fake KubeApi
         self.resync = JobResync(self.kube, lambda: list(namespaces), self.jobs, self.r,  # type: ignore[arg-type]
                                 self.metrics, period_seconds=60)
 
     def file(self, body: dict) -> None:
-        meta = body["metadata"]
-        self.jobs.put(meta["uid"], {(meta["namespace"], meta["name"]): body})
+        self.jobs.file(body)
 
     def passes(self, count: int) -> list[list]:
         async def run() -> list[list]:
@@ -77,7 +77,7 @@ def test_a_job_the_index_never_got_is_found_on_the_second_pass_filed_and_queued(
     first, second = s.passes(2)
     assert first == []  # the watch event of a job created a moment ago may still be on its way
     assert second == [(("ml", "lost"), MISSING)]
-    assert s.jobs.get(("ml", "lost")) is not None and ("ml", "lost") in s.r.queue
+    assert s.jobs.get(("ml", "lost")) is not None and ("ml", "lost") in s.r.workers.queue
     assert s.counted(MISSING) == 1
 
     asyncio.run(s.r.reconcile(("ml", "lost")))  # the reconcile it queued gives the job a status
@@ -87,9 +87,9 @@ def test_a_job_the_index_never_got_is_found_on_the_second_pass_filed_and_queued(
 def test_a_job_indexed_but_never_reconciled_at_its_generation_is_found() -> None:
     changed = job("changed", generation=3, status={"observedGeneration": 2, "phase": "Running"})
     s = Setup([changed], indexed=[changed])
-    s.r.reconciled[changed["metadata"]["uid"]] = 2  # the spec changed, and that event was lost
+    s.r.applier.reconciled[changed["metadata"]["uid"]] = 2  # the spec changed, and that event was lost
     assert s.passes(2)[1] == [(("ml", "changed"), UNRECONCILED)]
-    assert ("ml", "changed") in s.r.queue and s.counted(UNRECONCILED) == 1
+    assert ("ml", "changed") in s.r.workers.queue and s.counted(UNRECONCILED) == 1
 
 
 def test_jobs_the_operator_has_in_hand_are_left_alone() -> None:
@@ -97,8 +97,8 @@ def test_jobs_the_operator_has_in_hand_are_left_alone() -> None:
     written = job("written")  # reconciled at generation 1; its status patch is not in the LIST yet
     queued = job("queued")
     s = Setup([current, written, queued], indexed=[current, written, queued])
-    s.r.reconciled[written["metadata"]["uid"]] = 1
-    s.r.queue._queued.add(("ml", "queued"))  # a retry or a namespace not listed yet: its reconcile is coming
+    s.r.applier.reconciled[written["metadata"]["uid"]] = 1
+    s.r.workers.queue._queued.add(("ml", "queued"))  # a retry or a namespace not listed yet: its reconcile is coming
     assert s.passes(3) == [[], [], []]
     assert s.metrics.registry.get_sample_value("multinode_jobs_found_by_resync_total", {"reason": MISSING}) is None
 
@@ -108,18 +108,18 @@ def test_a_job_missed_once_then_seen_by_its_event_is_not_counted() -> None:
     s = Setup([late])
     assert s.passes(1) == [[]]
     s.file(late)  # its watch event came after the first LIST
-    s.r.reconciled[late["metadata"]["uid"]] = 1  # and it was reconciled
+    s.r.applier.reconciled[late["metadata"]["uid"]] = 1  # and it was reconciled
     assert s.passes(1) == [[]]
 
 
 def test_a_job_gone_from_the_apiserver_whose_deletion_was_missed_is_forgotten() -> None:
     gone, kept = job("gone", status={"observedGeneration": 1}), job("kept", status={"observedGeneration": 1})
     s = Setup([kept], indexed=[gone, kept])
-    s.r.reconciled[gone["metadata"]["uid"]] = 1
+    s.r.applier.reconciled[gone["metadata"]["uid"]] = 1
     first, second = s.passes(2)
     assert first == [] and second == [(("ml", "gone"), DELETED)]
     assert s.jobs.get(("ml", "gone")) is None and s.jobs.get(("ml", "kept")) is not None
-    assert gone["metadata"]["uid"] not in s.r.reconciled and s.counted(DELETED) == 1
+    assert gone["metadata"]["uid"] not in s.r.applier.reconciled and s.counted(DELETED) == 1
 
 
 def test_a_job_absent_from_two_lists_but_still_there_is_kept() -> None:

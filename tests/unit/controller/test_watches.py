@@ -8,15 +8,12 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
-from types import SimpleNamespace
 
 from multinode.api import LABEL_JOB_NAME
 from multinode.controller.kube import ApiError
-from multinode.controller.watch_index import WatchIndex
-from multinode.controller.handlers import WatchIndices, namespaced_kinds
-from multinode.controller.index_keys import mirror_key, node_jobs_key
-from multinode.controller.watches import (NamespacedWatches, job_event, mirror_pod_keys, namespace_matcher,
-                                          node_pod_keys, requeue_all)
+from multinode.controller.handlers import namespaced_kinds
+from multinode.controller.stores import JobKey, OnNode, PodStore, Stores
+from multinode.controller.watches import NamespacedWatches, job_event, namespace_matcher, requeue_all
 from tests.unit.controller.test_informer import until
 
 
@@ -62,17 +59,41 @@ class PathKube:
         self.done.wait()
 
 
-def reconciler(*jobs: tuple[str, str]) -> SimpleNamespace:
-    queued: list = []
-    return SimpleNamespace(queue=SimpleNamespace(add=queued.append), queued=queued,
-                           indices=SimpleNamespace(jobs={job: [{}] for job in jobs}),
-                           pod_seen=lambda key, name: None, pod_gone=lambda key, name, why: None)
+class Queued:
+    """The Enqueue interface (controller/enqueue.py), recording the jobs it is asked to reconcile."""
+
+    def __init__(self) -> None:
+        self.queued: list[JobKey] = []
+        self.forgotten: list[JobKey] = []
+
+    def enqueue(self, key: JobKey, delay: float = 0.0) -> None:
+        self.queued.append(key)
+
+    def forget(self, key: JobKey, uid: str | None) -> None:
+        self.forgotten.append(key)
+
+    def pod_seen(self, key: JobKey, name: str) -> None:
+        pass
+
+    def pod_gone(self, key: JobKey, name: str, disruption: str) -> None:
+        pass
 
 
-def pod_watches(kube: PathKube, namespaces: tuple[str, ...], pods: WatchIndex, r: SimpleNamespace) -> NamespacedWatches:
-    """The operator's namespaced watches (no PodGroups, no Kueue), filing pods into `pods`."""
-    kinds = namespaced_kinds(r, WatchIndex(), WatchIndices(pods=pods), gang_api=False, kueue_api=False)  # type: ignore[arg-type]  # a fake Reconciler
-    return NamespacedWatches(kube, namespaces, kinds, on_listed=lambda ns: requeue_all(r, ns))  # type: ignore[arg-type]  # a fake KubeApi and Reconciler
+def stores_with_jobs(*jobs: JobKey) -> Stores:
+    stores = Stores()
+    for namespace, name in jobs:
+        stores.jobs.file({"metadata": {"namespace": namespace, "name": name, "uid": f"{namespace}/{name}"}})
+    return stores
+
+
+def pod_watches(kube: PathKube, namespaces: tuple[str, ...], stores: Stores, r: Queued) -> NamespacedWatches:
+    """The operator's namespaced watches (no PodGroups, no Kueue), filing pods into `stores.pods`."""
+    kinds = namespaced_kinds(r, stores, gang_api=False, kueue_api=False)
+    return NamespacedWatches(kube, namespaces, kinds, on_listed=lambda ns: requeue_all(r, stores.jobs, ns))  # type: ignore[arg-type]  # a fake KubeApi
+
+
+def pod_names(stores: Stores, namespace: str, job: str) -> list[str]:
+    return [p.name for p in stores.pods.of_job(namespace, job, None)]  # the fixtures' pods have no owner
 
 
 def test_namespace_globs_follow_kopfs_rules() -> None:
@@ -84,11 +105,11 @@ def test_namespace_globs_follow_kopfs_rules() -> None:
 def test_named_namespaces_are_watched_each_and_each_is_ready_once_its_own_pods_are_listed() -> None:
     async def main() -> None:
         kube = PathKube({"a": [node_pod("a", "llm", 0)]}, [], refused={"b"})
-        pods, r = WatchIndex(), reconciler()
-        watches = pod_watches(kube, ("a", "b"), pods, r)
+        stores, r = Stores(), Queued()
+        watches = pod_watches(kube, ("a", "b"), stores, r)
         watches.start()
         await until(lambda: watches.ready("a"), "namespace a listed")
-        assert [p.name for p in pods.get(("a", "llm")) or ()] == ["llm-0-a0"]
+        assert pod_names(stores, "a", "llm") == ["llm-0-a0"]
         assert ("a", "llm") in r.queued
         assert not watches.ready("b") and not watches.ready("c")  # refused; not followed
         assert all("/namespaces/a/" in p or "/namespaces/b/" in p for p in kube.list_calls)
@@ -103,12 +124,12 @@ def test_named_namespaces_are_watched_each_and_each_is_ready_once_its_own_pods_a
 def test_no_namespace_named_is_one_cluster_wide_watch_that_makes_every_namespace_ready() -> None:
     async def main() -> None:
         kube = PathKube({"x": [node_pod("x", "j", 0)], "y": [node_pod("y", "k", 1)]}, [])
-        pods = WatchIndex()
-        watches = pod_watches(kube, (), pods, reconciler())
+        stores = Stores()
+        watches = pod_watches(kube, (), stores, Queued())
         watches.start()
         await watches.wait_started()
         assert watches.ready("x") and watches.ready("anything")
-        assert ("x", "j") in pods and ("y", "k") in pods
+        assert pod_names(stores, "x", "j") == ["j-0-a0"] and pod_names(stores, "y", "k") == ["k-1-a0"]
         assert {p.split("?")[0] for p in kube.list_calls} == {"/api/v1/pods", "/api/v1/services",
                                                              "/apis/multinode.dev/v1alpha1/trainingjobs"}
         watches.stop()
@@ -123,14 +144,14 @@ def test_under_a_glob_each_matching_namespace_is_followed_while_it_exists_a_refu
                         ["t-a", "t-denied", "other"], refused={"t-denied"},
                         namespace_events=[{"type": "ADDED", "object": namespace("t-new")},
                                           {"type": "DELETED", "object": namespace("t-a")}])
-        pods, r = WatchIndex(), reconciler(("t-new", "podless"), ("t-denied", "waiting"))
-        watches = pod_watches(kube, ("t-*",), pods, r)
+        stores, r = stores_with_jobs(("t-new", "podless"), ("t-denied", "waiting")), Queued()
+        watches = pod_watches(kube, ("t-*",), stores, r)
         watches.start()
         await watches.wait_started()  # the namespaces listed, not every namespace's pods
         await until(lambda: watches.ready("t-new"), "the namespace added later followed")
         await until(lambda: "t-a" not in watches.by_namespace, "the deleted namespace forgotten")
-        assert ("t-a", "llm") not in pods  # its pods left the index with it
-        assert [p.name for p in pods.get(("t-new", "late")) or ()] == ["late-0-a0"]
+        assert pod_names(stores, "t-a", "llm") == []  # its pods left the store with it
+        assert pod_names(stores, "t-new", "late") == ["late-0-a0"]
         await until(lambda: ("t-new", "podless") in r.queued, "a job without pods requeued once its namespace listed")
         assert not watches.ready("t-denied") and "t-denied" in watches.by_namespace  # retrying on its own
         assert ("t-denied", "waiting") not in r.queued
@@ -148,8 +169,11 @@ def test_a_node_pod_is_filed_under_its_job_and_its_node() -> None:
                         "labels": {"multinode.dev/job-name": "llm", "multinode.dev/node-index": "1",
                                    "multinode.dev/attempt": "0"}},
            "spec": {"nodeName": "kwok-3"}, "status": {"phase": "Running"}}
-    keys = node_pod_keys(pod)
-    assert keys[("ns", "llm")].name == "llm-1-a0" and keys[("", "node", "kwok-3")] == ("ns", "llm")
+    keys = PodStore.node_pod_keys(pod)
+    assert keys[("ns", "llm")].name == "llm-1-a0" and keys[OnNode("kwok-3")] == ("ns", "llm")
+    stores = Stores()
+    stores.pods.node_pods.put("u", keys)
+    assert stores.pods.on_node("kwok-3") == {("ns", "llm")} and stores.pods.on_node("kwok-4") == set()
 
 
 def test_a_mirror_pod_is_filed_under_its_job_and_its_node() -> None:
@@ -157,14 +181,22 @@ def test_a_mirror_pod_is_filed_under_its_job_and_its_node() -> None:
     pod = {"metadata": {"name": "llm-mirror", "namespace": "ns", "uid": "m",
                         "labels": {"multinode.dev/mirror-of": "llm"}},
            "spec": {"nodeName": "kwok-5"}, "status": {"phase": "Running"}}
-    keys = mirror_pod_keys(pod)
-    assert keys[mirror_key("ns", "llm")].node == "kwok-5" and keys[node_jobs_key("kwok-5")] == ("ns", "llm")
+    keys = PodStore.mirror_keys(pod)
+    assert keys[("ns", "llm")].node == "kwok-5" and keys[OnNode("kwok-5")] == ("ns", "llm")
+    stores = Stores()
+    stores.pods.mirrors.put("m", keys)
+    assert stores.pods.mirror_of("ns", "llm", None) == keys[("ns", "llm")]
+    assert stores.pods.of_job("ns", "llm", None) == []
+    assert stores.pods.on_node("kwok-5") == {("ns", "llm")}
 
 
 def test_a_job_resuming_from_another_reconciles_that_one_too() -> None:
     """The source job's status.resumedBy (which its mirror pins) follows the resuming job's status."""
-    r = reconciler()
+    r = Queued()
     finetune = {"metadata": {"name": "finetune", "namespace": "ns", "uid": "f"},
                 "spec": {"checkpointing": {"resumeFrom": {"trainingJob": "pretrain"}}}}
-    job_event(r)("MODIFIED", finetune, {("ns", "finetune"): finetune})
+    entries = Stores().jobs.keys_of(finetune)  # filed by its own key and by the job it resumes from
+    job_event(r)("MODIFIED", finetune, entries)
     assert r.queued == [("ns", "finetune"), ("ns", "pretrain")]
+    job_event(r)("DELETED", finetune, entries)
+    assert r.forgotten == [("ns", "finetune")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from multinode.controller.watches import service_keys
+from multinode.controller.stores import observe_service
 from multinode.reconcile import observe_mirror_pod, observe_pod
 from multinode.reconcile.gang import observe_pod_group
 from multinode.reconcile.kueue import observe_workload
@@ -32,7 +32,7 @@ def test_every_watched_record_carries_its_owner() -> None:
     assert observe_mirror_pod(mirror).owner_uid == "u1"
     assert observe_pod_group({"metadata": meta({**OURS, "uid": "u2"})}).owner_uid == "u2"
     assert observe_workload({"metadata": meta(OURS)}).owner_uid == "u1"
-    assert service_keys({"metadata": meta()}) == {("ml", "llama"): OwnedName("llama-0-a1", None)}
+    assert observe_service({"metadata": meta()}) == ("llama", OwnedName("llama-0-a1", None))
 
 
 def test_the_message_names_the_object_and_who_controls_it() -> None:

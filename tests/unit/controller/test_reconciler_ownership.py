@@ -11,12 +11,13 @@ import pytest
 from multinode.api import TrainingJob
 from multinode.controller.ownership import ForeignObject
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Indices, Reconciler
+from multinode.controller.reconciler import Reconciler
 from multinode.reconcile import ObservedPod
 from multinode.reconcile.ownership import OwnedName
 from multinode.render.attempt_env import attempt_env_name
 from multinode.render.names import owner_reference
 from tests.unit.controller.fake_kube import FakeKube
+from tests.unit.controller.filled_stores import filled_stores
 from multinode.testing import stored_job
 
 KEY = ("ml", "llama")
@@ -24,9 +25,9 @@ UID = "uid-123"  # stored_job's
 
 
 def reconciler_of(job: TrainingJob, kube: FakeKube, pods: list[ObservedPod] | None = None) -> Reconciler:
-    jobs = {KEY: [job.model_dump(by_alias=True, exclude_none=True, mode="json")]}
-    indices = Indices(jobs=jobs, pods={KEY: pods or []}, services={KEY: [OwnedName("llama", UID)]})
-    return Reconciler(kube, OperatorSettings(), indices)  # type: ignore[arg-type]  # a fake KubeApi
+    stores = filled_stores(job.model_dump(by_alias=True, exclude_none=True, mode="json"), pods=pods or [],
+                           services=[OwnedName("llama", UID)])
+    return Reconciler(kube, OperatorSettings(), stores)  # type: ignore[arg-type]  # a fake KubeApi
 
 
 def running_condition(kube: FakeKube) -> dict:
@@ -76,4 +77,4 @@ def test_its_own_pod_not_indexed_yet_counts_as_created() -> None:
     r = reconciler_of(job, kube)
     asyncio.run(r.reconcile(KEY))
     assert ("Pod", "llama-1-a0") in kube.made and ("Pod", "llama-0-a0") in kube.reads
-    assert set(r.expected[KEY]) == {"llama-0-a0", "llama-1-a0"}
+    assert set(r.applier.expectations.by_job[KEY]) == {"llama-0-a0", "llama-1-a0"}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from multinode.controller import worker
+from multinode.controller import apply
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Indices, Reconciler
+from multinode.controller.reconciler import Reconciler
 from tests.unit.controller.fake_kube import FakeKube
+from tests.unit.controller.filled_stores import filled_stores
 from multinode.testing import stored_job
 
 KEY = ("ml", "llama")
@@ -20,8 +21,8 @@ class RecordingKube(FakeKube):
 
 
 def reconciler(kube: RecordingKube) -> Reconciler:
-    jobs = {KEY: [stored_job(3).model_dump(by_alias=True, exclude_none=True, mode="json")]}
-    return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs, pods={}))  # type: ignore[arg-type]  # a fake KubeApi
+    stores = filled_stores(stored_job(3).model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return Reconciler(kube, OperatorSettings(), stores)  # type: ignore[arg-type]  # a fake KubeApi
 
 
 def test_a_second_reconcile_before_the_index_catches_up_creates_nothing() -> None:
@@ -41,7 +42,7 @@ def test_a_pod_seen_and_then_gone_is_created_again() -> None:
     r.pod_seen(KEY, "llama-1-a0")  # its watch event came (e.g. ADDED then DELETED before it ever ran)
     asyncio.run(r.reconcile(KEY))
     assert kube.created[3:] == ["llama-1-a0"]
-    assert set(r.expected[KEY]) == {"llama-0-a0", "llama-1-a0", "llama-2-a0"}
+    assert set(r.applier.expectations.by_job[KEY]) == {"llama-0-a0", "llama-1-a0", "llama-2-a0"}
 
 
 def test_an_expectation_is_dropped_once_the_index_has_the_pod() -> None:
@@ -51,10 +52,11 @@ def test_an_expectation_is_dropped_once_the_index_has_the_pod() -> None:
     kube = RecordingKube()
     r = reconciler(kube)
     asyncio.run(r.reconcile(KEY))
-    r.indices.pods[KEY] = [ObservedPod(name=f"llama-{i}-a0", job_name="llama", index=i, attempt=0, phase="Pending",
-                                       owner_uid="uid-123") for i in range(3)]  # the watch events arrived
+    for i in range(3):  # the watch events arrived
+        r.stores.pods.put_pod("ml", ObservedPod(name=f"llama-{i}-a0", job_name="llama", index=i, attempt=0,
+                                                phase="Pending", owner_uid="uid-123"))
     asyncio.run(r.reconcile(KEY))
-    assert KEY not in r.expected or not r.expected[KEY]
+    assert not r.applier.expectations.by_job.get(KEY)
     assert len(kube.created) == 3
 
 
@@ -62,7 +64,7 @@ def test_an_expectation_never_met_expires(monkeypatch) -> None:
     kube = RecordingKube()
     r = reconciler(kube)
     asyncio.run(r.reconcile(KEY))
-    monkeypatch.setattr(worker, "EXPECTATION_TTL_SECONDS", 0.0)
+    monkeypatch.setattr(apply, "EXPECTATION_TTL_SECONDS", 0.0)
     asyncio.run(r.reconcile(KEY))
     assert len(kube.created) == 6
 
@@ -72,7 +74,7 @@ def test_forgetting_a_job_drops_its_expectations() -> None:
     r = reconciler(kube)
     asyncio.run(r.reconcile(KEY))
     r.forget(KEY, None)
-    assert KEY not in r.expected
+    assert KEY not in r.applier.expectations.by_job
 
 
 def test_a_big_gang_is_created_as_a_stream_with_bounded_creates_in_flight() -> None:
@@ -90,24 +92,24 @@ def test_a_big_gang_is_created_as_a_stream_with_bounded_creates_in_flight() -> N
             created.append(body["metadata"]["name"])
             in_flight -= 1
 
-    jobs = {KEY: [stored_job(50).model_dump(by_alias=True, exclude_none=True, mode="json")]}
-    r = Reconciler(SlowKube(lambda *_: None), OperatorSettings(api_concurrency=4),  # type: ignore[arg-type]
-                   Indices(jobs=jobs, pods={}))
+    stores = filled_stores(stored_job(50).model_dump(by_alias=True, exclude_none=True, mode="json"))
+    r = Reconciler(SlowKube(lambda *_: None), OperatorSettings(api_concurrency=4), stores)  # type: ignore[arg-type]
     asyncio.run(r.reconcile(KEY))
     assert sorted(created) == sorted(f"llama-{i}-a0" for i in range(50)) and most == 8
 
 
 def test_a_disrupted_pod_s_reason_outlives_its_deletion_bounded_and_forgotten_with_the_job() -> None:
-    from multinode.controller.worker import MAX_GONE_PER_JOB
+    from multinode.controller.observe import MAX_GONE_PER_JOB
 
     r = reconciler(RecordingKube())
     r.pod_gone(KEY, "llama-0-a0", "PreemptionByScheduler")
-    assert r.gone[KEY] == {"llama-0-a0": "PreemptionByScheduler"}
+    gone = r.observer.disrupted.by_job
+    assert gone[KEY] == {"llama-0-a0": "PreemptionByScheduler"}
     for i in range(MAX_GONE_PER_JOB + 5):
         r.pod_gone(KEY, f"llama-{i}-a1", "EvictionByEvictionAPI")
-    assert len(r.gone[KEY]) == MAX_GONE_PER_JOB and "llama-0-a0" not in r.gone[KEY]
+    assert len(gone[KEY]) == MAX_GONE_PER_JOB and "llama-0-a0" not in gone[KEY]
     r.forget(KEY, None)
-    assert KEY not in r.gone
+    assert KEY not in gone
 
 
 def test_a_job_whose_namespace_is_not_listed_yet_creates_nothing_and_is_looked_at_again() -> None:
@@ -119,7 +121,7 @@ def test_a_job_whose_namespace_is_not_listed_yet_creates_nothing_and_is_looked_a
 
     async def main() -> None:
         await r.reconcile(KEY)
-        assert kube.created == [] and KEY in r.queue._timers  # requeued, with a delay
+        assert kube.created == [] and KEY in r.workers.queue._timers  # requeued, with a delay
         listed.add("ml")
         await r.reconcile(KEY)
     asyncio.run(main())

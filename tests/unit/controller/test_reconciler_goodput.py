@@ -9,9 +9,10 @@ from datetime import datetime, timedelta, timezone
 from multinode.api import TrainingJob
 from multinode.api.timestamps import parse_time, rfc3339
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Indices, Reconciler
+from multinode.controller.reconciler import Reconciler
 from multinode.reconcile import ObservedPod
 from tests.unit.controller.fake_kube import FakeKube
+from tests.unit.controller.filled_stores import filled_stores
 from multinode.testing import stored_job
 from multinode.reconcile.ownership import OwnedName
 
@@ -41,8 +42,7 @@ def test_a_new_operator_continues_the_stored_goodput_and_exposes_it() -> None:
     }
     kube = FakeKube(lambda namespace, pod: None)
     reconciler = Reconciler(kube, OperatorSettings(),  # type: ignore[arg-type]
-                            Indices(jobs={KEY: [body]}, pods={KEY: running_pods()},
-                                    services={KEY: [OwnedName("llama", "uid-123")]}))
+                            filled_stores(body, pods=running_pods(), services=[OwnedName("llama", "uid-123")]))
 
     asyncio.run(reconciler.reconcile(KEY))
 
@@ -55,8 +55,8 @@ def test_a_new_operator_continues_the_stored_goodput_and_exposes_it() -> None:
                for f in reconciler.metrics.registry.collect() if f.name == "multinode_trainingjob_goodput_seconds"
                for s in f.samples}
     assert scraped == {}  # the collector is registered by the kopf startup handler, not by the Reconciler
-    reconciler.metrics.watch_state(lambda: dict(reconciler.phases), lambda: 0,
-                                   lambda: list(reconciler.figures.values()))
+    reconciler.metrics.watch_state(lambda: dict(reconciler.applier.phases), lambda: 0,
+                                   lambda: list(reconciler.applier.figures.values()))
     scraped = {(s.labels["kind"], s.labels["cause"]): s.value
                for f in reconciler.metrics.registry.collect() if f.name == "multinode_trainingjob_goodput_seconds"
                for s in f.samples}
@@ -68,4 +68,4 @@ def test_a_new_operator_continues_the_stored_goodput_and_exposes_it() -> None:
     assert step == [777]
 
     reconciler.forget(KEY, body["metadata"]["uid"])
-    assert reconciler.figures == {}
+    assert reconciler.applier.figures == {}

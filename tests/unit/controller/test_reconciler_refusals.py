@@ -9,16 +9,17 @@ import pytest
 from multinode.api import TrainingJob
 from multinode.controller.kube import ApiError
 from multinode.controller.settings import OperatorSettings
-from multinode.controller.worker import Indices, Reconciler
+from multinode.controller.reconciler import Reconciler
 from tests.unit.controller.fake_kube import FakeKube
+from tests.unit.controller.filled_stores import filled_stores
 from multinode.testing import stored_job
 
 KEY = ("ml", "llama")
 
 
 def reconciler_of(job: TrainingJob, kube: FakeKube) -> Reconciler:
-    jobs = {KEY: [job.model_dump(by_alias=True, exclude_none=True, mode="json")]}
-    return Reconciler(kube, OperatorSettings(), Indices(jobs=jobs))  # type: ignore[arg-type]  # a fake KubeApi
+    stores = filled_stores(job.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return Reconciler(kube, OperatorSettings(), stores)  # type: ignore[arg-type]  # a fake KubeApi
 
 
 def reconcile_once(job: TrainingJob, kube: FakeKube) -> None:
@@ -98,4 +99,4 @@ def test_a_create_that_got_no_answer_is_retried_and_not_taken_as_created() -> No
     reconciler = reconciler_of(stored_job(2), kube)
     with pytest.raises(ApiError):
         asyncio.run(reconciler.reconcile(KEY))
-    assert KEY not in reconciler.expected
+    assert KEY not in reconciler.applier.expectations.by_job

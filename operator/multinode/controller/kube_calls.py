@@ -1,0 +1,98 @@
+"""What the operator's requests to Kubernetes share: the error every failed call raises, where each kind
+lives, request paths, and the one call the request mixins (kube_core.py, kube_custom.py) build on, which
+KubeApi (kube.py) makes over the official client's connection pool."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from multinode.api import GROUP, PLURAL, VERSION
+from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_PLURAL, POD_GROUP_API_GROUP,
+                                     POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+# Deletes leave dependents to the garbage collector, in the background.
+BACKGROUND = {"propagationPolicy": "Background"}
+HTTP_NOT_FOUND = 404
+
+
+class ApiError(Exception):
+    """A call to the apiserver failed: the only error that leaves KubeApi (the client's own types stay
+    inside kube.py). `status` is the HTTP status, or None when no answer came (a timeout, a broken connection:
+    `reason` names it); `message` is the apiserver's own message, which names the offending field. What a
+    status means for a job is decided in reconcile (reconcile/refusals.py), not here."""
+
+    def __init__(self, operation: str, status: int | None, reason: str, message: str):
+        super().__init__(f"{operation}: {status or reason}: {message}")
+        self.operation, self.status, self.reason, self.message = operation, status, reason, message
+        # For a refused create: the apiVersion of the object refused (a 404 on a gang scheduler's PodGroup
+        # means its CRD is not installed).
+        self.api_version: str | None = None
+
+    @property
+    def code(self) -> str:
+        """The `code` label of multinode_api_errors_total: the HTTP status, or the transport error's name."""
+        return str(self.status) if self.status is not None else self.reason
+
+
+# Where each kind the operator creates lives: (API prefix, collection) under /namespaces/<ns>/, and the
+# official client's method name, kept as the `operation` label of multinode_api_errors_total.
+COLLECTIONS = {
+    "Pod": ("/api/v1", "pods", "create_namespaced_pod"),
+    "Service": ("/api/v1", "services", "create_namespaced_service"),
+    "ConfigMap": ("/api/v1", "configmaps", "create_namespaced_config_map"),
+    "ServiceAccount": ("/api/v1", "serviceaccounts", "create_namespaced_service_account"),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "create_namespaced_role_binding"),
+    "Event": ("/api/v1", "events", "create_namespaced_event"),
+    "PodGroup": (f"/apis/{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}", POD_GROUP_PLURAL,
+                 "create_namespaced_pod_group"),
+    "Workload": (f"/apis/{KUEUE_API_GROUP}/{KUEUE_API_VERSION}", KUEUE_WORKLOAD_PLURAL, "create_namespaced_workload"),
+}
+
+
+def collection_of(body: dict) -> tuple[str, str, str]:
+    """Where `body` is created: a PodGroup of another group than the native one is a gang scheduler's
+    (Volcano's, coscheduling's: spec.scheduling), under its own apiVersion."""
+    api_version = body.get("apiVersion", "")
+    if body["kind"] == "PodGroup" and api_version != f"{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}":
+        return f"/apis/{api_version}", POD_GROUP_PLURAL, "create_namespaced_pod_group"
+    return COLLECTIONS[body["kind"]]
+
+
+class KubeCalls:
+    """The base of the request mixins: `_call` sends one request and returns the response's body, or raises
+    ApiError (KubeApi implements it)."""
+
+    async def _call(self, operation: str, method: str, path: str, body: Any, content_type: str = JSON,
+                    accept: str = JSON) -> bytes:
+        raise NotImplementedError
+
+    async def _call_unless_gone(self, operation: str, method: str, path: str, body: Any,
+                                content_type: str = JSON) -> None:
+        """A write to an object that may be gone already (a 404): deleting it, or writing to a job that was
+        deleted; nothing is left to do then."""
+        try:
+            await self._call(operation, method, path, body, content_type)
+        except ApiError as e:
+            if e.status != HTTP_NOT_FOUND:
+                raise
+
+
+def path_segment(name: str) -> str:
+    """`name` as one segment of a request path. The names come from a job's spec (its podTemplate's
+    priorityClassName): quoted, so a '/' or '?' cannot reach another path or add a query, and '.' and '..'
+    refused, which the HTTP client would resolve to the parent path. The CRD admits only DNS names there;
+    this holds for objects stored before it did."""
+    if name in (".", ".."):
+        raise ValueError(f"{name!r} is not an object name")
+    return quote(name, safe="")
+
+
+def job_path(namespace: str, name: str) -> str:
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
+
+
+def lease_path(namespace: str, name: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases" + (f"/{name}" if name else "")
