@@ -169,12 +169,10 @@ def test_node_down_reads_the_ready_condition_as_written() -> None:
 
 def test_force_deleting_a_whole_racks_pods_posts_a_bounded_number_of_events() -> None:
     from multinode.reconcile.node_loss import MAX_FORCE_DELETE_EVENTS, NodeDown, force_delete_stranded
-    from multinode.reconcile.outcome import Plan
 
     pods = [pod(i, node=f"n{i % 3}", terminating=True) for i in range(50)]
     down = {f"n{k}": NodeDown("False") for k in range(3)}
-    result = Plan()
-    forced = force_delete_stranded(pods, down, result)
-    assert len(forced) == 50 and result.pods_to_force_delete == forced
-    assert len(result.events) == MAX_FORCE_DELETE_EVENTS + 1
-    assert result.events[-1].message.startswith("40 more pods on nodes that are down")
+    decided = force_delete_stranded(pods, down)
+    assert decided.force_delete == tuple(p.name for p in pods)
+    assert len(decided.events) == MAX_FORCE_DELETE_EVENTS + 1
+    assert decided.events[-1].message.startswith("40 more pods on nodes that are down")

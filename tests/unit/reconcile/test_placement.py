@@ -41,9 +41,10 @@ def test_excluded_nodes_do_not_count_toward_a_domain() -> None:
     from tests.unit.reconcile.planning import NOW
 
     job = stored_job(3, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
-    previous = TrainingJobStatus()
+    excluded: list = []
     for name in ("block-1-0", "block-1-1"):
-        exclude_node(previous, name, "GPUsNotVisible", "", now=NOW, seconds=600)
+        _, excluded = exclude_node(excluded, name, "GPUsNotVisible", "", now=NOW, seconds=600)
+    previous = TrainingJobStatus(excluded_nodes=excluded)
     result = run(job, [], previous=previous, nodes=nodes({"block-1": 4, "block-2": 3}))
 
     assert result.status.topology_domain == "block-2"
