@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from multinode.reconcile.exclusion import exclude_unhealthy_nodes
 from datetime import timedelta
 
 from multinode.api import Phase, TrainingJobStatus
@@ -123,3 +126,16 @@ def test_two_unhealthy_pods_on_one_node_make_one_entry_and_one_event() -> None:
     restarting = run(job, failed, previous=running.status)
     assert [e.node for e in restarting.status.excluded_nodes] == ["gpu-node-0"]
     assert [e.reason for e in restarting.events].count("NodeUnhealthy") == 1
+
+
+@pytest.mark.parametrize(("pods", "excluded", "events"), [
+    ([pod(0, "Failed", node="a", health=BAD), pod(1, "Failed", node="b", health=BAD)], ["a", "b"], 2),
+    ([pod(0, "Failed", node="a", health=BAD), pod(1, "Failed", node="a", health=BAD)], ["a"], 1),  # one node
+    ([pod(0, "Failed", node="a", health=GOOD), pod(1, "Failed", node=None, health=BAD)], [], 0),
+])
+def test_each_node_that_failed_its_health_check_is_excluded_once(pods, excluded, events) -> None:
+    job = stored_job(2, healthCheck={"exclusionSeconds": 60})
+    decided = exclude_unhealthy_nodes(job, TrainingJobStatus(), pods, NOW)
+    assert [e.node for e in decided.status.get("excluded_nodes", [])] == excluded
+    assert len(decided.events) == events
+    assert all(e.until == "2026-11-20T12:01:00Z" for e in decided.status.get("excluded_nodes", []))
