@@ -29,9 +29,11 @@ from multinode.reconcile.kueue import kueue_gate
 from multinode.reconcile.node_loss import NodeDown, force_delete_stranded, judge_down_nodes
 from multinode.reconcile.observed import Observed
 from multinode.reconcile.outcome import Event, Plan, Verdict
+from multinode.reconcile.placement import ObservedNode, attempt_node_selector
 from multinode.reconcile.progress import JobProgress, RankProgress, report_progress
 from multinode.reconcile.restarts import apply_failure_policy, wait_for_next_attempt
 from multinode.reconcile.startup import note_first_bound, startup_timeout
+from multinode.reconcile.status_report import node_table, phase_change, verdict_conditions
 from multinode.reconcile.stragglers import judge_stragglers, straggler_failure
 from multinode.testing import checkpointed_job, observed_mirror, observed_pod, stored_job
 from tests.unit.reconcile.planning import NOW
@@ -100,6 +102,9 @@ DOWN = {"n0": NodeDown("False", "2026-11-20T11:00:00Z"), "n1": NodeDown("Unknown
 PROGRESS = JobProgress(1, (RankProgress(0, "n0", 5, NOW - timedelta(hours=1), step_seconds=1.0),
                            RankProgress(1, "n1", 5, NOW - timedelta(hours=1), step_seconds=9.0)), None, checked=NOW)
 
+TOPOLOGY = stored_job(2, topology={"sameDomainLabel": "block"})
+NODES = tuple(ObservedNode(name=f"b{i}", labels={"block": "b"}) for i in range(2))
+
 # Every policy, called with the shared inputs above (and a failure where it takes one).
 POLICIES: dict[str, Callable[[TrainingJobStatus, dict[int, Any]], Any]] = {
     "suspend": lambda s, c: lifecycle.suspend(JOB, s, c),
@@ -130,6 +135,10 @@ POLICIES: dict[str, Callable[[TrainingJobStatus, dict[int, Any]], Any]] = {
     "kueue_gate": lambda s, c: kueue_gate(JOB, s, None, served=True, flavors={}, pods=c.values(), now=NOW),
     "account": lambda s, c: account(TrainingJobStatus(), s, NOW),
     "attempt_failure": lambda s, c: attempt_failure(JOB, s, s, c, Observed(pods=tuple(c.values())), NOW),
+    "attempt_node_selector": lambda s, c: attempt_node_selector(TOPOLOGY, s, NODES),
+    "node_table": lambda s, c: node_table(s, c, 2),
+    "verdict_conditions": lambda s, c: verdict_conditions(s, Verdict(Phase.FAILED, "R", "m"), created=2, num_nodes=2),
+    "phase_change": lambda s, c: phase_change(s, Verdict(Phase.FAILED, "R", "m")),
 }
 
 
