@@ -35,7 +35,7 @@ from multinode.cli.collective_net import (
     measure_inbound,
     open_ring,
 )
-from multinode.cli.health import Verdict
+from multinode.cli.health import HealthVerdict
 
 log = logging.getLogger("multinode.preflight")
 
@@ -93,7 +93,7 @@ def run_test(request: BandwidthRequest, names: Sequence[str]) -> BandwidthOutcom
         ring.close()
 
 
-def judge(request: BandwidthRequest, outcome: BandwidthOutcome) -> tuple[Verdict, BandwidthFigures]:
+def judge(request: BandwidthRequest, outcome: BandwidthOutcome) -> tuple[HealthVerdict, BandwidthFigures]:
     """This node's verdict and figures from what the ring found."""
     rank, n = request.rank, len(outcome.links)
     mine = outcome.links[rank]
@@ -104,27 +104,27 @@ def judge(request: BandwidthRequest, outcome: BandwidthOutcome) -> tuple[Verdict
     floor = format_gbps(request.min_gbps)
     links = describe_links(outcome.links, rank)
     if rank in outcome.slow:
-        return Verdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_BANDWIDTH_LOW,
+        return HealthVerdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_BANDWIDTH_LOW,
                        f"both ring links of node {rank} are below minGbps {floor}: {links}"), figures
     if outcome.slow:
         others = "; ".join(f"node {r}: {describe_links(outcome.links, r)}" for r in outcome.slow[:4])
-        return Verdict(HealthStatus.PASSED, HealthReason.HEALTHY,
+        return HealthVerdict(HealthStatus.PASSED, HealthReason.HEALTHY,
                        f"collective bandwidth: this node's {links}; all-reduce skipped, slow: {others}"), figures
     assert algbw is not None
     size = f"{request.size_bytes / MIB:g} MiB"
     if outcome.result_checksum != outcome.expected_checksum:
-        return Verdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_RESULT_WRONG,
+        return HealthVerdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_RESULT_WRONG,
                        f"ring all-reduce of {size} over {n} nodes gave CRC-32 {outcome.result_checksum:08x}, "
                        f"expected {outcome.expected_checksum:08x}"), figures
-    return Verdict(HealthStatus.PASSED, HealthReason.HEALTHY,
+    return HealthVerdict(HealthStatus.PASSED, HealthReason.HEALTHY,
                    f"collective bandwidth: busbw {format_gbps(figures.busbw_gbps or 0)} Gbit/s (algbw "
                    f"{format_gbps(algbw)}, {size} ring all-reduce over {n} nodes, checksum ok); {links}"), figures
 
 
-def check(request: BandwidthRequest, names: Sequence[str]) -> tuple[Verdict, BandwidthFigures | None] | str:
+def check(request: BandwidthRequest, names: Sequence[str]) -> tuple[HealthVerdict, BandwidthFigures | None] | str:
     """The verdict and figures, or the plain failure message of a ring that could not run."""
     if len(names) < 2:
-        return Verdict(HealthStatus.PASSED, HealthReason.HEALTHY, "collective bandwidth: one node, no ring"), None
+        return HealthVerdict(HealthStatus.PASSED, HealthReason.HEALTHY, "collective bandwidth: one node, no ring"), None
     try:
         outcome = run_test(request, names)
     except PeerError as e:

@@ -69,7 +69,9 @@ class NodeFacts:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class HealthVerdict:
+    """What the node's health check found (the job's verdict is reconcile's Verdict)."""
+
     status: HealthStatus
     reason: str
     message: str
@@ -140,7 +142,7 @@ def check_shm(want: int, facts: NodeFacts) -> str | None:
     return None
 
 
-def evaluate(request: HealthRequest, facts: NodeFacts) -> Verdict:
+def evaluate(request: HealthRequest, facts: NodeFacts) -> HealthVerdict:
     """Every check the request calls for; the first failure decides, in the order GPUs, RDMA, memlock, shm."""
     checks: list[tuple[str, str | None]] = []
     passed: list[str] = []
@@ -156,8 +158,8 @@ def evaluate(request: HealthRequest, facts: NodeFacts) -> Verdict:
         passed.append(f"/dev/shm >= {request.shm_bytes} bytes")
     for reason, failure in checks:
         if failure is not None:
-            return Verdict(HealthStatus.FAILED, reason, failure)
-    return Verdict(HealthStatus.PASSED, HealthReason.HEALTHY, ", ".join(passed))
+            return HealthVerdict(HealthStatus.FAILED, reason, failure)
+    return HealthVerdict(HealthStatus.PASSED, HealthReason.HEALTHY, ", ".join(passed))
 
 
 def _nvidia_smi_gpus() -> int | None:

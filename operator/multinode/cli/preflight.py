@@ -131,7 +131,7 @@ def make_dirs(paths: list[str], mode: int | None = None) -> str | None:
     return None
 
 
-def check_health(args: argparse.Namespace) -> tuple[bool, health.Verdict | None]:
+def check_health(args: argparse.Namespace) -> tuple[bool, health.HealthVerdict | None]:
     """Run the node health check the arguments ask for: (passed, its verdict; None when nothing was asked)."""
     request = health.request_from_args(args)
     if request.empty:
@@ -145,7 +145,7 @@ def check_health(args: argparse.Namespace) -> tuple[bool, health.Verdict | None]
 
 
 def check_bandwidth(request: bandwidth.BandwidthRequest, names: list[str],
-                    local: health.Verdict | None) -> tuple[bool, str]:
+                    local: health.HealthVerdict | None) -> tuple[bool, str]:
     """Run the collective bandwidth test after the local checks passed: (passed, the termination message)."""
     log.info("collective bandwidth test: node %d of %d, %d MiB, floor %g Gbit/s per link, %gs",
              request.rank, len(names), request.size_bytes // bandwidth.MIB, request.min_gbps, request.timeout)

@@ -16,7 +16,7 @@ from multinode.cli import bandwidth
 from multinode.cli.bandwidth import BandwidthOutcome, BandwidthRequest
 from multinode.cli.collective import node_links
 from multinode.cli.collective_net import MAGIC, _RANK
-from multinode.cli.health import Verdict
+from multinode.cli.health import HealthVerdict
 from multinode.cli.preflight import check_bandwidth
 
 MIB = 2**20
@@ -115,7 +115,7 @@ def outcome(inbound: list[float], slow: list[int], algbw: float | None = None, c
 
 def test_the_slow_node_fails_with_both_links_in_its_message() -> None:
     verdict, figures = bandwidth.judge(request(1, 1, min_gbps=5), outcome([20.0, 0.0098, 0.0099], [1]))
-    assert verdict == Verdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_BANDWIDTH_LOW,
+    assert verdict == HealthVerdict(HealthStatus.FAILED, HealthReason.COLLECTIVE_BANDWIDTH_LOW,
                               "both ring links of node 1 are below minGbps 5: link from node 0 0.0098 Gbit/s, "
                               "link to node 2 0.0099 Gbit/s")
     assert figures == BandwidthFigures(inbound_gbps=0.0098, outbound_gbps=0.0099)
@@ -143,7 +143,7 @@ def test_one_node_has_no_ring_to_test() -> None:
 
 def test_the_termination_message_carries_the_figures_to_the_operator(port: int) -> None:
     names = addresses(2)
-    local = Verdict(HealthStatus.PASSED, HealthReason.HEALTHY, "8 GPUs visible")
+    local = HealthVerdict(HealthStatus.PASSED, HealthReason.HEALTHY, "8 GPUs visible")
     with ThreadPoolExecutor(2) as pool:
         futures = [pool.submit(check_bandwidth, request(rank, port), names, local) for rank in (0, 1)]
         (passed, message), _ = [f.result(timeout=60) for f in futures]

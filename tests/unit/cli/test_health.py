@@ -27,7 +27,7 @@ def test_a_nonsense_quantity_is_refused() -> None:
 
 def test_the_plugins_env_with_every_allocated_gpu_passes() -> None:
     verdict = evaluate(HealthRequest(gpus=2), NodeFacts(env={"NVIDIA_VISIBLE_DEVICES": "fake-1,fake-2"}))
-    assert verdict == health.Verdict(HealthStatus.PASSED, HealthReason.HEALTHY, "2 GPUs visible")
+    assert verdict == health.HealthVerdict(HealthStatus.PASSED, HealthReason.HEALTHY, "2 GPUs visible")
 
 
 def test_fewer_ids_than_requested_fail_naming_what_was_seen() -> None:
