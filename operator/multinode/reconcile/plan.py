@@ -205,6 +205,8 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
 
 
 def _force_delete_stranded(p: _Pass, pods: list[ObservedPod]) -> Decision:
+    if not p.observed.down_nodes:  # no set of a 20 000-pod gang's deletions built for nothing
+        return Decision()
     return force_delete_stranded(pods, p.observed.down_nodes, deleting=set(p.result.pods_to_delete),
                                  forcing=set(p.result.pods_to_force_delete))
 
