@@ -35,6 +35,11 @@ class Phase(StrEnum):
     FAILED = "Failed"
 
 
+# A job in one of these phases is finished: never recreated. A StrEnum, so the phase strings of a raw status
+# (the client reads JSON) are members too.
+TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+
+
 class GangMode(StrEnum):
     """How the current attempt's pods are gang-scheduled."""
 

@@ -15,8 +15,9 @@ from typing import Any
 import yaml
 
 from multinode.api import API_VERSION, KIND, TrainingJob, read_stored_job
+from multinode.api.status import TERMINAL_PHASES
 from multinode.client.connection import ClientError, Kube
-from multinode.client.logs import TERMINAL_PHASES, LogLine, LogScope, stream_logs
+from multinode.client.logs import LogLine, LogScope, stream_logs
 from multinode.client.pods import DEFAULT_MAX_STREAMS, NodePod, by_attempt, node_pods
 
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from multinode.api.constants import TRAINER_CONTAINER
+from multinode.api.status import TERMINAL_PHASES
 from multinode.client.connection import ClientError, Kube
 from multinode.client.pods import DEFAULT_MAX_STREAMS, NodePod, node_pod, node_pods, select_for_logs
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
 # How long one pod watch runs before the coordinator looks at the job again (only when no stream is open).
 _WATCH_SECONDS = 5
 

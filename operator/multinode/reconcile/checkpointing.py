@@ -13,11 +13,10 @@ from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.api.checkpointing import MAX_RESUMED_BY, ResumedByStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.status import ConditionStatus
-from multinode.api.timestamps import rfc3339
-from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.node_loss import GONE, NodeDown, seconds_left
 from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
-from multinode.reconcile.outcome import Event, Plan
+from multinode.reconcile.outcome import Event
 from multinode.reconcile.startup import BLOCKING_WAITS, describe_wait
 from multinode.render.storage import job_mirror_dir
 from multinode.render.tolerations import mirror_tolerations
@@ -59,11 +58,11 @@ def mirror_needs(mirror: ObservedMirror | None, final_sync_done: bool) -> tuple[
     return False, False
 
 
-def report_mirror(job: TrainingJob, status: TrainingJobStatus, mirror: ObservedMirror | None, now: datetime) -> None:
+def report_mirror(job: TrainingJob, mirror: ObservedMirror | None) -> Decision:
     """The CheckpointMirror condition: the mirror pod runs, or what keeps it from running (in words that say
     what to change: its image is the operator's, set by the chart). Not written before the pod exists."""
     if job.spec.checkpointing is None or mirror is None or mirror.terminating:
-        return
+        return Decision()
     state: ConditionStatus
     blocked = BLOCKING_WAITS.get(mirror.waiting.reason)
     if blocked is not None:
@@ -72,36 +71,32 @@ def report_mirror(job: TrainingJob, status: TrainingJobStatus, mirror: ObservedM
         state, reason, message = "True", Reason.MIRROR_RUNNING, f"{mirror.name} mirrors complete checkpoints"
     elif mirror.phase == PodPhase.PENDING:
         state, reason, message = "False", Reason.MIRROR_STARTING, f"{mirror.name} is starting"
-    else:
-        return  # Succeeded after its final sync, or Failed and about to be replaced: CheckpointsSynced says more
-    set_condition(status.conditions, ConditionType.CHECKPOINT_MIRROR, state, reason, message, now=rfc3339(now),
-                  generation=job.metadata.generation)
+    else:  # Succeeded after its final sync, or Failed and about to be replaced: CheckpointsSynced says more
+        return Decision()
+    return Decision(conditions=(SetCondition(ConditionType.CHECKPOINT_MIRROR, state, reason, message),))
 
 
 def mirror_on_lost_node(job: TrainingJob, mirror: ObservedMirror | None, down: Mapping[str, NodeDown],
-                        now: datetime, result: Plan) -> bool:
+                        now: datetime) -> Decision:
     """Force-delete the mirror pod when its node has been down longer than the mirror tolerates (its own
     node-loss tolerations come first: render/tolerations.mirror_tolerations), is gone, or when the pod is
     already being deleted there: only that node's kubelet would confirm a graceful deletion, so without
     this no mirror would copy until the node came back. The next pass creates a new one (mirror_needs).
-    True when it is deleted; for a node still within the toleration, the plan comes back when it runs out."""
+    The decision force-deletes it; for a node still within the toleration, it is a timer for when it runs out."""
     node = down.get(mirror.node or "") if mirror is not None else None
     if mirror is None or node is None or (mirror.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
                                           and not mirror.terminating):
-        return False   # a mirror that exited holds nothing up (a failed one is deleted, then forced if stuck)
+        return Decision()   # a mirror that exited holds nothing up (a failed one is deleted, then forced if stuck)
     if node.status != GONE and not mirror.terminating:
         left = seconds_left(mirror_tolerations(job), node, now)
         if left is None:
-            return False
+            return Decision()
         if left > 0:
-            result.come_back_in(left)
-            return False
-    if mirror.name not in result.pods_to_force_delete:
-        result.pods_to_force_delete.append(mirror.name)
-        result.events.append(Event("Warning", Reason.POD_FORCE_DELETED,
-                                   f"mirror pod {mirror.name} is on node {mirror.node}, which {node.words}: "
-                                   "deleted without waiting for its kubelet; a new mirror starts elsewhere"))
-    return True
+            return Decision(requeue_after=left)
+    return Decision(force_delete=(mirror.name,), events=(Event(
+        "Warning", Reason.POD_FORCE_DELETED,
+        f"mirror pod {mirror.name} is on node {mirror.node}, which {node.words}: "
+        "deleted without waiting for its kubelet; a new mirror starts elsewhere"),))
 
 
 @dataclass(frozen=True)

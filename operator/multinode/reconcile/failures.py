@@ -33,9 +33,11 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class Decision:
+class Ruling:
+    """What the failure policy says to do with a failure, and which rule (or default) said it."""
+
     action: FailureAction
-    why: str  # which rule decided, for the status message
+    why: str  # for the status message
 
 
 def pod_failure(failed: list[ObservedPod]) -> Failure:
@@ -105,18 +107,18 @@ def _matches(rule: FailureRule, failure: Failure) -> bool:
     return True
 
 
-def decide(policy: FailurePolicy, failure: Failure) -> Decision:
+def rule_on(policy: FailurePolicy, failure: Failure) -> Ruling:
     """User rules first, in order; then the defaults: node loss and an unhealthy node restart without
     counting, the rest counts."""
     for i, rule in enumerate(policy.rules or []):
         if _matches(rule, failure):
-            return Decision(rule.action, f"failurePolicy.rules[{i}]")
+            return Ruling(rule.action, f"failurePolicy.rules[{i}]")
     if failure.node_loss:
-        return Decision(FailureAction.RESTART_WITHOUT_COUNTING, "default: node loss restarts without counting")
+        return Ruling(FailureAction.RESTART_WITHOUT_COUNTING, "default: node loss restarts without counting")
     if failure.unhealthy_node:
-        return Decision(FailureAction.RESTART_WITHOUT_COUNTING,
+        return Ruling(FailureAction.RESTART_WITHOUT_COUNTING,
                         "default: an unhealthy node is excluded and the gang restarts elsewhere without counting")
     if failure.straggler:
-        return Decision(FailureAction.RESTART_WITHOUT_COUNTING,
+        return Ruling(FailureAction.RESTART_WITHOUT_COUNTING,
                         "default: a straggler's node is excluded and the gang restarts without it, not counted")
-    return Decision(FailureAction.RESTART, "default: failures restart, counted")
+    return Ruling(FailureAction.RESTART, "default: failures restart, counted")

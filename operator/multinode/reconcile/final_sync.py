@@ -18,10 +18,11 @@ from datetime import datetime
 from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.status import ConditionStatus
-from multinode.api.timestamps import parse_time, rfc3339
-from multinode.reconcile.conditions import find_condition, set_condition
+from multinode.api.timestamps import parse_time
+from multinode.reconcile.conditions import find_condition
+from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.observe import ObservedPod, PodPhase
-from multinode.reconcile.outcome import Event, Plan
+from multinode.reconcile.outcome import Event
 
 _NAMED = 3   # pods the waiting message names
 
@@ -63,25 +64,22 @@ def final_sync_gate(job: TrainingJob, status: TrainingJobStatus, now: datetime, 
                      "training finished; waiting for the mirror's final checkpoint sync", requeue_after=left)
 
 
-def hold_for_final_sync(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, result: Plan,
-                        now: datetime, pods: Iterable[ObservedPod]) -> bool:
-    """Set CheckpointsSynced for a job that finished training; True while the job must stay open for it.
+def hold_for_final_sync(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, now: datetime,
+                        pods: Iterable[ObservedPod]) -> tuple[bool, Decision]:
+    """For a job that finished training: whether it stays open for the mirror's final sync, and the
+    CheckpointsSynced condition (with, while it waits, Running False, the first request's Event and a timer).
     `pods`: every pod of the job observed (the final sync waits until none may write)."""
     if job.spec.checkpointing is None:
-        return False
-    generation = job.metadata.generation
+        return False, Decision()
     gate = final_sync_gate(job, status, now, may_write(pods))
     synced: ConditionStatus = "True" if not gate.hold and gate.reason != Reason.FINAL_SYNC_TIMED_OUT else "False"
     previously = find_condition(before.conditions, ConditionType.CHECKPOINTS_SYNCED)
     first_request = gate.reason == Reason.FINAL_SYNC_REQUESTED and (previously is None
                                                                     or previously.reason != gate.reason)
-    set_condition(status.conditions, ConditionType.CHECKPOINTS_SYNCED, synced, gate.reason, gate.message,
-                  now=rfc3339(now), generation=generation)
+    condition = SetCondition(ConditionType.CHECKPOINTS_SYNCED, synced, gate.reason, gate.message)
     if not gate.hold:
-        return False
-    if first_request:
-        result.events.append(Event("Normal", gate.reason, gate.message))
-    set_condition(status.conditions, ConditionType.RUNNING, "False", Reason.FINAL_SYNC, gate.message,
-                  now=rfc3339(now), generation=generation)
-    result.come_back_in(gate.requeue_after)
-    return True
+        return False, Decision(conditions=(condition,))
+    return True, Decision(
+        conditions=(condition, SetCondition(ConditionType.RUNNING, "False", Reason.FINAL_SYNC, gate.message)),
+        events=(Event("Normal", gate.reason, gate.message),) if first_request else (),
+        requeue_after=gate.requeue_after)

@@ -18,16 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.status import GangMode, SchedulingStatus
-from multinode.api.timestamps import rfc3339
-from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.observe import ObservedPod
-from multinode.reconcile.outcome import GroupPrune, Plan, Verdict
+from multinode.reconcile.outcome import GroupPrune, Verdict
 from multinode.reconcile.ownership import controller_uid
 from multinode.render import pod_group_name, render_pod_group
 from multinode.render.gang_group import GANG_GROUP_API_VERSIONS, named_gang_scheduler, render_gang_group
@@ -106,29 +104,32 @@ def choose_gang(job: TrainingJob, status: TrainingJobStatus, current: Mapping[in
     return SchedulingStatus(gang=mode, pod_group=group, partial_since=None, releases=releases, next_try_time=next_try)
 
 
-def delete_old_pod_groups(status: TrainingJobStatus, groups: Iterable[ObservedPodGroup], result: Plan) -> None:
+def delete_old_pod_groups(status: TrainingJobStatus, groups: Iterable[ObservedPodGroup]) -> Decision:
     """Earlier attempts' groups go (the protection finalizer keeps each until its pods are gone)."""
-    result.pod_groups_to_delete.extend(
-        sorted(g.name for g in groups if g.attempt < status.attempt and not g.terminating))
+    return Decision(pod_groups_to_delete=tuple(
+        sorted(g.name for g in groups if g.attempt < status.attempt and not g.terminating)))
 
 
-def ensure_pod_group(job: TrainingJob, status: TrainingJobStatus, groups: Iterable[ObservedPodGroup],
-                     result: Plan) -> ObservedPodGroup | None:
-    """The attempt's native PodGroup as observed; created (before its pods) when it is not there. A gang
-    scheduler's PodGroup is not watched: it is created (again: AlreadyExists counts as created) while the
-    attempt's pods are, and the earlier attempts' ones are deleted then."""
+def attempt_pod_group(status: TrainingJobStatus, groups: Iterable[ObservedPodGroup]) -> ObservedPodGroup | None:
+    """The attempt's native PodGroup as observed (None: not there, or the attempt has none)."""
     scheduling = status.scheduling
-    if scheduling is not None and scheduling.gang in GANG_GROUP_API_VERSIONS:
-        result.objects_to_create.append(render_gang_group(job, status.attempt, scheduling.gang))
-        result.gang_groups_to_prune = GroupPrune(GANG_GROUP_API_VERSIONS[scheduling.gang], job_identity(job).name,
-                                                 status.attempt)
-        return None
     if scheduling is None or scheduling.gang != GangMode.POD_GROUP:
         return None
-    found = next((g for g in groups if g.name == scheduling.pod_group and not g.terminating), None)
-    if found is None:
-        result.objects_to_create.append(render_pod_group(job, status.attempt))
-    return found
+    return next((g for g in groups if g.name == scheduling.pod_group and not g.terminating), None)
+
+
+def create_pod_group(job: TrainingJob, status: TrainingJobStatus, groups: Iterable[ObservedPodGroup]) -> Decision:
+    """The attempt's native PodGroup, created (before its pods) when it is not there. A gang scheduler's
+    PodGroup is not watched: it is created (again: AlreadyExists counts as created) while the attempt's pods
+    are, and the earlier attempts' ones are deleted then."""
+    scheduling = status.scheduling
+    if scheduling is not None and scheduling.gang in GANG_GROUP_API_VERSIONS:
+        return Decision(objects_to_create=(render_gang_group(job, status.attempt, scheduling.gang),),
+                        gang_groups_to_prune=GroupPrune(GANG_GROUP_API_VERSIONS[scheduling.gang],
+                                                        job_identity(job).name, status.attempt))
+    if scheduling is None or scheduling.gang != GangMode.POD_GROUP or attempt_pod_group(status, groups) is not None:
+        return Decision()
+    return Decision(objects_to_create=(render_pod_group(job, status.attempt),))
 
 
 def scheduler_places_domain(job: TrainingJob, status: TrainingJobStatus, group: ObservedPodGroup | None) -> bool | None:
@@ -159,12 +160,12 @@ def _pods_message(pods: list[ObservedPod]) -> str:
 
 
 def gang_verdict(job: TrainingJob, status: TrainingJobStatus, current: Mapping[int, ObservedPod],
-                 groups: Iterable[ObservedPodGroup], verdict: Verdict, now: datetime) -> Verdict:
-    """The GangScheduled condition of an attempt with a PodGroup, and a Pending verdict that says the native
-    gang does not fit (a gang scheduler's own words are on its pods, which the verdict quotes)."""
+                 groups: Iterable[ObservedPodGroup], verdict: Verdict) -> Decision:
+    """The GangScheduled condition of an attempt with a PodGroup, and `verdict` (the judge's) or a Pending one
+    that says the native gang does not fit (a gang scheduler's own words are on its pods, which it quotes)."""
     scheduling = status.scheduling
     if scheduling is None or scheduling.gang not in GROUP_MODES:
-        return verdict
+        return Decision(verdict=verdict)
     n = job.spec.num_nodes
     group = next((g for g in groups if g.name == scheduling.pod_group), None)
     bound = [p for p in current.values() if p.node]
@@ -183,13 +184,10 @@ def gang_verdict(job: TrainingJob, status: TrainingJobStatus, current: Mapping[i
         message = f"PodGroup {scheduling.pod_group}: waiting for {by} to place all {n} pods together"
         if scheduling.gang != GangMode.POD_GROUP:
             message += _pods_message(sorted(current.values(), key=lambda p: p.index))
-    set_gang_condition(job, status, ok, reason, message, now)
     if reason == Reason.GANG_UNSCHEDULABLE and verdict.reason in (Reason.UNSCHEDULABLE, Reason.WAITING_FOR_SCHEDULING):
-        return Verdict(verdict.phase, reason, message)
-    return verdict
+        verdict = Verdict(verdict.phase, reason, message)
+    return Decision(verdict=verdict, conditions=(gang_condition(ok, reason, message),))
 
 
-def set_gang_condition(job: TrainingJob, status: TrainingJobStatus, ok: bool, reason: str, message: str,
-                       now: datetime) -> None:
-    set_condition(status.conditions, ConditionType.GANG_SCHEDULED, "True" if ok else "False", reason, message,
-                  now=rfc3339(now), generation=job.metadata.generation)
+def gang_condition(ok: bool, reason: str, message: str) -> SetCondition:
+    return SetCondition(ConditionType.GANG_SCHEDULED, "True" if ok else "False", reason, message)

@@ -27,10 +27,10 @@ from multinode.api import Phase, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.goodput import GoodputStatus, LostCause
 from multinode.api.progress import ProgressStatus
-from multinode.api.status import RestartRecord
+from multinode.api.status import TERMINAL_PHASES, RestartRecord
 from multinode.api.timestamps import parse_time, rfc3339
 from multinode.reconcile.conditions import find_condition
-from multinode.reconcile.outcome import TERMINAL_PHASES
+from multinode.reconcile.decision import Decision
 
 # An unchanged state is committed (and so written to the status) at most this often.
 GOODPUT_COMMIT_SECONDS = 60
@@ -63,11 +63,12 @@ def clock(status: TrainingJobStatus) -> Clock:
     return _BY_PHASE.get(status.phase, Clock.STOPPED)
 
 
-def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime) -> float | None:
-    """Advance status.goodput from `before` to `now`; the seconds after which to come back, while the clock runs."""
+def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime) -> Decision:
+    """status.goodput advanced from `before` to `now` (`status`: what this pass decided), and, while the clock
+    runs, a timer to come back."""
     was, is_ = clock(before), clock(status)
     if was == Clock.STOPPED and is_ == Clock.STOPPED:
-        return None
+        return Decision()
     come_back = None if is_ == Clock.STOPPED else GOODPUT_REFRESH_SECONDS
     until = parse_time(rfc3339(now), now)  # whole seconds
     goodput = (before.goodput or GoodputStatus()).model_copy(deep=True)
@@ -78,7 +79,7 @@ def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime)
     seconds = int((until - since).total_seconds()) if since is not None and was != Clock.STOPPED else 0
     new_attempt = status.attempt != before.attempt
     if not (was != is_ or new_attempt or since is None or seconds >= GOODPUT_COMMIT_SECONDS):
-        return come_back  # status.goodput stays the copy of before's: nothing to write
+        return Decision(requeue_after=come_back)  # status.goodput stays the copy of before's: nothing to write
     if seconds and since is not None:
         _credit(goodput, was, since, until, _attempt_progress(before, status, now))
     if new_attempt:
@@ -88,8 +89,7 @@ def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime)
         goodput.attempt_productive_seconds = 0
     goodput.accounted_until = rfc3339(until)
     _totals(goodput)
-    status.goodput = goodput
-    return come_back
+    return Decision(status={"goodput": goodput}, requeue_after=come_back)
 
 
 def _credit(goodput: GoodputStatus, was: Clock, since: datetime, until: datetime,

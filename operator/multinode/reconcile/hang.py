@@ -16,7 +16,7 @@ from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.progress import MAX_RANKS_REPORTED, ProgressStatus, RankProgressStatus
 from multinode.api.timestamps import parse_time, rfc3339
-from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.progress import JobProgress, RankProgress
@@ -44,19 +44,20 @@ def _describe(rank: RankProgress, started: datetime) -> str:
     return f"rank {rank.index}{node}: last progress {rfc3339(rank.last_progress)}{step}"
 
 
-def hang_failure(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod],
-                 progress: JobProgress | None, now: datetime) -> Failure | None:
-    """Hung when no running rank progressed for the timeout; records the stalled ranks in status.progress."""
+def judge_hang(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod],
+               progress: JobProgress | None, now: datetime) -> Decision:
+    """The failure Hung when no running rank progressed for the timeout, with the stalled ranks for
+    status.progress and the Progressing condition; no decision otherwise."""
     spec = job.spec.hang_detection
     started = gang_started(current, job.spec.num_nodes, now)
     if spec is None or started is None or progress is None or progress.attempt != status.attempt:
-        return None
+        return Decision()
     if progress.checked is None:
-        return None
+        return Decision()
     running = {i for i, p in current.items() if p.phase == PodPhase.RUNNING}
     ranks = {r.index: r for r in progress.ranks if r.index in running}
     if not running or set(ranks) != running:
-        return None  # a rank's log was not read: no verdict on silence we did not observe
+        return Decision()  # a rank's log was not read: no verdict on silence we did not observe
 
     def quiet_since(r: RankProgress) -> datetime:
         return max(r.last_progress, started) if r.last_progress is not None else started
@@ -64,19 +65,18 @@ def hang_failure(job: TrainingJob, status: TrainingJobStatus, current: dict[int,
     newest = max(quiet_since(r) for r in ranks.values())
     silent = (progress.checked - newest).total_seconds()
     if silent < spec.timeout_seconds:
-        return None
+        return Decision()
     stalled = sorted(ranks.values(), key=lambda r: (quiet_since(r), r.index))  # the first to stall first
     named = "; ".join(_describe(r, started) for r in stalled[:MAX_RANKS_REPORTED])
     more = f"; and {len(stalled) - MAX_RANKS_REPORTED} more" if len(stalled) > MAX_RANKS_REPORTED else ""
     source = progress.source.value.lower()
     message = (f"no rank progressed ({source}) for {silent:.0f}s (hangDetection.timeoutSeconds "
                f"{spec.timeout_seconds}): {named}{more}")
-    report = status.progress or ProgressStatus(attempt=status.attempt)
-    report.stalled_ranks = [RankProgressStatus(index=r.index, node=r.node, step=r.step, step_seconds=r.step_seconds,
-                                               last_progress_time=rfc3339(r.last_progress) if r.last_progress else None)
-                            for r in stalled[:MAX_RANKS_REPORTED]]
-    report.stalled_count = len(stalled)
-    status.progress = report
-    set_condition(status.conditions, ConditionType.PROGRESSING, "False", Reason.HUNG, message, now=rfc3339(now),
-                  generation=job.metadata.generation)
-    return Failure(Reason.HUNG, message, reasons=frozenset({Reason.HUNG}))
+    report = (status.progress or ProgressStatus(attempt=status.attempt)).model_copy(update={
+        "stalled_ranks": [RankProgressStatus(index=r.index, node=r.node, step=r.step, step_seconds=r.step_seconds,
+                                             last_progress_time=rfc3339(r.last_progress) if r.last_progress else None)
+                          for r in stalled[:MAX_RANKS_REPORTED]],
+        "stalled_count": len(stalled)})
+    return Decision(failure=Failure(Reason.HUNG, message, reasons=frozenset({Reason.HUNG})),
+                    status={"progress": report},
+                    conditions=(SetCondition(ConditionType.PROGRESSING, "False", Reason.HUNG, message),))

@@ -8,13 +8,11 @@ ImageConsistent condition and, with onMismatch FailAttempt, fails.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 
 from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.lifecycle import MismatchAction
-from multinode.api.timestamps import rfc3339
-from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.observe import ObservedPod, PodPhase
 
@@ -46,25 +44,26 @@ def pinned_image(job: TrainingJob, status: TrainingJobStatus) -> str | None:
     return status.image_digest if job.spec.image_consistency.pin_digest and status.image_digest else None
 
 
-def check_digests(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod],
-                  now: datetime) -> Failure | None:
-    """Record the first digest; report (and by policy fail) an attempt whose pods run different ones."""
+def judge_digests(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod]) -> Decision:
+    """The first digest, for status.imageDigest; the ImageConsistent condition of an attempt whose pods report
+    digests, and (by spec.imageConsistency.onMismatch) the failure of one whose pods run different ones."""
     running = [p for p in current.values() if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED)]
     digests = running_digests(running)
+    recorded = Decision()
     if status.image_digest is None:
         first = next((digest_reference(p.image_id) for p in sorted(running, key=lambda p: p.index)
                       if digest_reference(p.image_id)), None)
-        status.image_digest = first
+        recorded = Decision(status={"image_digest": first})
     if len(digests) <= 1:
         if digests:
-            set_condition(status.conditions, ConditionType.IMAGE_CONSISTENT, "True", Reason.SAME_DIGEST,
-                          f"every running node runs {next(iter(digests))}", now=rfc3339(now),
-                          generation=job.metadata.generation)
-        return None
+            return recorded.then(Decision(conditions=(SetCondition(
+                ConditionType.IMAGE_CONSISTENT, "True", Reason.SAME_DIGEST,
+                f"every running node runs {next(iter(digests))}"),)))
+        return recorded
     detail = "; ".join(f"{d}: {', '.join(sorted(names))}" for d, names in sorted(digests.items()))
     message = f"pods of attempt {status.attempt} run different image digests: {detail}"
-    set_condition(status.conditions, ConditionType.IMAGE_CONSISTENT, "False", Reason.IMAGE_DIGEST_MISMATCH, message,
-                  now=rfc3339(now), generation=job.metadata.generation)
+    mismatch = SetCondition(ConditionType.IMAGE_CONSISTENT, "False", Reason.IMAGE_DIGEST_MISMATCH, message)
+    failure = None
     if job.spec.image_consistency.on_mismatch == MismatchAction.FAIL_ATTEMPT:
-        return Failure(Reason.IMAGE_DIGEST_MISMATCH, message, reasons=frozenset({Reason.IMAGE_DIGEST_MISMATCH}))
-    return None
+        failure = Failure(Reason.IMAGE_DIGEST_MISMATCH, message, reasons=frozenset({Reason.IMAGE_DIGEST_MISMATCH}))
+    return recorded.then(Decision(conditions=(mismatch,), failure=failure))

@@ -32,11 +32,11 @@ from multinode.api.conditions import ConditionType, Reason
 from multinode.api.constants import KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_POD_SET, LABEL_KUEUE_QUEUE_NAME
 from multinode.api.status import RestartRecord
 from multinode.api.timestamps import rfc3339
-from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import WorkloadStatusWrite
 from multinode.reconcile.ownership import controller_uid
-from multinode.reconcile.restarts import record_restart
+from multinode.reconcile.restarts import restart_history_with
 
 KUEUE_API_VERSION_FULL = f"{KUEUE_API_GROUP}/{KUEUE_API_VERSION}"
 # Kueue's evictions after which jobframework sets the Workload's Requeued condition True (back in the queue
@@ -170,38 +170,38 @@ def clear_admission(workload: ObservedWorkload, now: datetime) -> WorkloadStatus
                                {"admission": None, "conditions": conditions})
 
 
-def _set(job: TrainingJob, status: TrainingJobStatus, ok: bool, reason: str, message: str, now: datetime) -> None:
-    set_condition(status.conditions, ConditionType.KUEUE_ADMITTED, "True" if ok else "False", reason, message,
-                  now=rfc3339(now), generation=job.metadata.generation)
+def _admitted(ok: bool, reason: str, message: str) -> SetCondition:
+    return SetCondition(ConditionType.KUEUE_ADMITTED, "True" if ok else "False", reason, message)
 
 
 def kueue_gate(job: TrainingJob, status: TrainingJobStatus, workload: ObservedWorkload | None, *,
                served: bool, flavors: Mapping[str, Mapping[str, str]], pods: Iterable[ObservedPod],
-               now: datetime) -> KueueGate | None:
-    """The Kueue integration's decision for a job that is not finished; None when the job is not queued in
-    Kueue (or Kueue is not served: the KueueAdmitted condition says so). `flavors`: the nodeLabels of every
-    ResourceFlavor, by name; `pods`: the job's pods, of every attempt."""
+               now: datetime) -> tuple[KueueGate | None, Decision]:
+    """The Kueue integration's gate for a job that is not finished, None when the job is not queued in Kueue
+    (or Kueue is not served), and what it sets in the status (the KueueAdmitted condition; an eviction's
+    restart record). `flavors`: the nodeLabels of every ResourceFlavor, by name; `pods`: the job's pods, of
+    every attempt."""
     queue = queue_name(job)
     if queue is None:
-        return None
+        return None, Decision()
     gate = KueueGate()
     pods = list(pods)
     if not served:
-        _set(job, status, False, Reason.KUEUE_NOT_INSTALLED,
-             f"label {LABEL_KUEUE_QUEUE_NAME}={queue}, but the apiserver serves no {KUEUE_API_VERSION_FULL} "
-             "Workload (is Kueue installed? the operator looks at start); the job is not started by Kueue", now)
-        return None
+        return None, Decision(conditions=(_admitted(
+            False, Reason.KUEUE_NOT_INSTALLED,
+            f"label {LABEL_KUEUE_QUEUE_NAME}={queue}, but the apiserver serves no {KUEUE_API_VERSION_FULL} "
+            "Workload (is Kueue installed? the operator looks at start); the job is not started by Kueue"),))
     if workload is not None and workload.terminating:
         gate.hold = True
-        return _hold(job, status, gate, f"Workload {workload.name} is being deleted; a new one follows", now)
+        return _hold(gate, f"Workload {workload.name} is being deleted; a new one follows")
     if workload is None:
         gate.create_workload = True
         gate.hold = True
-        return _hold(job, status, gate, f"creating Workload for LocalQueue {queue}", now)
+        return _hold(gate, f"creating Workload for LocalQueue {queue}")
     if not workload.admitted and workload.count != job.spec.num_nodes:
         gate.delete_workload = workload.name  # it no longer describes the job; the next pass makes a new one
         gate.hold = True
-        return _hold(job, status, gate, f"numNodes changed: Workload {workload.name} is replaced", now)
+        return _hold(gate, f"numNodes changed: Workload {workload.name} is replaced")
 
     if workload.admitted and workload.evicted is None:
         selector: dict[str, str] = {}
@@ -213,12 +213,12 @@ def kueue_gate(job: TrainingJob, status: TrainingJobStatus, workload: ObservedWo
             selector.update(labels)
         gate.node_selector = selector
         on = f" on flavor {', '.join(workload.flavors)}" if workload.flavors else ""
-        _set(job, status, True, Reason.ADMITTED_BY_KUEUE,
-             f"Workload {workload.name} admitted by ClusterQueue {workload.cluster_queue}{on}", now)
         if job.spec.suspend:
             gate.set_suspend = False  # the next pass (its watch event) starts the attempt
             gate.hold = True
-        return gate
+        return gate, Decision(conditions=(_admitted(
+            True, Reason.ADMITTED_BY_KUEUE,
+            f"Workload {workload.name} admitted by ClusterQueue {workload.cluster_queue}{on}"),))
 
     # Not admitted (never yet, or evicted): the job must not run.
     gate.hold = True
@@ -229,20 +229,19 @@ def kueue_gate(job: TrainingJob, status: TrainingJobStatus, workload: ObservedWo
     stops_attempt = status.phase not in (None, Phase.SUSPENDED) and ran
     if workload.evicted is None and not stops_attempt:
         waiting = f": {workload.waiting}" if workload.waiting else ""
-        return _hold(job, status, gate, f"Workload {workload.name} waits in LocalQueue {queue}{waiting}", now)
+        return _hold(gate, f"Workload {workload.name} waits in LocalQueue {queue}{waiting}")
     why, detail = workload.evicted or ("AdmissionRemoved", "the Workload is no longer admitted")
     message = f"Workload {workload.name} evicted by Kueue ({why}): {detail}"
+    history: dict[str, Any] = {}
     if stops_attempt:
         record = RestartRecord(attempt=status.attempt, reason=Reason.EVICTED_BY_KUEUE, message=message[:4096],
                                counted=False, time=rfc3339(now))
-        record_restart(status, record)
-    _set(job, status, False, Reason.EVICTED_BY_KUEUE, f"{message}; the job is suspended until Kueue admits it again",
-         now)
+        history = {"restart_history": restart_history_with(status, record)}
     if workload.evicted is not None and workload.cluster_queue is not None and not _holding_pods(pods):
         gate.workload_status = clear_admission(workload, now)
-    return gate
+    return gate, Decision(status=history, conditions=(_admitted(
+        False, Reason.EVICTED_BY_KUEUE, f"{message}; the job is suspended until Kueue admits it again"),))
 
 
-def _hold(job: TrainingJob, status: TrainingJobStatus, gate: KueueGate, message: str, now: datetime) -> KueueGate:
-    _set(job, status, False, Reason.QUEUED_IN_KUEUE, message, now)
-    return gate
+def _hold(gate: KueueGate, message: str) -> tuple[KueueGate, Decision]:
+    return gate, Decision(conditions=(_admitted(False, Reason.QUEUED_IN_KUEUE, message),))

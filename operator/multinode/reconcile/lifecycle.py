@@ -3,49 +3,44 @@ job keeps (spec.cleanPodPolicy)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.lifecycle import CleanPodPolicy
-from multinode.api.status import ConditionStatus
-from multinode.api.timestamps import parse_time, rfc3339
-from multinode.reconcile.conditions import set_condition
+from multinode.api.timestamps import parse_time
+from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.observe import ObservedMirror, ObservedPod
-from multinode.reconcile.outcome import Event, Plan, Verdict
+from multinode.reconcile.outcome import Event, Verdict
 from multinode.reconcile.restarts import new_attempt
-from multinode.reconcile.status_report import change_phase, fill_node_statuses
+from multinode.reconcile.status_report import node_table
 
 
-def suspend(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
-            result: Plan, now: datetime, why: str = "spec.suspend is true") -> Plan:
+def suspend(job: TrainingJob, status: TrainingJobStatus, current: Mapping[int, ObservedPod],
+            why: str = "spec.suspend is true") -> Decision:
     """spec.suspend (or Kueue's not admitting the job, `why` says): nothing is created and the attempt's pods
-    go."""
-    result.pods_to_create = []
-    result.delete(p.name for p in current.values() if p.active)
+    go; the verdict is Suspended."""
     verdict = Verdict(Phase.SUSPENDED, Reason.SUSPENDED, f"{why}; no pods run")
-    conditions: tuple[tuple[str, ConditionStatus], ...] = (
-        (ConditionType.SUSPENDED, "True"), (ConditionType.RUNNING, "False"))
-    for type_, value in conditions:
-        set_condition(status.conditions, type_, value, Reason.SUSPENDED, verdict.message, now=rfc3339(now),
-                      generation=job.metadata.generation)
-    fill_node_statuses(status, current, job.spec.num_nodes)
-    status.ready_nodes, status.ready = 0, f"0/{job.spec.num_nodes}"
-    change_phase(status, before, verdict, result)
-    return result
+    n = job.spec.num_nodes
+    return Decision(
+        verdict=verdict, stop_creating=True, delete=tuple(p.name for p in current.values() if p.active),
+        conditions=(SetCondition(ConditionType.SUSPENDED, "True", Reason.SUSPENDED, verdict.message),
+                    SetCondition(ConditionType.RUNNING, "False", Reason.SUSPENDED, verdict.message)),
+        status={**node_table(status, current, n), "ready_nodes": 0, "ready": f"0/{n}"})
 
 
-def resume(status: TrainingJobStatus, current: dict[int, ObservedPod], result: Plan) -> None:
+def resume(status: TrainingJobStatus, current: Mapping[int, ObservedPod]) -> Decision:
     """Unsuspended: a job that had pods starts a new attempt (not counted); one created suspended starts."""
     ran = bool(current) or status.attempt_start_time is not None or any(ns.pod for ns in status.node_statuses)
-    status.phase = Phase.PENDING
-    status.next_attempt_time = None
+    edits: dict[str, Any] = {"phase": Phase.PENDING, "next_attempt_time": None}
+    attempt = status.attempt
     if ran:
-        status.attempt += 1
-        status.uncounted_restarts += 1
-        new_attempt(status)
-    result.events.append(Event("Normal", Reason.RESUMED, f"resumed as attempt {status.attempt}"))
-    result.delete(p.name for p in current.values() if p.active)
+        attempt += 1
+        edits.update(attempt=attempt, uncounted_restarts=status.uncounted_restarts + 1, **new_attempt(status))
+    return Decision(status=edits, events=(Event("Normal", Reason.RESUMED, f"resumed as attempt {attempt}"),),
+                    delete=tuple(p.name for p in current.values() if p.active))
 
 
 def _time_left(limit: int | None, since: str | None, now: datetime) -> tuple[bool, float | None]:
@@ -56,24 +51,22 @@ def _time_left(limit: int | None, since: str | None, now: datetime) -> tuple[boo
     return left <= 0, max(left, 0.0)
 
 
-def deadline_verdict(job: TrainingJob, status: TrainingJobStatus, result: Plan, now: datetime) -> Verdict | None:
+def deadline(job: TrainingJob, status: TrainingJobStatus, now: datetime) -> Decision:
     """spec.activeDeadlineSeconds, counted from startTime: the Failed verdict once it passed, else a timer."""
     exceeded, left = _time_left(job.spec.active_deadline_seconds, status.start_time, now)
     if exceeded:
-        return Verdict(Phase.FAILED, Reason.DEADLINE_EXCEEDED,
-                       f"activeDeadlineSeconds ({job.spec.active_deadline_seconds}s) passed since {status.start_time}")
-    result.come_back_in(left)
-    return None
+        return Decision(verdict=Verdict(
+            Phase.FAILED, Reason.DEADLINE_EXCEEDED,
+            f"activeDeadlineSeconds ({job.spec.active_deadline_seconds}s) passed since {status.start_time}"))
+    return Decision(requeue_after=left)
 
 
 def clean_up_finished(job: TrainingJob, status: TrainingJobStatus, pods: list[ObservedPod],
-                      mirror: ObservedMirror | None, result: Plan, now: datetime) -> Plan:
+                      mirror: ObservedMirror | None, now: datetime) -> Decision:
     """A finished job is never recreated: it cleans up, and goes when spec.ttlSecondsAfterFinished says so."""
-    result.delete(finished_job_deletions(job, pods, mirror))
     expired, left = _time_left(job.spec.ttl_seconds_after_finished, status.completion_time, now)
-    result.delete_job = expired
-    result.come_back_in(None if expired else left)
-    return result
+    return Decision(delete=tuple(finished_job_deletions(job, pods, mirror)), delete_job=expired,
+                    requeue_after=None if expired else left)
 
 
 def finished_job_deletions(job: TrainingJob, pods: list[ObservedPod], mirror: ObservedMirror | None) -> list[str]:

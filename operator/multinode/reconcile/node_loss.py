@@ -19,7 +19,7 @@ not-ready/unreachable toleration runs out: 300 s by default. Three rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,7 +30,8 @@ from multinode.api.constants import TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE
 from multinode.api.timestamps import parse_time
 from multinode.reconcile.failures import Failure, lost_failure
 from multinode.reconcile.observe import ObservedPod, PodPhase
-from multinode.reconcile.outcome import Event, Plan
+from multinode.reconcile.decision import Decision
+from multinode.reconcile.outcome import Event
 from multinode.reconcile.placement import ObservedNode
 from multinode.render.tolerations import pod_tolerations, tolerated_seconds
 
@@ -73,12 +74,13 @@ def seconds_left(tolerations: Iterable[Mapping[str, Any]], node: NodeDown, now: 
     return grace - (now - since).total_seconds()
 
 
-def not_ready_failure(job: TrainingJob, current: Iterable[ObservedPod], down: Mapping[str, NodeDown],
-                      now: datetime, result: Plan) -> Failure | None:
-    """The first current pod (lowest index) whose node has been down longer than the pod tolerates; for a
-    node still within the toleration, the plan comes back when it runs out."""
+def judge_down_nodes(job: TrainingJob, current: Iterable[ObservedPod], down: Mapping[str, NodeDown],
+                     now: datetime) -> Decision:
+    """NodeLost for the first current pod (lowest index) whose node has been down longer than the pod
+    tolerates; for a node still within the toleration, a timer for when it runs out."""
     if not down:
-        return None
+        return Decision()
+    timers = []
     tolerations = pod_tolerations(job)
     for p in sorted(current, key=lambda pod: pod.index):
         node = down.get(p.node or "")
@@ -88,12 +90,13 @@ def not_ready_failure(job: TrainingJob, current: Iterable[ObservedPod], down: Ma
         if left is None:  # the user's podTemplate tolerates it forever
             continue
         if left > 0:
-            result.come_back_in(left)
+            timers.append(left)
             continue
-        return Failure(Reason.NODE_LOST, f"pod {p.name} (node {p.index}): its node {p.node} {node.words}; "
-                                         "the gang cannot continue without it",
-                       reasons=frozenset({Reason.NODE_LOST}), node_loss=True)
-    return None
+        return Decision(requeue_after=min(timers, default=None), failure=Failure(
+            Reason.NODE_LOST, f"pod {p.name} (node {p.index}): its node {p.node} {node.words}; "
+                              "the gang cannot continue without it",
+            reasons=frozenset({Reason.NODE_LOST}), node_loss=True))
+    return Decision(requeue_after=min(timers, default=None))
 
 
 def evicted_failure(current: Iterable[ObservedPod]) -> Failure | None:
@@ -110,32 +113,30 @@ def evicted_failure(current: Iterable[ObservedPod]) -> Failure | None:
 MAX_FORCE_DELETE_EVENTS = 10
 
 
-def force_delete_stranded(pods: Iterable[ObservedPod], down: Mapping[str, NodeDown], result: Plan) -> list[str]:
+def force_delete_stranded(pods: Iterable[ObservedPod], down: Mapping[str, NodeDown], *,
+                          deleting: Collection[str] = (), forcing: Collection[str] = ()) -> Decision:
     """Delete without waiting for a kubelet (grace period 0) the pods among `pods` that are on their way out
-    (terminating, or in the plan's deletions) on nodes that are down: no kubelet will finish them. Returns
-    their names."""
-    forced: list[str] = []
+    (terminating, or among the pass's deletions, `deleting`) on nodes that are down: no kubelet will finish
+    them. `forcing`: the pods the pass force-deletes already."""
     if not down:
-        return forced
-    deleting, forcing = set(result.pods_to_delete), set(result.pods_to_force_delete)
+        return Decision()
+    forced: list[str] = []
+    events: list[Event] = []
+    seen = set(forcing)
     for p in pods:
         node = down.get(p.node or "")
-        if node is None or p.name in forcing:
+        if node is None or p.name in seen:
             continue
         if not (p.terminating or p.name in deleting):
             continue
-        forcing.add(p.name)
-        result.pods_to_force_delete.append(p.name)
+        seen.add(p.name)
         forced.append(p.name)
         if len(forced) <= MAX_FORCE_DELETE_EVENTS:  # a lost rack of a 20 000-node gang: not 1000s of Events
-            result.events.append(Event("Warning", Reason.POD_FORCE_DELETED,
-                                       f"{p.name} of attempt {p.attempt} is on node {p.node}, which {node.words}: "
-                                       "deleted without waiting for its kubelet"))
+            events.append(Event("Warning", Reason.POD_FORCE_DELETED,
+                                f"{p.name} of attempt {p.attempt} is on node {p.node}, which {node.words}: "
+                                "deleted without waiting for its kubelet"))
     if len(forced) > MAX_FORCE_DELETE_EVENTS:
-        result.events.append(Event("Warning", Reason.POD_FORCE_DELETED,
-                                   f"{len(forced) - MAX_FORCE_DELETE_EVENTS} more pods on nodes that are down "
-                                   "deleted without waiting for their kubelets"))
-    moved = deleting.intersection(forced)
-    if moved:  # one pass, not one list.remove per pod
-        result.pods_to_delete = [name for name in result.pods_to_delete if name not in moved]
-    return forced
+        events.append(Event("Warning", Reason.POD_FORCE_DELETED,
+                            f"{len(forced) - MAX_FORCE_DELETE_EVENTS} more pods on nodes that are down "
+                            "deleted without waiting for their kubelets"))
+    return Decision(force_delete=tuple(forced), events=tuple(events))

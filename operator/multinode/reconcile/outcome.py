@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from multinode.api import Phase, TrainingJobStatus
+from multinode.api.status import TERMINAL_PHASES
 
-TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+__all__ = ["TERMINAL_PHASES", "Event", "GroupPrune", "Plan", "PodStream", "Verdict", "WorkloadStatusWrite",
+           "only_named", "pod_names"]  # TERMINAL_PHASES is api's, named here for the controller
 
 
 @dataclass(frozen=True)

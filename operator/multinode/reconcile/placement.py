@@ -12,6 +12,7 @@ from multinode.api.conditions import Reason
 from multinode.api.constants import LABEL_GPU_PRODUCT
 from multinode.api.progress import StragglerAction
 from multinode.reconcile.observe import ObservedPod
+from multinode.reconcile.decision import Decision
 from multinode.reconcile.outcome import Verdict
 
 
@@ -94,19 +95,19 @@ def room_for(job: TrainingJob, nodes: Iterable[ObservedNode], without: set[str])
 
 
 def attempt_node_selector(job: TrainingJob, status: TrainingJobStatus,
-                          nodes: Iterable[ObservedNode]) -> tuple[dict[str, str] | None, Verdict | None]:
-    """The node selector of the attempt's pods: the attempt's domain, chosen once and kept in
-    status.topologyDomain; or a Pending verdict when no domain fits the gang."""
+                          nodes: Iterable[ObservedNode]) -> tuple[dict[str, str] | None, Decision]:
+    """The node selector of the attempt's pods: the attempt's domain, chosen once (the decision keeps it in
+    status.topologyDomain); or no selector and a Pending verdict when no domain fits the gang."""
     if job.spec.topology is None:
-        return None, None
-    if status.topology_domain is None:
-        # Excluded nodes (exclusion.py) cannot host the attempt: they do not count toward a domain.
-        excluded = {e.node for e in status.excluded_nodes}
-        domain, why = choose_domain(job, (n for n in nodes if n.name not in excluded))
-        if domain is None:
-            return None, Verdict(Phase.PENDING, Reason.NO_TOPOLOGY_DOMAIN, why)
-        status.topology_domain = domain
-    return {job.spec.topology.same_domain_label: status.topology_domain}, None
+        return None, Decision()
+    if status.topology_domain is not None:
+        return {job.spec.topology.same_domain_label: status.topology_domain}, Decision()
+    # Excluded nodes (exclusion.py) cannot host the attempt: they do not count toward a domain.
+    excluded = {e.node for e in status.excluded_nodes}
+    domain, why = choose_domain(job, (n for n in nodes if n.name not in excluded))
+    if domain is None:
+        return None, Decision(verdict=Verdict(Phase.PENDING, Reason.NO_TOPOLOGY_DOMAIN, why))
+    return {job.spec.topology.same_domain_label: domain}, Decision(status={"topology_domain": domain})
 
 
 def observe_node(node: Mapping[str, Any]) -> ObservedNode:

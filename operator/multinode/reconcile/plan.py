@@ -6,46 +6,50 @@ write the status when it changed; post an event per phase change and per restart
 same plan minus what has been done, so it is safe after an operator restart and on every event.
 
 This module only composes the policies, each in a module of its own (docs/architecture.md lists them).
-The order of the steps is the order of precedence: a finished job only cleans up; a suspended job only
-stops; a deadline beats everything still running; a gang that is restarting waits for its old pods and
-its backoff; then the current attempt is created, judged, and restarted or finished. Whatever decided,
+Each policy returns a Decision (decision.py) and changes nothing it is given; `_decide` folds the decisions,
+one after the other, into the pass's status and Plan, so every policy reads the status the ones before it
+left. The order is the order of precedence, and each step says why it comes where it does: a finished job
+only cleans up; a suspended job only stops; a deadline beats everything still running; a gang that is
+restarting waits for its old pods and its backoff; then the current attempt is created, checked for a
+failure (ATTEMPT_FAILURES, first found first), judged, and restarted or finished. Whatever decided,
 goodput.py then counts the seconds since the last pass into status.goodput.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import Reason
 from multinode.api.lifecycle import CleanPodPolicy
+from multinode.api.status import TERMINAL_PHASES
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import lifecycle
+from multinode.reconcile.attempt_failures import attempt_failure
 from multinode.reconcile.capacity import explain_unschedulable
-from multinode.reconcile.checkpointing import (Resumer, mirror_needs, mirror_on_lost_node, report_mirror, resume_path,
-                                               resumed_by)
-from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names
-from multinode.reconcile.failures import Failure, lost_failure, lost_indices, pod_failure
+from multinode.reconcile.checkpointing import mirror_needs, mirror_on_lost_node, report_mirror, resume_path, resumed_by
+from multinode.reconcile.decision import Decision, fold
+from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names, prune_expired
+from multinode.reconcile.failures import Failure, lost_indices
 from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.goodput import account
-from multinode.reconcile.hang import hang_failure
-from multinode.reconcile.gang import (GROUP_MODES, ObservedPodGroup, choose_gang, delete_old_pod_groups,
-                                      ensure_pod_group, gang_verdict, placed_domain, scheduler_places_domain)
+from multinode.reconcile.gang import (GROUP_MODES, attempt_pod_group, choose_gang, create_pod_group,
+                                      delete_old_pod_groups, gang_verdict, placed_domain, scheduler_places_domain)
 from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
-from multinode.reconcile.image_consistency import check_digests, pinned_image
-from multinode.reconcile.kueue import FLAVOR_WAIT_SECONDS, KueueGate, ObservedWorkload, finish_workload, kueue_gate
-from multinode.reconcile.node_loss import NodeDown, evicted_failure, force_delete_stranded, not_ready_failure
-from multinode.reconcile.observe import ObservedMirror, ObservedPod, PodPhase
-from multinode.reconcile.outcome import TERMINAL_PHASES, Plan, PodStream, Verdict
-from multinode.reconcile.placement import ObservedNode, attempt_node_selector
-from multinode.reconcile.progress import JobProgress, report_progress
-from multinode.reconcile.restarts import apply_failure_policy, ready_for_next_attempt
-from multinode.reconcile.startup import note_first_bound, startup_timeout
-from multinode.reconcile.status_report import change_phase, fill_node_statuses, set_conditions
+from multinode.reconcile.image_consistency import pinned_image
+from multinode.reconcile.kueue import FLAVOR_WAIT_SECONDS, KueueGate, finish_workload, kueue_gate
+from multinode.reconcile.node_loss import force_delete_stranded
+from multinode.reconcile.observe import ObservedPod, PodPhase
+from multinode.reconcile.observed import Observed
+from multinode.reconcile.outcome import Plan, PodStream, Verdict
+from multinode.reconcile.placement import attempt_node_selector
+from multinode.reconcile.progress import report_progress
+from multinode.reconcile.restarts import apply_failure_policy, wait_for_next_attempt
+from multinode.reconcile.startup import note_first_bound
+from multinode.reconcile.status_report import node_table, phase_change, verdict_conditions
 from multinode.reconcile.stragglers import judge_stragglers, straggler_failure
-from multinode.reconcile.success import judge, leader_succeeded
+from multinode.reconcile.success import judge
 from multinode.render import (
     RenderSettings,
     attempt_env_name,
@@ -60,194 +64,206 @@ from multinode.render.names import job_name, pod_name
 # How long after creating a job's PodGroup the next pass looks again without its watch event.
 GROUP_WATCH_GRACE_SECONDS = 5.0
 
-@dataclass(frozen=True)
-class Observed:
-    """What the controller's indices hold for one job."""
-
-    pods: tuple[ObservedPod, ...] = ()
-    service_exists: bool = False
-    mirror: ObservedMirror | None = None
-    # Latest mirrored checkpoint of the job named in spec.checkpointing.resumeFrom.trainingJob.
-    resume_source_latest: str | None = None
-    # The jobs of the namespace whose spec.checkpointing.resumeFrom.trainingJob names this one.
-    resumers: tuple[Resumer, ...] = ()
-    # Nodes, only when spec.topology asks for one domain, stragglers.action Exclude must know the job fits, or
-    # a pod is Unschedulable and capacity.py tells why.
-    nodes: tuple[ObservedNode, ...] = ()
-    # Nodes that host the job's pods (its mirror's too) and are not Ready or are gone, by name (node_loss.py).
-    down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
-    # What the controller's log prober last read of the current attempt's ranks (spec.hangDetection only).
-    progress: JobProgress | None = None
-    # DisruptionTarget reasons of deleted pods, by name, from their last watch event.
-    gone_disruptions: Mapping[str, str] = field(default_factory=dict)
-    # Whether the apiserver serves native PodGroups (asked once at start), and this job's PodGroups.
-    gang_api: bool = False
-    pod_groups: tuple[ObservedPodGroup, ...] = ()
-    # Kueue (reconcile/kueue.py): whether the apiserver serves its Workloads (asked once at start), this
-    # job's Workload, every ResourceFlavor's nodeLabels by name, and the value of the job's PriorityClass.
-    kueue_api: bool = False
-    workload: ObservedWorkload | None = None
-    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    priority: int | None = None
+__all__ = ["Observed", "plan"]  # Observed lives in observed.py; the controller has always imported it from here
 
 
 def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | None, now: datetime,
          settings: RenderSettings) -> Plan:
     """Decide what to do about `job` given what is observed and the last status the operator wrote."""
     before = previous or job.status or TrainingJobStatus()
-    result = _decide(job, observed, before, now, settings)
+    p = _decide(job, observed, before, now, settings)
     # Last, once the pass has decided the job's state: the seconds since the last pass are counted by
     # the state the job was in, and a restart this pass made takes back the work it loses.
-    result.come_back_in(account(before, result.status, now))
-    return result
+    p.take(account(before, p.status, now))
+    return p.result
+
+
+@dataclass
+class _Pass:
+    """One planning pass: what it reads, and the Plan (with the status) its decisions are folded into."""
+
+    job: TrainingJob
+    observed: Observed
+    before: TrainingJobStatus
+    now: datetime
+    settings: RenderSettings
+    result: Plan
+
+    @property
+    def status(self) -> TrainingJobStatus:
+        return self.result.status
+
+    def take(self, decision: Decision) -> Decision:
+        """Fold `decision` into the pass; returned, to read its verdict or failure."""
+        fold(self.result, decision, now=self.now, generation=self.job.metadata.generation)
+        return decision
 
 
 def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now: datetime,
-            settings: RenderSettings) -> Plan:
+            settings: RenderSettings) -> _Pass:
     status = before.model_copy(deep=True)
     # The mirror owns status.checkpoints; the object's copy is the freshest we have.
     status.checkpoints = job.status.checkpoints if job.status else None
     status.observed_generation = job.metadata.generation
     status.num_nodes = job.spec.num_nodes
-    result = Plan(status=status)
-    mirror = observed.mirror
     status.resumed_by = resumed_by(job, observed.resumers)
+    p = _Pass(job, observed, before, now, settings, Plan(status=status))
+    take, result, mirror, n = p.take, p.result, observed.mirror, job.spec.num_nodes
 
+    # 1. A finished job is never recreated: it only cleans up (and frees its Kueue quota).
     if status.phase in TERMINAL_PHASES:
-        delete_old_pod_groups(status, observed.pod_groups, result)
+        take(delete_old_pod_groups(status, observed.pod_groups))
         result.workload_status = finish_workload(job, status, observed.workload, now)
-        return lifecycle.clean_up_finished(job, status, list(observed.pods), mirror, result, now)
+        take(lifecycle.clean_up_finished(job, status, list(observed.pods), mirror, now))
+        return p
 
+    # 2. What every live job has whatever else happens: its Service and its mirror (force-deleted first when
+    #    its node is lost: the replacement is created next pass).
     if not observed.service_exists:
         result.service = render_headless_service(job)
-    if job.spec.checkpointing is not None and not mirror_on_lost_node(job, mirror, observed.down_nodes, now, result):
+    if job.spec.checkpointing is not None and not take(
+            mirror_on_lost_node(job, mirror, observed.down_nodes, now)).force_delete:
         final_sync_done = bool(status.checkpoints and status.checkpoints.final_sync_time)
         create_mirror, delete_mirror = mirror_needs(mirror, final_sync_done)
         if create_mirror:
             result.objects_to_create = render_mirror_objects(job, settings)
         if delete_mirror and mirror is not None:
             result.delete([mirror.name])
-        report_mirror(job, status, mirror, now)
+        take(report_mirror(job, mirror))
 
-    # Pods of earlier attempts never keep running, nor linger on a node that stopped answering.
-    older = [p for p in observed.pods if p.attempt < status.attempt]
-    result.delete(p.name for p in older if p.active)
-    forced = force_delete_stranded(older, observed.down_nodes, result)
-    older = [p for p in older if p.name not in forced]
-    current = {p.index: p for p in observed.pods if p.attempt == status.attempt and p.index < job.spec.num_nodes}
-    note_first_bound(status, current, now)
+    # 3. Pods of earlier attempts never keep running, nor linger on a node that stopped answering.
+    older = [pod for pod in observed.pods if pod.attempt < status.attempt]
+    result.delete(pod.name for pod in older if pod.active)
+    forced = set(take(_force_delete_stranded(p, older)).force_delete)
+    older = [pod for pod in older if pod.name not in forced]
+    current = {pod.index: pod for pod in observed.pods if pod.attempt == status.attempt and pod.index < n}
+    take(note_first_bound(status, current, now))
 
-    gate = _kueue(job, status, observed, result, now, settings)
+    # 4. Kueue before suspend: a job Kueue has not admitted is held as if suspended.
+    gate, admitted = kueue_gate(job, status, observed.workload, served=observed.kueue_api, flavors=observed.flavors,
+                                pods=observed.pods, now=now)
+    take(admitted)
+    _follow_kueue(p, gate)
+    # 5. Suspended: nothing runs, whatever the attempt was doing; resumed: a new attempt.
     if job.spec.suspend or (gate is not None and gate.hold):
         why = "spec.suspend is true" if job.spec.suspend and gate is None else "queued in Kueue, not admitted"
-        return lifecycle.suspend(job, status, before, current, result, now, why)
+        suspended = take(lifecycle.suspend(job, status, current, why))
+        assert suspended.verdict is not None
+        take(phase_change(before, suspended.verdict))
+        return p
     if status.phase == Phase.SUSPENDED:
-        lifecycle.resume(status, current, result)
+        take(lifecycle.resume(status, current))
         current = {}
 
+    # 6. The deadline beats everything still running.
     if status.start_time is None:
         status.start_time = rfc3339(now)
-    deadline = lifecycle.deadline_verdict(job, status, result, now)
+    deadline = take(lifecycle.deadline(job, status, now)).verdict
     if deadline is not None:
-        return _finish(job, status, before, current, deadline, result, now, observed)
+        return _finish(p, current, deadline)
 
-    if status.phase == Phase.RESTARTING and not ready_for_next_attempt(job, status, older, result, now):
-        fill_node_statuses(status, current, job.spec.num_nodes)
-        return result
-    waiting = wait_before_retry(job, status, older, result, now)
+    # 7. A restarting gang waits for its backoff (and, blocking, its old pods); a released partial gang too.
+    if status.phase == Phase.RESTARTING and take(wait_for_next_attempt(job, status, older, now)).verdict:
+        take(Decision(status=node_table(status, current, n)))
+        return p
+    waiting = take(wait_before_retry(job, status, older, now)).verdict
     if waiting is not None:
-        return _report(job, status, before, current, waiting, result, now)
+        return _report(p, current, waiting)
 
-    blocked = _create_missing(job, status, before, current, observed, result, now, settings, gate)
-    delete_old_pod_groups(status, observed.pod_groups, result)
-    running = {i for i, p in current.items() if p.phase == PodPhase.RUNNING}
-    report_progress(job, status, observed.progress, running, now)
-    failure = _attempt_failure(job, status, before, current, observed, now, result) or hang_failure(
-        job, status, current, observed.progress, now)
+    # 8. The attempt's missing pods; then what it reports, and whether it failed (the first cause found).
+    blocked = _create_missing(p, current, gate)
+    take(delete_old_pod_groups(status, observed.pod_groups))
+    running = {i for i, pod in current.items() if pod.phase == PodPhase.RUNNING}
+    take(report_progress(job, status, observed.progress, running))
+    failure = take(attempt_failure(job, status, before, current, observed, now)).failure
     if failure is not None:
         if failure.unhealthy_node:
             # Kept out of the next attempt; the node table shows the verdict while the gang restarts.
-            exclude_unhealthy_nodes(job, status, (p for p in current.values() if p.phase == PodPhase.FAILED),
-                                    result, now)
-            fill_node_statuses(status, current, job.spec.num_nodes)
-        return _fail_attempt(job, status, before, current, observed, failure, result, now)
+            failed = (pod for pod in current.values() if pod.phase == PodPhase.FAILED)
+            take(exclude_unhealthy_nodes(job, status, failed, now))
+            take(Decision(status=node_table(status, current, n)))
+        return _fail_attempt(p, current, failure)
 
-    judge_stragglers(job, status, observed.progress, running, result, now)
-    failure = straggler_failure(job, status, observed.nodes, result, now)
-    if failure is not None:  # the straggler's node is excluded already
-        return _fail_attempt(job, status, before, current, observed, failure, result, now)
+    # 9. Not failed: stragglers (which may fail it, their node excluded already), then the judge's verdict.
+    take(judge_stragglers(job, status, observed.progress, running, now))
+    failure = take(straggler_failure(job, status, observed.nodes, now)).failure
+    if failure is not None:
+        return _fail_attempt(p, current, failure)
     verdict = explain_unschedulable(job, judge(job, current), observed.nodes)
     if blocked is not None and verdict.phase == Phase.PENDING:
         verdict = blocked
     if verdict.phase in TERMINAL_PHASES:
-        return _finish(job, status, before, current, verdict, result, now, observed)
-    verdict = gang_verdict(job, status, current, observed.pod_groups, verdict, now)
+        return _finish(p, current, verdict)
+    # 10. Still going: the gang's own words, then a partial gang's release (a new attempt: no pods of its own).
+    verdict = take(gang_verdict(job, status, current, observed.pod_groups, verdict)).verdict or verdict
     status.topology_domain = status.topology_domain or placed_domain(
-        job, current, {n.name: n.labels for n in observed.nodes})
-    verdict = release_partial_gang(job, status, current, result, now) or verdict
-    if verdict.reason == Reason.PARTIAL_GANG_RELEASED:  # a new attempt: the released pods are not its own
+        job, current, {node.name: node.labels for node in observed.nodes})
+    verdict = take(release_partial_gang(job, status, current, now)).verdict or verdict
+    if verdict.reason == Reason.PARTIAL_GANG_RELEASED:
         current = {}
-    return _report(job, status, before, current, verdict, result, now)
+    return _report(p, current, verdict)
 
 
-def _kueue(job: TrainingJob, status: TrainingJobStatus, observed: Observed, result: Plan, now: datetime,
-           settings: RenderSettings) -> KueueGate | None:
-    """The job's Kueue integration (a job labelled with a queue name): its Workload, and whether it may run."""
-    gate = kueue_gate(job, status, observed.workload, served=observed.kueue_api, flavors=observed.flavors,
-                      pods=observed.pods, now=now)
+def _force_delete_stranded(p: _Pass, pods: list[ObservedPod]) -> Decision:
+    if not p.observed.down_nodes:  # no set of a 20 000-pod gang's deletions built for nothing
+        return Decision()
+    return force_delete_stranded(pods, p.observed.down_nodes, deleting=set(p.result.pods_to_delete),
+                                 forcing=set(p.result.pods_to_force_delete))
+
+
+def _follow_kueue(p: _Pass, gate: KueueGate | None) -> None:
+    """The Kueue integration's objects: the job's Workload created or replaced, its status, spec.suspend."""
     if gate is None:
-        return None
+        return
     if gate.create_workload:
-        result.objects_to_create.append(render_workload(job, settings, priority=observed.priority))
+        p.result.objects_to_create.append(render_workload(p.job, p.settings, priority=p.observed.priority))
     if gate.delete_workload:
-        result.workloads_to_delete.append(gate.delete_workload)
-    result.workload_status = gate.workload_status
-    result.job_suspend = gate.set_suspend
-    return gate
+        p.result.workloads_to_delete.append(gate.delete_workload)
+    p.result.workload_status = gate.workload_status
+    p.result.job_suspend = gate.set_suspend
 
 
-def _report(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
-            verdict: Verdict, result: Plan, now: datetime) -> Plan:
-    fill_node_statuses(status, current, job.spec.num_nodes)
-    set_conditions(status, verdict, created=len(current), num_nodes=job.spec.num_nodes, now=now,
-                   generation=job.metadata.generation)
-    change_phase(status, before, verdict, result)
-    return result
+def _report(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pass:
+    n = p.job.spec.num_nodes
+    p.take(Decision(status=node_table(p.status, current, n)))
+    p.take(Decision(conditions=verdict_conditions(p.status, verdict, created=len(current), num_nodes=n)))
+    p.take(phase_change(p.before, verdict))
+    return p
 
 
-def _fail_attempt(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,
-                  current: dict[int, ObservedPod], observed: Observed, failure: Failure, result: Plan,
-                  now: datetime) -> Plan:
+def _fail_attempt(p: _Pass, current: dict[int, ObservedPod], failure: Failure) -> _Pass:
     """The failure policy's answer: the gang restarting, or the job failed."""
-    failed = apply_failure_policy(job, status, failure, current, result, now)
+    failed = p.take(apply_failure_policy(p.job, p.status, failure, current, p.now)).verdict
     if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
-        force_delete_stranded(current.values(), observed.down_nodes, result)
-        return result
-    return _finish(job, status, before, current, failed, result, now, observed)
+        p.take(_force_delete_stranded(p, list(current.values())))
+        return p
+    return _finish(p, current, failed)
 
 
-def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,
-                    current: dict[int, ObservedPod], observed: Observed, result: Plan, now: datetime,
-                    settings: RenderSettings, kueue: KueueGate | None = None) -> Verdict | None:
+def _create_missing(p: _Pass, current: dict[int, ObservedPod], kueue: KueueGate | None) -> Verdict | None:
     """Render the attempt's missing pods; a Verdict when something keeps them from being created."""
+    job, status, observed, now, result = p.job, p.status, p.observed, p.now, p.result
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
-    if not missing or lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt):
+    if not missing or lost_indices(job_name(job), job.spec.num_nodes, p.before, current, status.attempt):
         return None
     if kueue is not None and kueue.flavors_pending:
-        result.come_back_in(FLAVOR_WAIT_SECONDS)
+        p.take(Decision(requeue_after=FLAVOR_WAIT_SECONDS))
         return Verdict(Phase.PENDING, Reason.CREATING_PODS, "waiting to read the ResourceFlavors Kueue assigned")
+    p.take(prune_expired(status, now))
     excluded = excluded_node_names(status, now)
-    status.scheduling = choose_gang(job, status, current, observed.gang_api)
+    p.take(Decision(status={"scheduling": choose_gang(job, status, current, observed.gang_api)}))
+    assert status.scheduling is not None
     group = status.scheduling.pod_group if status.scheduling.gang in GROUP_MODES else None
-    handed = scheduler_places_domain(job, status, ensure_pod_group(job, status, observed.pod_groups, result))
+    p.take(create_pod_group(job, status, observed.pod_groups))
+    handed = scheduler_places_domain(job, status, attempt_pod_group(status, observed.pod_groups))
     if handed is None:
         # The group's watch event brings the next pass, which creates the pods; the timer is there so that a
         # missed event (a watch restarted by its 410) cannot leave the job waiting for ever.
-        result.come_back_in(GROUP_WATCH_GRACE_SECONDS)
+        p.take(Decision(requeue_after=GROUP_WATCH_GRACE_SECONDS))
         return Verdict(Phase.PENDING, Reason.CREATING_PODS, f"creating PodGroup {group} before the pods")
-    node_selector, blocked = (None, None) if handed else attempt_node_selector(job, status, observed.nodes)
-    if blocked is not None:
-        return blocked
+    node_selector, placed = (None, Decision()) if handed else attempt_node_selector(job, status, observed.nodes)
+    if p.take(placed).verdict is not None:
+        return placed.verdict
     if kueue is not None and kueue.node_selector:
         # Kueue's contract: the admitted flavors' nodeLabels select the nodes the pods run on.
         node_selector = {**(node_selector or {}), **kueue.node_selector}
@@ -255,7 +271,7 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
-    attempt, name, gang = status.attempt, job_name(job), status.scheduling.gang
+    attempt, name, gang, settings = status.attempt, job_name(job), status.scheduling.gang, p.settings
     result.pods_to_create = PodStream(
         missing, lambda i: pod_name(name, i, attempt),
         lambda i: render_node_pod(job, i, attempt, settings, resume_from=resume, image=image,
@@ -266,50 +282,21 @@ def _create_missing(job: TrainingJob, status: TrainingJobStatus, before: Trainin
     return None
 
 
-def _attempt_failure(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus,
-                     current: dict[int, ObservedPod], observed: Observed, now: datetime,
-                     result: Plan) -> Failure | None:
-    """The attempt's failure, first found first: a failed, lost or evicted pod or one on a node that is
-    down (none counts once the leader succeeded under LeaderOnly), different image digests, the startup
-    timeout."""
-    leader_done = leader_succeeded(job, current)
-    # A pod we are deleting may report Failed on its way out (SIGTERM); that is not its failure.
-    failed = [p for p in current.values() if p.phase == PodPhase.FAILED and not p.terminating]
-    if failed and not leader_done:
-        return pod_failure(failed)
-    lost = lost_indices(job_name(job), job.spec.num_nodes, before, current, status.attempt)
-    if lost and not leader_done:
-        last = next((ns for ns in before.node_statuses if ns.index == lost[0]), None)
-        # A pod deleted between two passes says why only in its last watch event (preemption, eviction).
-        gone = (observed.gone_disruptions.get(pod_name(job_name(job), i, status.attempt)) for i in lost)
-        why = next((g for g in gone if g), None) or (last.reason if last else None)
-        return lost_failure(lost[0], last.pod if last else pod_name(job_name(job), lost[0], status.attempt), why)
-    evicted = evicted_failure(current.values())
-    if evicted is not None and not leader_done:
-        return evicted
-    on_down_node = None if leader_done else not_ready_failure(job, current.values(), observed.down_nodes, now, result)
-    if on_down_node is not None:
-        return on_down_node
-    mismatch = check_digests(job, status, current, now)
-    if mismatch is not None:
-        return mismatch
-    return startup_timeout(job, status, current, now, result, why_not_running=lambda: judge(job, current).message)
-
-
-def _finish(job: TrainingJob, status: TrainingJobStatus, before: TrainingJobStatus, current: dict[int, ObservedPod],
-            verdict: Verdict, result: Plan, now: datetime, observed: Observed) -> Plan:
+def _finish(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pass:
     """Succeed or fail: stop the nodes at once; with checkpointing, wait for the final sync first (requested
     once no pod of the job may write)."""
-    result.pods_to_create = []
-    if job.spec.clean_pod_policy != CleanPodPolicy.NONE:
-        result.delete(p.name for p in current.values() if p.active)
-    fill_node_statuses(status, current, job.spec.num_nodes)
-    if hold_for_final_sync(job, status, before, result, now, observed.pods):
-        return result
-    status.completion_time = rfc3339(now)
+    job, status, result = p.job, p.status, p.result
+    stop = tuple(pod.name for pod in current.values() if pod.active)
+    p.take(Decision(stop_creating=True, delete=stop if job.spec.clean_pod_policy != CleanPodPolicy.NONE else ()))
+    p.take(Decision(status=node_table(status, current, job.spec.num_nodes)))
+    held, final_sync = hold_for_final_sync(job, status, p.before, p.now, p.observed.pods)
+    p.take(final_sync)
+    if held:
+        return p
+    status.completion_time = rfc3339(p.now)
     status.next_attempt_time = None
-    set_conditions(status, verdict, created=len(current), num_nodes=job.spec.num_nodes, now=now,
-                   generation=job.metadata.generation)
-    change_phase(status, before, verdict, result)
-    result.delete(lifecycle.finished_job_deletions(job, list(current.values()), observed.mirror))
-    return result
+    p.take(Decision(conditions=verdict_conditions(status, verdict, created=len(current),
+                                                  num_nodes=job.spec.num_nodes)))
+    p.take(phase_change(p.before, verdict))
+    result.delete(lifecycle.finished_job_deletions(job, list(current.values()), p.observed.mirror))
+    return p

@@ -26,7 +26,7 @@ from multinode.api.progress import ProgressSource, ProgressStatus
 from multinode.api.status import ConditionStatus
 from multinode.api.timestamps import rfc3339
 from multinode.progress import Heartbeat, parse_heartbeat
-from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.decision import Decision, SetCondition
 
 
 @dataclass(frozen=True)
@@ -167,15 +167,14 @@ def job_progress(log: AttemptLog, readable: set[int], checked: datetime) -> JobP
 
 
 def report_progress(job: TrainingJob, status: TrainingJobStatus, progress: JobProgress | None,
-                    running: set[int], now: datetime) -> None:
+                    running: set[int]) -> Decision:
     """status.progress and the Progressing condition for the current attempt (only with hangDetection)."""
     if job.spec.hang_detection is None:
-        status.progress = None
-        return
+        return Decision(status={"progress": None})
     if progress is None or progress.attempt != status.attempt:
         if status.progress is None or status.progress.attempt != status.attempt:
-            status.progress = ProgressStatus(attempt=status.attempt)
-        return
+            return Decision(status={"progress": ProgressStatus(attempt=status.attempt)})
+        return Decision()
     ranks = [r for r in progress.ranks if r.index in running]
     steps = [r.step for r in ranks if r.step is not None]
     last = max((r.last_progress for r in ranks if r.last_progress is not None), default=None)
@@ -189,7 +188,6 @@ def report_progress(job: TrainingJob, status: TrainingJobStatus, progress: JobPr
     if report.first_progress_time is None or source != report.source:
         report.first_progress_time = rfc3339(progress.first_progress) if progress.first_progress else None
     report.source = source
-    status.progress = report
     condition: ConditionStatus
     if report.last_progress_time is None:
         condition, reason, message = "Unknown", Reason.WAITING_FOR_PROGRESS, "no rank has made progress yet"
@@ -197,5 +195,5 @@ def report_progress(job: TrainingJob, status: TrainingJobStatus, progress: JobPr
         step = f"step {report.step}, " if report.step is not None else ""
         condition, reason = "True", Reason.PROGRESS_SEEN
         message = f"{step}last progress {report.last_progress_time} ({report.source})"
-    set_condition(status.conditions, ConditionType.PROGRESSING, condition, reason, message, now=rfc3339(now),
-                  generation=job.metadata.generation)
+    return Decision(status={"progress": report},
+                    conditions=(SetCondition(ConditionType.PROGRESSING, condition, reason, message),))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
 
@@ -71,37 +71,45 @@ class RefusedCreation:
     retry: bool
 
 
+def _with_conditions(job: TrainingJob, result: Plan, *types: str, reason: str, message: str,
+                     now: datetime) -> Plan:
+    """A copy of `result` whose status has the conditions `types` False for `reason` (`result` is left as it was)."""
+    status = result.status.model_copy(deep=True)
+    for type_ in types:
+        set_condition(status.conditions, type_, "False", reason, message, now=rfc3339(now),
+                      generation=job.metadata.generation)
+    return replace(result, status=status)
+
+
 def foreign_object_found(job: TrainingJob, result: Plan, message: str, *, now: datetime) -> RefusedCreation:
     """A create found its name taken by an object that is not the job's (`message` names it): the job uses
     none of it, says so, and the create is retried with backoff."""
-    set_condition(result.status.conditions, ConditionType.RUNNING, "False", Reason.FOREIGN_OBJECT, message,
-                  now=rfc3339(now), generation=job.metadata.generation)
-    return RefusedCreation(plan=result, retry=True)
+    return RefusedCreation(plan=_with_conditions(job, result, ConditionType.RUNNING, reason=Reason.FOREIGN_OBJECT,
+                                                 message=message, now=now), retry=True)
 
 
-def creation_refused(job: TrainingJob, result: Plan, pods: Iterable[ObservedPod], status: int | None,
+def creation_refused(job: TrainingJob, result: Plan, pods: Iterable[ObservedPod], http_status: int | None,
                      message: str, *, now: datetime, api_version: str | None = None) -> RefusedCreation:
     """The plan `result` could not create an object (of `api_version`, when known): the apiserver answered
-    `status` with `message`."""
-    if status == HTTPStatus.NOT_FOUND and api_version in GANG_GROUP_API_VERSIONS.values():
+    `http_status` with `message`. The plan to write is a changed copy: `result` is left as it was."""
+    if http_status == HTTPStatus.NOT_FOUND and api_version in GANG_GROUP_API_VERSIONS.values():
         scheduler = next(m for m, v in GANG_GROUP_API_VERSIONS.items() if v == api_version)
         why = (f"spec.scheduling names {scheduler}, but the apiserver serves no {api_version} PodGroup (is "
                f"{scheduler} installed, with its CRDs?): {message}; no pod is created until it does, retrying")
-        for type_ in (ConditionType.GANG_SCHEDULED, ConditionType.RUNNING):
-            set_condition(result.status.conditions, type_, "False", Reason.GANG_SCHEDULER_NOT_INSTALLED, why,
-                          now=rfc3339(now), generation=job.metadata.generation)
-        return RefusedCreation(plan=result, retry=True)
-    if status == HTTPStatus.NOT_FOUND and api_version == KUEUE_API_VERSION_FULL:
+        return RefusedCreation(plan=_with_conditions(job, result, ConditionType.GANG_SCHEDULED, ConditionType.RUNNING,
+                                                     reason=Reason.GANG_SCHEDULER_NOT_INSTALLED, message=why, now=now),
+                               retry=True)
+    if http_status == HTTPStatus.NOT_FOUND and api_version == KUEUE_API_VERSION_FULL:
         why = (f"the apiserver serves no {KUEUE_API_VERSION_FULL} Workload (is Kueue installed, with its CRDs?): "
                f"{message}; the job stays suspended, retrying")
-        set_condition(result.status.conditions, ConditionType.KUEUE_ADMITTED, "False", Reason.KUEUE_NOT_INSTALLED,
-                      why, now=rfc3339(now), generation=job.metadata.generation)
-        return RefusedCreation(plan=result, retry=True)
-    refusal = classify(status)
+        return RefusedCreation(plan=_with_conditions(job, result, ConditionType.KUEUE_ADMITTED,
+                                                     reason=Reason.KUEUE_NOT_INSTALLED, message=why, now=now),
+                               retry=True)
+    refusal = classify(http_status)
     if refusal is Refusal.FORBIDDEN:
-        set_condition(result.status.conditions, ConditionType.RUNNING, "False", Reason.POD_CREATION_FORBIDDEN,
-                      message, now=rfc3339(now), generation=job.metadata.generation)
-        return RefusedCreation(plan=result, retry=True)
+        return RefusedCreation(plan=_with_conditions(job, result, ConditionType.RUNNING,
+                                                     reason=Reason.POD_CREATION_FORBIDDEN, message=message, now=now),
+                               retry=True)
     if refusal is Refusal.INVALID:
         return RefusedCreation(plan=fail_job(result, Reason.POD_CREATION_FAILED, message, now=now, pods=pods),
                                retry=False)

@@ -19,7 +19,8 @@ from multinode.reconcile.failures import Failure
 from multinode.api.constants import TRAINER_CONTAINER
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.observe import ObservedPod, PodPhase, Wait
-from multinode.reconcile.outcome import Plan, Verdict
+from multinode.reconcile.decision import Decision
+from multinode.reconcile.outcome import Verdict
 
 # Waiting reasons (Kubernetes' words) a user must act on, in the words of the condition reason we report.
 # Keyed by str | None: a pod's waiting reason may be absent, and then it is not blocking.
@@ -64,14 +65,15 @@ def why_starting(pods: list[ObservedPod], running: list[ObservedPod], num_nodes:
                    f"{len(running)}/{num_nodes} pods running; the rest are scheduled and starting")
 
 
-def note_first_bound(status: TrainingJobStatus, current: dict[int, ObservedPod], now: datetime) -> None:
-    """Record when a pod of the attempt was first seen bound to a node (status.attemptScheduledTime)."""
+def note_first_bound(status: TrainingJobStatus, current: dict[int, ObservedPod], now: datetime) -> Decision:
+    """When a pod of the attempt was first seen bound to a node (status.attemptScheduledTime), if not yet known."""
     if status.attempt_scheduled_time is None and any(p.node for p in current.values()):
-        status.attempt_scheduled_time = rfc3339(now)
+        return Decision(status={"attempt_scheduled_time": rfc3339(now)})
+    return Decision()
 
 
 def startup_timeout(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod], now: datetime,
-                    result: Plan, *, why_not_running: Callable[[], str]) -> Failure | None:
+                    *, why_not_running: Callable[[], str]) -> Decision:
     """StartupTimeout once the timeout passed with pods not all running; until then, come back when it would."""
     timeout = job.spec.startup_timeout_seconds
     started = (PodPhase.RUNNING, PodPhase.SUCCEEDED)
@@ -81,11 +83,11 @@ def startup_timeout(job: TrainingJob, status: TrainingJobStatus, current: dict[i
     chosen_domain = status.topology_domain is not None and status.attempt_scheduled_time is None
     counted_from = status.attempt_start_time if chosen_domain else status.attempt_scheduled_time
     if not (timeout and counted_from and not all_running):
-        return None
+        return Decision()
     waited = (now - parse_time(counted_from, now)).total_seconds()
     if waited >= timeout:
-        return Failure(Reason.STARTUP_TIMEOUT,
-                       f"pods not all running {timeout}s after the first was bound to a node: {why_not_running()}",
-                       reasons=frozenset({Reason.STARTUP_TIMEOUT}))
-    result.come_back_in(timeout - waited)
-    return None
+        return Decision(failure=Failure(
+            Reason.STARTUP_TIMEOUT,
+            f"pods not all running {timeout}s after the first was bound to a node: {why_not_running()}",
+            reasons=frozenset({Reason.STARTUP_TIMEOUT})))
+    return Decision(requeue_after=timeout - waited)

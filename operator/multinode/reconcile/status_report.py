@@ -3,47 +3,52 @@ failed job's status (also written by the controller when the apiserver refuses a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from multinode.api import NodeCounts, NodeStatus, Phase, TrainingJobStatus
-from multinode.api.status import MAX_NODE_STATUSES
+from multinode.api.status import MAX_NODE_STATUSES, TERMINAL_PHASES
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.health_check import HealthStatus, NodeHealth
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.observe import ObservedPod, PodPhase
-from multinode.reconcile.outcome import TERMINAL_PHASES, Event, Plan, Verdict
+from multinode.reconcile.decision import Decision, SetCondition
+from multinode.reconcile.outcome import Event, Plan, Verdict
 
 
-def set_conditions(status: TrainingJobStatus, verdict: Verdict, *, created: int, num_nodes: int,
-                   now: datetime, generation: int | None) -> None:
-    def put(type_: str, ok: bool, reason: str, message: str) -> None:
-        set_condition(status.conditions, type_, "True" if ok else "False", reason, message,
-                      now=rfc3339(now), generation=generation)
+def verdict_conditions(status: TrainingJobStatus, verdict: Verdict, *, created: int,
+                       num_nodes: int) -> tuple[SetCondition, ...]:
+    """The conditions that show `verdict`: Created, Running, Suspended (once it was set), Succeeded, Failed."""
+    def put(type_: str, ok: bool, reason: str, message: str) -> SetCondition:
+        return SetCondition(type_, "True" if ok else "False", reason, message)
 
     all_created = created == num_nodes or verdict.phase in TERMINAL_PHASES
-    put(ConditionType.CREATED, all_created, Reason.PODS_CREATED if all_created else Reason.CREATING_PODS,
-        f"{created}/{num_nodes} pods created")
+    out = [put(ConditionType.CREATED, all_created, Reason.PODS_CREATED if all_created else Reason.CREATING_PODS,
+               f"{created}/{num_nodes} pods created")]
     if verdict.phase == Phase.RUNNING:
-        put(ConditionType.RUNNING, True, verdict.reason, verdict.message)
+        out.append(put(ConditionType.RUNNING, True, verdict.reason, verdict.message))
     elif verdict.phase in TERMINAL_PHASES:
-        put(ConditionType.RUNNING, False, Reason.JOB_FINISHED, f"job {verdict.phase.value.lower()}")
+        out.append(put(ConditionType.RUNNING, False, Reason.JOB_FINISHED, f"job {verdict.phase.value.lower()}"))
     else:
-        put(ConditionType.RUNNING, False, verdict.reason, verdict.message)
+        out.append(put(ConditionType.RUNNING, False, verdict.reason, verdict.message))
     if any(c.type == ConditionType.SUSPENDED for c in status.conditions):
-        put(ConditionType.SUSPENDED, False, Reason.RESUMED, "spec.suspend is false")
+        out.append(put(ConditionType.SUSPENDED, False, Reason.RESUMED, "spec.suspend is false"))
     if verdict.phase == Phase.SUCCEEDED:
-        put(ConditionType.SUCCEEDED, True, verdict.reason, verdict.message)
+        out.append(put(ConditionType.SUCCEEDED, True, verdict.reason, verdict.message))
     if verdict.phase == Phase.FAILED:
-        put(ConditionType.FAILED, True, verdict.reason, verdict.message)
+        out.append(put(ConditionType.FAILED, True, verdict.reason, verdict.message))
+    return tuple(out)
 
 
-def change_phase(status: TrainingJobStatus, before: TrainingJobStatus, verdict: Verdict, result: Plan) -> None:
-    if verdict.phase != before.phase:
-        status.phase = verdict.phase
-        result.events.append(Event("Warning" if verdict.phase == Phase.FAILED else "Normal", verdict.reason,
-                                   verdict.message))
+def phase_change(before: TrainingJobStatus, verdict: Verdict) -> Decision:
+    """The phase `verdict` gives, and its Event, when it differs from the last status' phase."""
+    if verdict.phase == before.phase:
+        return Decision()
+    return Decision(status={"phase": verdict.phase},
+                    events=(Event("Warning" if verdict.phase == Phase.FAILED else "Normal", verdict.reason,
+                                  verdict.message),))
 
 
 def _row_health(health: NodeHealth | None) -> NodeHealth | None:
@@ -70,11 +75,12 @@ _COUNTED_PHASES = {PodPhase.PENDING: "pending", PodPhase.RUNNING: "running", Pod
                    PodPhase.FAILED: "failed"}
 
 
-def fill_node_statuses(status: TrainingJobStatus, current: dict[int, ObservedPod], num_nodes: int) -> None:
-    """The node table: nodeCounts counts every node; nodeStatuses lists at most MAX_NODE_STATUSES rows, in index
-    order, chosen troubled first (failed, unhealthy, with a reason; and vanished pods, whose last row explains a
-    NodeLost restart), then waiting (pending, unknown, no pod yet), then fine. One pass over the nodes; rows
-    are built only for the nodes listed, so a 20 000-node job costs no 20 000 models."""
+def node_table(status: TrainingJobStatus, current: Mapping[int, ObservedPod], num_nodes: int) -> dict[str, Any]:
+    """The status fields of the node table: nodeCounts counts every node; nodeStatuses lists at most
+    MAX_NODE_STATUSES rows, in index order, chosen troubled first (failed, unhealthy, with a reason; and
+    vanished pods, whose last row explains a NodeLost restart), then waiting (pending, unknown, no pod yet),
+    then fine. One pass over the nodes; rows are built only for the nodes listed, so a 20 000-node job costs
+    no 20 000 models."""
     previous = {ns.index: ns for ns in status.node_statuses}
     troubled: list[int] = []
     waiting: list[int] = []
@@ -103,11 +109,9 @@ def fill_node_statuses(status: TrainingJobStatus, current: dict[int, ObservedPod
     for i in sorted(chosen):
         p = current.get(i)
         rows.append(_row(p) if p is not None else previous.get(i) or NodeStatus(index=i))
-    status.node_statuses = rows
-    status.node_statuses_omitted = num_nodes - len(rows)
-    status.node_counts = NodeCounts(**counts, not_fine=len(troubled) + len(waiting))
-    status.ready_nodes = ready
-    status.ready = f"{status.ready_nodes}/{num_nodes}"
+    return {"node_statuses": rows, "node_statuses_omitted": num_nodes - len(rows),
+            "node_counts": NodeCounts(**counts, not_fine=len(troubled) + len(waiting)), "ready_nodes": ready,
+            "ready": f"{ready}/{num_nodes}"}
 
 
 def fail_job(result: Plan, reason: str, message: str, *, now: datetime, pods: Iterable[ObservedPod]) -> Plan:
@@ -116,7 +120,7 @@ def fail_job(result: Plan, reason: str, message: str, *, now: datetime, pods: It
     Pods created moments ago may not be observed yet; the next reconcile sees them and, the job being
     terminal, deletes them.
     """
-    status = result.status
+    status = result.status.model_copy(deep=True)  # `result` stays as it was
     attempt = status.attempt
     mark_failed(status, reason, message, now=now)
     events = [*result.events, Event("Warning", reason, message)]

@@ -31,10 +31,11 @@ from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.progress import MAX_RANKS_REPORTED, RankProgressStatus, StragglerAction
 from multinode.api.timestamps import parse_time, rfc3339
-from multinode.reconcile.conditions import find_condition, set_condition
-from multinode.reconcile.exclusion import exclude_node, excluded_node_names
+from multinode.reconcile.conditions import find_condition
+from multinode.reconcile.decision import Decision, SetCondition
+from multinode.reconcile.exclusion import exclude_node, excluded_node_names, prune_expired
 from multinode.reconcile.failures import Failure
-from multinode.reconcile.outcome import Event, Plan
+from multinode.reconcile.outcome import Event
 from multinode.reconcile.placement import ObservedNode, room_for
 from multinode.reconcile.progress import JobProgress, RankProgress
 
@@ -71,15 +72,16 @@ def slow_ranks(ranks: list[RankProgress], factor: float) -> list[tuple[RankProgr
 
 
 def judge_stragglers(job: TrainingJob, status: TrainingJobStatus, progress: JobProgress | None, running: set[int],
-                     result: Plan, now: datetime) -> None:
+                     now: datetime) -> Decision:
+    """status.progress's stragglers and median step time, the Stragglers condition, and an Event for ranks
+    newly reported."""
     spec = job.spec.hang_detection
     report = status.progress
     if spec is None or report is None or progress is None or progress.attempt != status.attempt:
-        return
+        return Decision()
     config = spec.stragglers
     ranks = [r for r in progress.ranks if r.index in running]
     times = [r.step_seconds for r in ranks if r.step_seconds is not None]
-    report.median_step_seconds = round(median(times), 6) if times else None
     slow = [] if config.action == StragglerAction.IGNORE else slow_ranks(ranks, config.factor)
     before = {s.index: s for s in report.stragglers}
     entries = []
@@ -94,28 +96,30 @@ def judge_stragglers(job: TrainingJob, status: TrainingJobStatus, progress: JobP
     def slow_for(entry: RankProgressStatus) -> float:
         return (now - parse_time(entry.since or rfc3339(now), now)).total_seconds()
 
-    for e in entries:
+    for e in entries:  # built here: setting their flag changes nothing of the status read
         e.reported = slow_for(e) >= config.for_seconds
     confirmed = [e for e in entries if e.reported]
     waiting = [config.for_seconds - slow_for(e) for e in entries if not e.reported]
-    if waiting:
-        result.come_back_in(min(waiting))
     was = {s.index for s in report.stragglers if s.reported}
-    report.stragglers, report.straggler_count = entries, len(confirmed)
-    gen, at = job.metadata.generation, rfc3339(now)
+    edits = {"progress": report.model_copy(update={
+        "median_step_seconds": round(median(times), 6) if times else None, "stragglers": entries,
+        "straggler_count": len(confirmed)})}
+    requeue = min(waiting) if waiting else None
     if confirmed:
         message = "; ".join(
             f"rank {e.index}{f' on node {e.node}' if e.node else ''}: {e.step_seconds:.3g}s a step, the others' "
             f"median {references[e.index]:.3g}s (over {config.factor:g}×) for {slow_for(e):.0f}s" for e in confirmed)
-        set_condition(status.conditions, ConditionType.STRAGGLERS, "True", Reason.STRAGGLERS_DETECTED, message,
-                      now=at, generation=gen)
-        if {e.index for e in confirmed} - was:
-            result.events.append(Event("Warning", Reason.STRAGGLERS_DETECTED, message))
-        return
+        new = bool({e.index for e in confirmed} - was)
+        return Decision(status=edits, requeue_after=requeue,
+                        conditions=(SetCondition(ConditionType.STRAGGLERS, "True", Reason.STRAGGLERS_DETECTED,
+                                                 message),),
+                        events=(Event("Warning", Reason.STRAGGLERS_DETECTED, message),) if new else ())
     existing = find_condition(status.conditions, ConditionType.STRAGGLERS)
+    cleared: tuple[SetCondition, ...] = ()
     if existing is not None and existing.status == "True":
-        set_condition(status.conditions, ConditionType.STRAGGLERS, "False", Reason.NO_STRAGGLERS,
-                      "no rank is slower than the others now", now=at, generation=gen)
+        cleared = (SetCondition(ConditionType.STRAGGLERS, "False", Reason.NO_STRAGGLERS,
+                                "no rank is slower than the others now"),)
+    return Decision(status=edits, requeue_after=requeue, conditions=cleared)
 
 
 def _why_kept(job: TrainingJob, status: TrainingJobStatus, entry: RankProgressStatus, nodes: Sequence[ObservedNode],
@@ -133,14 +137,16 @@ def _why_kept(job: TrainingJob, status: TrainingJobStatus, entry: RankProgressSt
     return None
 
 
-def straggler_failure(job: TrainingJob, status: TrainingJobStatus, nodes: Sequence[ObservedNode], result: Plan,
-                      now: datetime) -> Failure | None:
+def straggler_failure(job: TrainingJob, status: TrainingJobStatus, nodes: Sequence[ObservedNode],
+                      now: datetime) -> Decision:
     """With stragglers.action Exclude: exclude the node of the slowest reported straggler whose node may go
-    and fail the attempt with reason Straggler; None (and the Stragglers condition saying why) otherwise."""
+    and fail the attempt with reason Straggler; else no failure (and the Stragglers condition saying why)."""
     spec = job.spec.hang_detection
     report = status.progress
     if spec is None or spec.stragglers.action != StragglerAction.EXCLUDE or report is None:
-        return None
+        return Decision()
+    # Expired entries go from the status whether or not a node is excluded now.
+    pruned = prune_expired(status, now)
     excluded = set(excluded_node_names(status, now))
     kept = []
     for entry in (e for e in report.stragglers if e.reported and e.node):
@@ -153,13 +159,15 @@ def straggler_failure(job: TrainingJob, status: TrainingJobStatus, nodes: Sequen
         message = (f"rank {entry.index} on node {entry.node}: {took} a step, the median {median_seconds}, for "
                    f"over {spec.stragglers.for_seconds}s; the node is excluded and the gang restarts without it")
         assert entry.node is not None
-        until = exclude_node(status, entry.node, Reason.STRAGGLER, message, now=now,
-                             seconds=job.spec.health_check.exclusion_seconds).until
-        result.events.append(Event("Warning", Reason.STRAGGLER, f"{message} (excluded until {until})"))
-        return Failure(Reason.STRAGGLER, message, reasons=frozenset({Reason.STRAGGLER}), straggler=True)
+        added, excluded_nodes = exclude_node(status.excluded_nodes, entry.node, Reason.STRAGGLER, message, now=now,
+                                             seconds=job.spec.health_check.exclusion_seconds)
+        return Decision(failure=Failure(Reason.STRAGGLER, message, reasons=frozenset({Reason.STRAGGLER}),
+                                        straggler=True),
+                        status={"excluded_nodes": excluded_nodes},
+                        events=(Event("Warning", Reason.STRAGGLER, f"{message} (excluded until {added.until})"),))
     condition = find_condition(status.conditions, ConditionType.STRAGGLERS)
     if kept and condition is not None and condition.status == "True":
-        set_condition(status.conditions, ConditionType.STRAGGLERS, "True", Reason.STRAGGLERS_DETECTED,
-                      f"{condition.message}; not excluded: {'; '.join(kept)}", now=rfc3339(now),
-                      generation=job.metadata.generation)
-    return None
+        return pruned.then(Decision(conditions=(SetCondition(
+            ConditionType.STRAGGLERS, "True", Reason.STRAGGLERS_DETECTED,
+            f"{condition.message}; not excluded: {'; '.join(kept)}"),)))
+    return pruned

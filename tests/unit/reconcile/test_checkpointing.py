@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from datetime import timedelta
 
 from multinode.api import TrainingJob
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile import ObservedMirror
-from multinode.reconcile.checkpointing import Resumer
+from multinode.reconcile.checkpointing import Resumer, mirror_on_lost_node, report_mirror
 from multinode.reconcile.node_loss import GONE, NodeDown
 from multinode.reconcile.observe import Wait
-from tests.unit.reconcile.planning import LATEST, NOW, condition, env, fail_node_1, pod, run, running_mirror
+from tests.unit.reconcile.planning import LATEST, NOW, env, fail_node_1, pod, run, running_mirror
 from multinode.testing import checkpointed_job as job
 from multinode.testing import stored_job
 
@@ -82,25 +84,28 @@ def test_the_operator_never_writes_the_mirrors_status() -> None:
     assert "checkpoints" not in _dump(result.status)
 
 
-def test_the_checkpoint_mirror_condition_says_what_keeps_the_mirror_from_running() -> None:
-    checkpointed = job()
-    assert not any(c.type == "CheckpointMirror" for c in run(checkpointed, [], mirror=None).status.conditions)
+PULLING = ObservedMirror(name="llama-mirror", job_name="llama", phase="Pending", waiting=Wait(
+    "ImagePullBackOff", 'Back-off pulling image "ghcr.io/multinode/operator:0.1.0"', "mirror",
+    "ghcr.io/multinode/operator:0.1.0"))
 
-    starting = condition(run(checkpointed, [], mirror=running_mirror("Pending")).status, "CheckpointMirror")
-    assert (starting.status, starting.reason) == ("False", "MirrorStarting")
 
-    pulling = ObservedMirror(name="llama-mirror", job_name="llama", phase="Pending", waiting=Wait(
-        "ImagePullBackOff", 'Back-off pulling image "ghcr.io/multinode/operator:0.1.0"', "mirror",
-        "ghcr.io/multinode/operator:0.1.0"))
-    stuck = condition(run(checkpointed, [], mirror=pulling).status, "CheckpointMirror")
-    assert (stuck.status, stuck.reason) == ("False", "ImagePullFailing")
-    assert stuck.message.startswith("llama-mirror: the mirror image ghcr.io/multinode/operator:0.1.0 cannot be pulled")
-    assert "the chart's image.repository and image.tag set it" in stuck.message
-
-    running = condition(run(checkpointed, [], mirror=running_mirror()).status, "CheckpointMirror")
-    assert (running.status, running.reason) == ("True", "MirrorRunning")
-    plain = stored_job(2)
-    assert not any(c.type == "CheckpointMirror" for c in run(plain, [], mirror=running_mirror()).status.conditions)
+@pytest.mark.parametrize(("checkpointed", "mirror", "condition_"), [
+    (job(), None, None),                                          # not written before the pod exists
+    (job(), running_mirror("Pending"), ("False", "MirrorStarting")),
+    (job(), PULLING, ("False", "ImagePullFailing")),
+    (job(), running_mirror(), ("True", "MirrorRunning")),
+    (job(), running_mirror("Failed"), None),                      # about to be replaced: CheckpointsSynced says more
+    (stored_job(2), running_mirror(), None),                      # no checkpointing, no mirror condition
+])
+def test_the_checkpoint_mirror_condition_says_what_keeps_the_mirror_from_running(checkpointed, mirror,
+                                                                                 condition_) -> None:
+    decided = report_mirror(checkpointed, mirror)
+    assert [(c.type, c.status, c.reason) for c in decided.conditions] == (
+        [("CheckpointMirror", *condition_)] if condition_ else [])
+    if mirror is PULLING:
+        message = decided.conditions[0].message
+        assert message.startswith("llama-mirror: the mirror image ghcr.io/multinode/operator:0.1.0 cannot be pulled")
+        assert "the chart's image.repository and image.tag set it" in message
 
 
 def mirror_on(node: str, phase: str = "Running", terminating: bool = False) -> ObservedMirror:
@@ -129,14 +134,17 @@ def test_a_mirror_on_a_node_that_stopped_answering_is_replaced_once_its_tolerati
     assert [o["kind"] for o in replaced.objects_to_create][-1] == "Pod"
 
 
-def test_a_mirror_evicted_or_on_a_node_that_is_gone_is_force_deleted_at_once() -> None:
-    evicted = run(job(), [pod(0), pod(1)], mirror=mirror_on("cpu-node-7", terminating=True),
-                  down_nodes=down_since(1, "False"))
-    assert evicted.pods_to_force_delete == ["llama-mirror"]
-    gone = run(job(), [pod(0), pod(1)], mirror=mirror_on("cpu-node-7"), down_nodes={"cpu-node-7": NodeDown(GONE)})
-    assert gone.pods_to_force_delete == ["llama-mirror"]
-    fine = run(job(), [pod(0), pod(1)], mirror=mirror_on("cpu-node-7"), down_nodes={})
-    assert fine.pods_to_force_delete == [] and fine.objects_to_create == []
+@pytest.mark.parametrize(("mirror", "down", "forced", "requeue"), [
+    (mirror_on("cpu-node-7", terminating=True), down_since(1, "False"), True, None),  # evicted there: at once
+    (mirror_on("cpu-node-7"), {"cpu-node-7": NodeDown(GONE)}, True, None),           # its node is gone
+    (mirror_on("cpu-node-7"), {}, False, None),
+    (mirror_on("cpu-node-7"), down_since(1, "False"), False, pytest.approx(4.0)),     # within its toleration
+    (mirror_on("cpu-node-7", "Succeeded"), {"cpu-node-7": NodeDown(GONE)}, False, None),  # exited: holds nothing
+])
+def test_a_mirror_evicted_or_on_a_node_that_is_gone_is_force_deleted_at_once(mirror, down, forced, requeue) -> None:
+    decided = mirror_on_lost_node(job(), mirror, down, NOW)
+    assert decided.force_delete == (("llama-mirror",) if forced else ()) and decided.requeue_after == requeue
+    assert [e.reason for e in decided.events] == (["PodForceDeleted"] if forced else [])
 
 
 def resumer(name: str, path: str | None, finished: bool = False) -> Resumer:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
+from multinode.reconcile.exclusion import exclude_unhealthy_nodes
 from datetime import timedelta
 
 from multinode.api import Phase, TrainingJobStatus
-from multinode.api.health_check import MAX_EXCLUDED_NODES, HealthStatus, NodeHealth
+from multinode.api.health_check import MAX_EXCLUDED_NODES, ExcludedNode, HealthStatus, NodeHealth
+from multinode.reconcile.decision import Decision
 from multinode.reconcile.exclusion import exclude_node, excluded_node_names, prune_expired
 from tests.unit.reconcile.planning import NOW, pod, run
 from multinode.testing import stored_job
@@ -15,42 +19,43 @@ GOOD = NodeHealth(status=HealthStatus.PASSED, reason="Healthy", message="8 GPUs 
 
 
 def test_an_excluded_node_stays_out_until_its_time() -> None:
-    status = TrainingJobStatus()
-    entry = exclude_node(status, "gpu-1", "GPUsNotVisible", "7 of 8", now=NOW, seconds=600)
+    entry, excluded = exclude_node([], "gpu-1", "GPUsNotVisible", "7 of 8", now=NOW, seconds=600)
+    status = TrainingJobStatus(excluded_nodes=excluded)
 
-    assert entry.until == "2026-11-20T12:10:00Z"
+    assert entry.until == "2026-11-20T12:10:00Z" and excluded == [entry]
     assert excluded_node_names(status, NOW + timedelta(seconds=599)) == ["gpu-1"]
     assert excluded_node_names(status, NOW + timedelta(seconds=600)) == []
-    assert status.excluded_nodes == []
+    assert prune_expired(status, NOW + timedelta(seconds=600)) == Decision(status={"excluded_nodes": []})
+    assert status.excluded_nodes == [entry]  # asking changed nothing
 
 
 def test_excluding_again_renews_the_entry_and_moves_it_last() -> None:
-    status = TrainingJobStatus()
-    exclude_node(status, "gpu-1", "GPUsNotVisible", "first", now=NOW, seconds=600)
-    exclude_node(status, "gpu-2", "ShmTooSmall", "x", now=NOW, seconds=600)
-    exclude_node(status, "gpu-1", "MemlockTooLow", "second", now=NOW + timedelta(seconds=60), seconds=60)
+    _, excluded = exclude_node([], "gpu-1", "GPUsNotVisible", "first", now=NOW, seconds=600)
+    _, excluded = exclude_node(excluded, "gpu-2", "ShmTooSmall", "x", now=NOW, seconds=600)
+    _, excluded = exclude_node(excluded, "gpu-1", "MemlockTooLow", "second", now=NOW + timedelta(seconds=60),
+                               seconds=60)
 
-    assert [(e.node, e.reason, e.message) for e in status.excluded_nodes] == [
+    assert [(e.node, e.reason, e.message) for e in excluded] == [
         ("gpu-2", "ShmTooSmall", "x"), ("gpu-1", "MemlockTooLow", "second")]
     # The later end wins: a short second exclusion does not shorten the first.
-    assert status.excluded_nodes[-1].until == "2026-11-20T12:10:00Z"
+    assert excluded[-1].until == "2026-11-20T12:10:00Z"
 
 
 def test_the_list_is_bounded_dropping_the_oldest() -> None:
-    status = TrainingJobStatus()
+    excluded: list[ExcludedNode] = []
     for i in range(MAX_EXCLUDED_NODES + 3):
-        exclude_node(status, f"gpu-{i}", "GPUsNotVisible", "", now=NOW, seconds=600)
-    assert len(status.excluded_nodes) == MAX_EXCLUDED_NODES
-    assert status.excluded_nodes[0].node == "gpu-3"
+        _, excluded = exclude_node(excluded, f"gpu-{i}", "GPUsNotVisible", "", now=NOW, seconds=600)
+    assert len(excluded) == MAX_EXCLUDED_NODES
+    assert excluded[0].node == "gpu-3"
+    status = TrainingJobStatus(excluded_nodes=excluded)
     TrainingJobStatus.model_validate(status.model_dump(by_alias=True))  # still within the CRD's maxItems
 
 
 def test_prune_keeps_the_unexpired() -> None:
-    status = TrainingJobStatus()
-    exclude_node(status, "a", "R", "", now=NOW, seconds=60)
-    exclude_node(status, "b", "R", "", now=NOW, seconds=120)
-    prune_expired(status, NOW + timedelta(seconds=90))
-    assert [e.node for e in status.excluded_nodes] == ["b"]
+    _, excluded = exclude_node([], "a", "R", "", now=NOW, seconds=60)
+    _, excluded = exclude_node(excluded, "b", "R", "", now=NOW, seconds=120)
+    pruned = prune_expired(TrainingJobStatus(excluded_nodes=excluded), NOW + timedelta(seconds=90))
+    assert [e.node for e in pruned.status["excluded_nodes"]] == ["b"]
 
 
 def _unhealthy_node_1(job):
@@ -121,3 +126,16 @@ def test_two_unhealthy_pods_on_one_node_make_one_entry_and_one_event() -> None:
     restarting = run(job, failed, previous=running.status)
     assert [e.node for e in restarting.status.excluded_nodes] == ["gpu-node-0"]
     assert [e.reason for e in restarting.events].count("NodeUnhealthy") == 1
+
+
+@pytest.mark.parametrize(("pods", "excluded", "events"), [
+    ([pod(0, "Failed", node="a", health=BAD), pod(1, "Failed", node="b", health=BAD)], ["a", "b"], 2),
+    ([pod(0, "Failed", node="a", health=BAD), pod(1, "Failed", node="a", health=BAD)], ["a"], 1),  # one node
+    ([pod(0, "Failed", node="a", health=GOOD), pod(1, "Failed", node=None, health=BAD)], [], 0),
+])
+def test_each_node_that_failed_its_health_check_is_excluded_once(pods, excluded, events) -> None:
+    job = stored_job(2, healthCheck={"exclusionSeconds": 60})
+    decided = exclude_unhealthy_nodes(job, TrainingJobStatus(), pods, NOW)
+    assert [e.node for e in decided.status.get("excluded_nodes", [])] == excluded
+    assert len(decided.events) == events
+    assert all(e.until == "2026-11-20T12:01:00Z" for e in decided.status.get("excluded_nodes", []))

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from multinode.reconcile.decision import Decision
+from multinode.testing import stored_job
+import pytest
+
+from multinode.api import TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.reconcile.final_sync import hold_for_final_sync
 from datetime import timedelta
 
 from multinode.api import Phase
@@ -84,3 +91,34 @@ def test_the_final_sync_is_requested_only_once_no_pod_may_write() -> None:
     assert final_sync_requested(asked.status.model_dump(by_alias=True, mode="json"))
     assert [e.reason for e in asked.events] == ["FinalSyncRequested"]
     assert asked.requeue_after == 1800 - 20   # the wait began when training ended
+
+
+# The policy called directly.
+
+def _waiting_since(seconds: int, reason: str = Reason.FINAL_SYNC_REQUESTED) -> list[dict]:
+    return [{"type": "CheckpointsSynced", "status": "False", "reason": reason, "message": "m",
+             "lastTransitionTime": (NOW - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")}]
+
+
+@pytest.mark.parametrize(("checkpoints", "conditions", "pods", "held", "reason", "event", "requeue"), [
+    (None, [], [pod(0, "Succeeded")], True, Reason.FINAL_SYNC_REQUESTED, True, 600.0),       # first request
+    (None, _waiting_since(100), [pod(0, "Succeeded")], True, Reason.FINAL_SYNC_REQUESTED, False, 500.0),
+    (None, [], [pod(0, "Succeeded"), pod(1)], True, Reason.FINAL_SYNC_WAITING_FOR_PODS, False, 600.0),
+    (None, _waiting_since(600), [pod(0, "Succeeded")], False, Reason.FINAL_SYNC_TIMED_OUT, False, None),
+    ({"finalSyncTime": "2026-11-20T11:59:00Z"}, [], [], False, Reason.FINAL_SYNC_DONE, False, None),
+])
+def test_a_finished_checkpointed_job_waits_for_the_final_sync(checkpoints, conditions, pods, held, reason, event,
+                                                             requeue) -> None:
+    status = TrainingJobStatus.model_validate({"conditions": conditions, "checkpoints": checkpoints})
+    stays, decided = hold_for_final_sync(job(finalSyncTimeoutSeconds=600), status, status, NOW, pods)
+    assert stays == held and decided.requeue_after == requeue
+    synced = decided.conditions[0]
+    assert (synced.type, synced.reason) == ("CheckpointsSynced", reason)
+    assert synced.status == ("True" if reason == Reason.FINAL_SYNC_DONE else "False")
+    assert [c.type for c in decided.conditions[1:]] == (["Running"] if held else [])
+    assert [e.reason for e in decided.events] == ([reason] if event else [])
+
+
+def test_a_job_without_checkpointing_never_waits() -> None:
+    assert hold_for_final_sync(stored_job(2), TrainingJobStatus(), TrainingJobStatus(), NOW, []) == (
+        False, Decision())

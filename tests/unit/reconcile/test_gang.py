@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from multinode.api import Phase
-from multinode.api.status import GangMode
-from multinode.reconcile.gang import ObservedPodGroup, observe_pod_group
+import pytest
+
+from multinode.api import Phase, TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.api.status import GangMode, SchedulingStatus
+from multinode.reconcile.decision import Decision
+from multinode.reconcile.gang import (ObservedPodGroup, create_pod_group, delete_old_pod_groups, gang_verdict,
+                                      observe_pod_group)
+from multinode.reconcile.outcome import GroupPrune, Verdict
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from multinode.testing import stored_job
 
@@ -213,3 +219,50 @@ def test_pods_created_by_an_operator_killed_before_its_status_write_decide_the_g
                  pod_groups=(group(),))
     assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in result.pods_to_create} == {"llama-a0"}
     assert result.status.scheduling.gang == GangMode.POD_GROUP
+
+
+# The policies called directly.
+
+def _attempt(gang: GangMode, attempt: int = 1, pod_group: str | None = "llama-a1") -> TrainingJobStatus:
+    return TrainingJobStatus(attempt=attempt, scheduling=SchedulingStatus(gang=gang, pod_group=pod_group))
+
+
+@pytest.mark.parametrize(("groups", "deleted"), [
+    ((), ()),
+    ((group(0), group(1)), ("llama-a0",)),                       # only earlier attempts' groups
+    ((group(0, terminating=True), group(1)), ()),                # one going already is not deleted again
+])
+def test_earlier_attempts_groups_are_deleted(groups, deleted) -> None:
+    assert delete_old_pod_groups(TrainingJobStatus(attempt=1), groups) == Decision(pod_groups_to_delete=deleted)
+
+
+@pytest.mark.parametrize(("spec", "status", "groups", "created", "pruned"), [
+    ({}, _attempt(GangMode.POD_GROUP), (), ["PodGroup"], None),                     # native: created when missing
+    ({}, _attempt(GangMode.POD_GROUP), (group(1),), [], None),                      # ... and not again
+    ({}, _attempt(GangMode.POD_GROUP), (group(1, terminating=True),), ["PodGroup"], None),
+    ({}, _attempt(GangMode.NONE, pod_group=None), (), [], None),
+    ({}, _attempt(GangMode.EXTERNAL, pod_group=None), (), [], None),
+    ({"scheduling": {"volcano": {}}}, _attempt(GangMode.VOLCANO), (), ["PodGroup"],
+     GroupPrune("scheduling.volcano.sh/v1beta1", "llama", 1)),                      # a gang scheduler's: each pass
+])
+def test_the_attempts_pod_group_is_created_before_its_pods(spec, status, groups, created, pruned) -> None:
+    decided = create_pod_group(stored_job(2, **spec), status, groups)
+    assert [o["kind"] for o in decided.objects_to_create] == created and decided.gang_groups_to_prune == pruned
+
+
+JUDGED = Verdict(Phase.PENDING, Reason.UNSCHEDULABLE, "2/2 pods cannot be scheduled")
+
+
+@pytest.mark.parametrize(("gang", "current", "groups", "condition_", "verdict_reason"), [
+    (GangMode.NONE, {}, (), None, Reason.UNSCHEDULABLE),                                    # no group: the judge's
+    (GangMode.POD_GROUP, {0: pod(0), 1: pod(1)}, (group(1, "True"),), ("True", Reason.GANG_PLACED),
+     Reason.UNSCHEDULABLE),
+    (GangMode.POD_GROUP, {0: pod(0, "Pending", node=None, unschedulable=SHORT)}, (group(1, "False", "no room"),),
+     ("False", Reason.GANG_UNSCHEDULABLE), Reason.GANG_UNSCHEDULABLE),                     # the group's words win
+    (GangMode.POD_GROUP, {}, (group(1),), ("False", Reason.WAITING_FOR_SCHEDULING), Reason.UNSCHEDULABLE),
+])
+def test_the_gang_scheduled_condition_and_the_verdict_of_a_gang_that_does_not_fit(gang, current, groups,
+                                                                                  condition_, verdict_reason) -> None:
+    decided = gang_verdict(stored_job(2), _attempt(gang), current, groups, JUDGED)
+    assert decided.verdict is not None and decided.verdict.reason == verdict_reason
+    assert [(c.status, c.reason) for c in decided.conditions] == ([condition_] if condition_ else [])

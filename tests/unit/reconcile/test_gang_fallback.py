@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from multinode.api import Phase
-from multinode.api.status import GangMode
+import pytest
+
+from multinode.api import Phase, TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.api.status import GangMode, SchedulingStatus
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile.decision import Decision
+from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from multinode.testing import stored_job
 
@@ -122,3 +128,61 @@ def test_the_wait_says_whether_the_cluster_or_the_job_turned_the_native_gang_off
     result = run(not_served, partial(), previous=started(not_served), gang_api=False)
     assert "the apiserver serves no scheduling.k8s.io/v1alpha2 PodGroup" in condition(result.status,
                                                                                       "GangScheduled").message
+
+
+# The policies called directly.
+
+def _fallback(**fields) -> TrainingJobStatus:
+    return TrainingJobStatus(attempt=0, scheduling=SchedulingStatus(gang=GangMode.NONE, **fields))
+
+
+def _at(seconds: int) -> str:
+    return rfc3339(NOW + timedelta(seconds=seconds))
+
+
+@pytest.mark.parametrize(("current", "since", "reason", "partial_since", "requeue", "released"), [
+    # Nothing unschedulable and all bound: the judge decides, the gang is placed.
+    ({i: pod(i) for i in range(3)}, _at(-10), None, None, None, False),
+    # All unschedulable: nothing held, just waiting.
+    ({i: pod(i, "Pending", node=None, unschedulable=FULL) for i in range(3)}, None, Reason.WAITING_FOR_CAPACITY,
+     None, None, False),
+    # Partly bound: the timeout starts now, and a timer for it.
+    (dict(enumerate(partial())), None, Reason.WAITING_FOR_CAPACITY, _at(0), 60.0, False),
+    (dict(enumerate(partial())), _at(-20), Reason.WAITING_FOR_CAPACITY, _at(-20), 40.0, False),
+    # Partly bound for the whole timeout: released, a new attempt after the backoff.
+    (dict(enumerate(partial())), _at(-60), Reason.PARTIAL_GANG_RELEASED, None, 5.0, True),
+])
+def test_a_partial_gang_is_released_after_its_timeout(current, since, reason, partial_since, requeue,
+                                                      released) -> None:
+    decided = release_partial_gang(job(timeout=60), _fallback(partial_since=since), current, NOW)
+    assert (decided.verdict.reason if decided.verdict else None) == reason
+    assert decided.status["scheduling"].partial_since == partial_since
+    assert decided.requeue_after == requeue and decided.stop_creating == released
+    if released:
+        assert decided.status["attempt"] == 1 and decided.status["scheduling"].releases == 1
+        assert decided.status["scheduling"].next_try_time == _at(5)
+        assert decided.delete == ("llama-0-a0", "llama-1-a0", "llama-2-a0")
+        assert [e.reason for e in decided.events] == [Reason.PARTIAL_GANG_RELEASED]
+    else:
+        assert "attempt" not in decided.status and not decided.delete and not decided.events
+    gang = [(c.type, c.status, c.reason) for c in decided.conditions]
+    assert gang == [("GangScheduled", "True" if reason is None else "False", reason or Reason.GANG_PLACED)]
+
+
+def test_a_ganged_attempt_is_never_released() -> None:
+    status = TrainingJobStatus(scheduling=SchedulingStatus(gang=GangMode.POD_GROUP, partial_since=_at(-600)))
+    assert release_partial_gang(job(timeout=60), status, dict(enumerate(partial())), NOW) == Decision()
+
+
+@pytest.mark.parametrize(("next_try", "older", "reason", "requeue"), [
+    (None, [], None, None),                                              # no release pending
+    (_at(30), [], Reason.PARTIAL_GANG_RELEASED, 30.0),                   # the backoff
+    (_at(-1), [pod(0, terminating=True)], Reason.PARTIAL_GANG_RELEASED, None),  # released pods still there
+    (_at(-1), [], None, None),                                           # free to create: the time is cleared
+])
+def test_after_a_release_the_next_attempt_waits_for_the_backoff_and_the_released_pods(next_try, older, reason,
+                                                                                      requeue) -> None:
+    decided = wait_before_retry(job(), _fallback(releases=1, next_try_time=next_try), older, NOW)
+    assert (decided.verdict.reason if decided.verdict else None, decided.requeue_after) == (reason, requeue)
+    if next_try is not None and reason is None:
+        assert decided.status["scheduling"].next_try_time is None

@@ -231,9 +231,8 @@ def test_a_first_progress_of_an_earlier_attempt_does_not_count_for_this_one() ->
                                attempt_start_time=rfc3339(at(50)),
                                progress=ProgressStatus(source="Heartbeat", step=5, first_progress_time=rfc3339(at(10))),
                                goodput=GoodputStatus(accounted_until=rfc3339(at(60))))
-    status = before.model_copy(deep=True)
-    account(before, status, at(160))
-    assert status.goodput is not None and status.goodput.lost.startup == 100 and status.goodput.productive_seconds == 0
+    g = account(before, before.model_copy(deep=True), at(160)).status["goodput"]
+    assert g.lost.startup == 100 and g.productive_seconds == 0
 
 
 def hung_restart(before: TrainingJobStatus, now: datetime) -> TrainingJobStatus:
@@ -252,10 +251,9 @@ def test_a_hang_loses_the_time_since_the_last_progress_and_the_work_before_it_is
                                 last_progress_time=rfc3339(at(700))),
         goodput=GoodputStatus(productive_seconds=560, attempt_productive_seconds=560,
                               lost=LostSeconds(scheduling=10, startup=30), accounted_until=rfc3339(at(600))))
-    status = hung_restart(before, at(1000))
-    assert account(before, status, at(1000)) == GOODPUT_REFRESH_SECONDS
-    g = status.goodput
-    assert g is not None
+    decided = account(before, hung_restart(before, at(1000)), at(1000))
+    assert decided.requeue_after == GOODPUT_REFRESH_SECONDS
+    g = decided.status["goodput"]
     # Trained 40 → 1000 (960 s): hung 700 → 1000, and 40 → 700 is repeated (no checkpoint).
     assert (g.lost.hang, g.lost.redone, g.productive_seconds, g.attempt_productive_seconds) == (300, 660, 0, 0)
     assert g.lost_seconds == 10 + 30 + 300 + 660 and g.percent == 0
@@ -272,9 +270,8 @@ def test_a_hang_after_a_checkpoint_redoes_only_the_work_since_it() -> None:
                               lost=LostSeconds(startup=40), accounted_until=rfc3339(at(1000))))
     status = hung_restart(before, at(1000))
     status.checkpoints = job.status.checkpoints if job.status else None
-    account(before, status, at(1000))
-    g = status.goodput
-    assert g is not None and (g.lost.hang, g.lost.redone, g.productive_seconds) == (300, 200, 460)
+    g = account(before, status, at(1000)).status["goodput"]
+    assert (g.lost.hang, g.lost.redone, g.productive_seconds) == (300, 200, 460)
 
 
 def test_other_restart_reasons_are_never_hang() -> None:
@@ -285,8 +282,8 @@ def test_other_restart_reasons_are_never_hang() -> None:
         goodput=GoodputStatus(accounted_until=rfc3339(at(0))))
     status = hung_restart(before, at(100))
     status.restart_history[-1].reason = "NodeUnhealthy"
-    account(before, status, at(100))
-    assert status.goodput is not None and (status.goodput.lost.hang, status.goodput.lost.redone) == (0, 100)
+    g = account(before, status, at(100)).status["goodput"]
+    assert (g.lost.hang, g.lost.redone) == (0, 100)
 
 
 def test_a_clock_behind_the_last_accounted_time_never_moves_it_back() -> None:

@@ -3,6 +3,11 @@ failure policy; silence is measured from when every trainer runs, and only up to
 
 from __future__ import annotations
 
+import pytest
+
+from multinode.api import TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.reconcile.hang import judge_hang
 from datetime import timedelta
 
 from multinode.reconcile.progress import JobProgress, RankProgress
@@ -100,3 +105,25 @@ def test_a_big_job_names_a_bounded_number_of_ranks() -> None:
     assert len(result.status.progress.stalled_ranks) == 10 and result.status.progress.stalled_count == 50
     assert result.status.progress.stalled_ranks[0].index == 49  # silent longest
     assert result.status.restart_history[0].message.endswith("; and 40 more")
+
+
+# The policy called directly.
+
+@pytest.mark.parametrize(("current", "reported", "stalled"), [
+    (running(), progress(rank(0, 45), rank(1, 31)), [0, 1]),           # every rank silent past the timeout
+    (running(), progress(rank(0, 45), rank(1, 10)), None),             # one rank still progresses
+    (running(), progress(rank(0, 45)), None),                          # a rank's log unread: no verdict
+    (running(started=None), progress(rank(0, 45), rank(1, 45)), None), # the gang has not started
+    (running(), progress(rank(0, 45), rank(1, 45), checked=ago(20)), None),  # silent only up to the last read
+    (running(), progress(rank(0, 45), rank(1, 45), attempt=1), None),  # another attempt's progress
+    (running(phase1="Succeeded"), progress(rank(0, 45)), [0]),         # finished ranks are not waited for
+    (running(), progress(rank(0, None), rank(1, None)), [0, 1]),       # never progressed since the start
+])
+def test_a_gang_whose_running_ranks_all_stopped_progressing_is_hung(current, reported, stalled) -> None:
+    decided = judge_hang(JOB, TrainingJobStatus(), {p.index: p for p in current}, reported, NOW)
+    if stalled is None:
+        assert decided.failure is None and decided.status == {} and decided.conditions == ()
+        return
+    assert decided.failure is not None and decided.failure.reason == Reason.HUNG
+    assert [r.index for r in decided.status["progress"].stalled_ranks] == stalled
+    assert [(c.type, c.status, c.reason) for c in decided.conditions] == [("Progressing", "False", "Hung")]

@@ -4,6 +4,12 @@ Workload Finished when the job ends."""
 
 from __future__ import annotations
 
+from multinode.reconcile.decision import Decision
+import pytest
+
+from multinode.api import TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.reconcile.kueue import kueue_gate
 from datetime import timedelta
 
 from multinode.api import Phase
@@ -182,3 +188,43 @@ def test_a_job_without_a_queue_name_has_nothing_to_do_with_kueue() -> None:
     result = run(stored_job(2), [], kueue_api=True)
     assert result.objects_to_create == [] and len(result.pods_to_create) == 2
     assert all(c.type != "KueueAdmitted" for c in result.status.conditions)
+
+
+# The gate called directly: what it lets the job do, and the KueueAdmitted condition it sets.
+
+RAN = TrainingJobStatus(phase="Running", attempt_start_time="2026-11-20T11:00:00Z")
+
+
+@pytest.mark.parametrize(("suspend", "status", "workload", "flavors", "hold", "set_suspend", "reason", "extra"), [
+    (True, TrainingJobStatus(), None, {}, True, None, Reason.QUEUED_IN_KUEUE, "create"),
+    (True, TrainingJobStatus(), observed(), {}, True, None, Reason.QUEUED_IN_KUEUE, None),
+    (False, TrainingJobStatus(), observed(), {}, True, True, Reason.QUEUED_IN_KUEUE, None),   # suspended by Kueue
+    (True, TrainingJobStatus(), observed(admitted=True), {"zone-a": {"zone": "a"}}, True, False,
+     Reason.ADMITTED_BY_KUEUE, None),                                                         # unsuspended
+    (False, TrainingJobStatus(), observed(admitted=True), {"zone-a": {"zone": "a"}}, False, None,
+     Reason.ADMITTED_BY_KUEUE, "selector"),
+    (False, TrainingJobStatus(), observed(admitted=True), {}, False, None, Reason.ADMITTED_BY_KUEUE,
+     "flavors pending"),
+    (False, RAN, observed(evicted="Preempted"), {}, True, True, Reason.EVICTED_BY_KUEUE, "restart"),
+    (True, TrainingJobStatus(), observed(count=3), {}, True, None, Reason.QUEUED_IN_KUEUE, "replace"),
+])
+def test_the_kueue_gate_holds_the_job_until_admitted(suspend, status, workload, flavors, hold, set_suspend, reason,
+                                                      extra) -> None:
+    gate, decided = kueue_gate(queued(suspend=suspend), status, workload, served=True, flavors=flavors, pods=[],
+                               now=NOW)
+    assert gate is not None and (gate.hold, gate.set_suspend) == (hold, set_suspend)
+    assert [(c.type, c.reason) for c in decided.conditions] == [("KueueAdmitted", reason)]
+    assert gate.create_workload == (extra == "create")
+    assert gate.delete_workload == ("trainingjob-llama-abcde" if extra == "replace" else None)
+    assert gate.node_selector == ({"zone": "a"} if flavors and workload.admitted else {})
+    assert gate.flavors_pending == (extra == "flavors pending")
+    history = decided.status.get("restart_history", [])
+    assert [(r.reason, r.counted) for r in history] == ([(Reason.EVICTED_BY_KUEUE, False)] if extra == "restart"
+                                                       else [])
+
+
+def test_without_a_queue_or_without_kueue_there_is_no_gate() -> None:
+    assert kueue_gate(stored_job(2), TrainingJobStatus(), None, served=True, flavors={}, pods=[], now=NOW) == (
+        None, Decision())
+    gate, decided = kueue_gate(queued(), TrainingJobStatus(), None, served=False, flavors={}, pods=[], now=NOW)
+    assert gate is None and [c.reason for c in decided.conditions] == [Reason.KUEUE_NOT_INSTALLED]

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from multinode.api import Phase
+import pytest
+
+from multinode.api import Phase, TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile import lifecycle
+from multinode.reconcile.outcome import Verdict
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from multinode.testing import stored_job
 
@@ -71,3 +77,62 @@ def test_clean_pod_policy_decides_what_a_finished_job_keeps() -> None:
     assert after.pods_to_delete == ["llama-0-a0", "llama-1-a0"]
     none, _ = finished("None")
     assert none.pods_to_delete == []
+
+
+# The policies called directly: each returns a Decision and changes nothing it is given.
+
+def _ago(seconds: int) -> str:
+    return rfc3339(NOW - timedelta(seconds=seconds))
+
+
+@pytest.mark.parametrize(("deadline", "started", "reason", "requeue"), [
+    (None, _ago(10_000), None, None),          # no deadline: no verdict, no timer
+    (600, None, None, None),                   # not started: nothing counts yet
+    (600, _ago(100), None, 500.0),             # a timer for when it passes
+    (600, _ago(600), Reason.DEADLINE_EXCEEDED, None),
+])
+def test_the_deadline_fails_the_job_once_passed_else_sets_a_timer(deadline, started, reason, requeue) -> None:
+    decided = lifecycle.deadline(stored_job(2, activeDeadlineSeconds=deadline), TrainingJobStatus(start_time=started),
+                                 NOW)
+    assert (decided.verdict.reason if decided.verdict else None, decided.requeue_after) == (reason, requeue)
+    assert decided.verdict is None or decided.verdict.phase == Phase.FAILED
+
+
+@pytest.mark.parametrize(("current", "previous", "attempt", "uncounted", "deleted"), [
+    ({}, TrainingJobStatus(phase=Phase.SUSPENDED), 0, 0, ()),                    # created suspended: just starts
+    ({0: pod(0)}, TrainingJobStatus(phase=Phase.SUSPENDED), 1, 1, ("llama-0-a0",)),  # had pods: a new attempt
+    ({}, TrainingJobStatus(phase=Phase.SUSPENDED, attempt_start_time=_ago(60)), 1, 1, ()),
+])
+def test_resuming_starts_a_new_uncounted_attempt_only_for_a_job_that_ran(current, previous, attempt, uncounted,
+                                                                       deleted) -> None:
+    decided = lifecycle.resume(previous, current)
+    assert decided.status["phase"] == Phase.PENDING and decided.status["next_attempt_time"] is None
+    assert (decided.status.get("attempt", 0), decided.status.get("uncounted_restarts", 0)) == (attempt, uncounted)
+    assert decided.delete == deleted
+    assert [e.message for e in decided.events] == [f"resumed as attempt {attempt}"]
+
+
+@pytest.mark.parametrize(("why", "current", "deleted"), [
+    ("spec.suspend is true", {}, ()),
+    ("queued in Kueue, not admitted", {0: pod(0), 1: pod(1, "Succeeded")}, ("llama-0-a0",)),
+])
+def test_suspending_creates_nothing_and_deletes_the_active_pods(why, current, deleted) -> None:
+    decided = lifecycle.suspend(stored_job(2), TrainingJobStatus(), current, why)
+    assert decided.verdict == Verdict(Phase.SUSPENDED, Reason.SUSPENDED, f"{why}; no pods run")
+    assert decided.stop_creating and decided.delete == deleted
+    assert [(c.type, c.status) for c in decided.conditions] == [("Suspended", "True"), ("Running", "False")]
+    assert (decided.status["ready_nodes"], decided.status["ready"]) == (0, "0/2")
+
+
+@pytest.mark.parametrize(("ttl", "completed", "policy", "delete_job", "requeue", "deleted"), [
+    (None, _ago(10), "Running", False, None, ("llama-0-a0",)),
+    (60, _ago(10), "Running", False, 50.0, ("llama-0-a0",)),
+    (60, _ago(60), "All", True, None, ("llama-0-a0", "llama-1-a0")),
+    (None, _ago(10), "None", False, None, ()),
+])
+def test_a_finished_job_cleans_up_by_policy_and_goes_after_its_ttl(ttl, completed, policy, delete_job, requeue,
+                                                                   deleted) -> None:
+    job = stored_job(2, ttlSecondsAfterFinished=ttl, cleanPodPolicy=policy)
+    decided = lifecycle.clean_up_finished(job, TrainingJobStatus(phase=Phase.SUCCEEDED, completion_time=completed),
+                                          [pod(0), pod(1, "Succeeded")], None, NOW)
+    assert (decided.delete_job, decided.requeue_after, decided.delete) == (delete_job, requeue, deleted)

@@ -9,8 +9,8 @@ from multinode.api import Phase
 import pytest
 
 from multinode.api.timestamps import rfc3339
-from multinode.reconcile.goodput import GOODPUT_REFRESH_SECONDS
-from multinode.reconcile.node_loss import GONE, NodeDown, node_down
+from multinode.reconcile.node_loss import (GONE, MAX_FORCE_DELETE_EVENTS, NodeDown, force_delete_stranded,
+                                           judge_down_nodes, node_down)
 from multinode.reconcile.placement import observe_node
 from tests.unit.reconcile.planning import NOW, pod, run
 from multinode.testing import stored_job
@@ -82,14 +82,6 @@ def test_a_pod_on_a_node_down_longer_than_its_toleration_restarts_the_gang_uncou
     assert ("Warning", "PodForceDeleted") in [(e.type, e.reason) for e in lost.events]
 
 
-def test_within_the_toleration_nothing_happens_yet_and_the_plan_comes_back_when_it_runs_out() -> None:
-    job = stored_job(2, failurePolicy={"nodeLossTolerationSeconds": 30})
-    running = run(job, _on_dead_node())
-    waiting = run(job, _on_dead_node(), previous=running.status, down_nodes=_down("Unknown", 20))
-    assert waiting.status.attempt == 0 and waiting.pods_to_delete == [] and waiting.pods_to_force_delete == []
-    assert waiting.requeue_after == pytest.approx(10.0)
-
-
 def test_a_node_back_to_ready_within_the_toleration_costs_nothing() -> None:
     job = stored_job(2, failurePolicy={"nodeLossTolerationSeconds": 30})
     running = run(job, _on_dead_node())
@@ -98,33 +90,41 @@ def test_a_node_back_to_ready_within_the_toleration_costs_nothing() -> None:
     assert back.status.attempt == 0 and back.status.uncounted_restarts == 0 and back.pods_to_delete == []
 
 
-def test_zero_toleration_restarts_at_the_first_sight_of_not_ready() -> None:
-    job = stored_job(2, failurePolicy={"nodeLossTolerationSeconds": 0})
-    running = run(job, _on_dead_node())
-    assert run(job, _on_dead_node(), previous=running.status, down_nodes=_down("False", 0)).status.attempt == 1
+# The policy called directly: the toleration a pod has for its node's state decides.
+USERS_OWN = {"podTemplate": {"tolerations": [   # NotReady for 10 minutes, an unreachable node forever
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 600},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]}}
 
 
-def test_a_users_own_toleration_decides_for_its_key() -> None:
-    # The podTemplate tolerates a kubelet-reported NotReady for 10 minutes and an unreachable node forever.
-    job = stored_job(2, podTemplate={"tolerations": [
-        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 600},
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
-    ]})
-    running = run(job, _on_dead_node())
-    not_ready = run(job, _on_dead_node(), previous=running.status, down_nodes=_down("False", 60))
-    assert not_ready.status.attempt == 0 and not_ready.requeue_after == pytest.approx(540.0)
-    unreachable = run(job, _on_dead_node(), previous=running.status, down_nodes=_down("Unknown", 3600))
-    # No node-loss timer: only goodput's periodic refresh brings the job back.
-    assert unreachable.status.attempt == 0 and unreachable.requeue_after == GOODPUT_REFRESH_SECONDS
-    assert run(job, _on_dead_node(), previous=running.status, down_nodes=_down("False", 601)).status.attempt == 1
-
-
-def test_a_node_missing_from_the_index_is_left_to_the_pod_garbage_collector() -> None:
+@pytest.mark.parametrize(("spec", "down", "lost", "requeue"), [
+    ({}, _down("Unknown", 6), True, None),                                    # 5 s by default
+    ({"failurePolicy": {"nodeLossTolerationSeconds": 30}}, _down("Unknown", 20), False, 10.0),  # comes back then
+    ({"failurePolicy": {"nodeLossTolerationSeconds": 0}}, _down("False", 0), True, None),  # at the first sight
+    (USERS_OWN, _down("False", 60), False, 540.0),                            # the user's own toleration decides
+    (USERS_OWN, _down("Unknown", 3600), False, None),                         # tolerated forever: no timer
+    (USERS_OWN, _down("False", 601), True, None),
     # The node index may lag behind a node that just registered: "gone" alone never fails an attempt.
-    job = stored_job(2)
-    running = run(job, _on_dead_node())
-    gone = run(job, _on_dead_node(), previous=running.status, down_nodes={"dead": NodeDown(GONE)})
-    assert gone.status.attempt == 0 and gone.pods_to_force_delete == []
+    ({}, {"dead": NodeDown(GONE)}, False, None),
+    ({}, {}, False, None),
+])
+def test_a_pod_on_a_node_down_longer_than_it_tolerates_is_lost(spec, down, lost, requeue) -> None:
+    decided = judge_down_nodes(stored_job(2, **spec), _on_dead_node(), down, NOW)
+    assert decided.requeue_after == (pytest.approx(requeue) if requeue is not None else None)
+    assert (decided.failure is not None) == lost
+    if lost:
+        assert decided.failure.reason == "NodeLost" and decided.failure.node_loss
+        assert "llama-1-a0" in decided.failure.message and "dead" in decided.failure.message
+
+
+@pytest.mark.parametrize(("pods", "deleting", "forcing", "forced"), [
+    ([pod(0, terminating=True, node="dead"), pod(1, terminating=True)], (), (), ("llama-0-a0",)),  # Ready: waits
+    ([pod(0, node="dead")], (), (), ()),                                   # not on its way out: not this policy's
+    ([pod(0, node="dead")], {"llama-0-a0"}, (), ("llama-0-a0",)),          # deleted this pass
+    ([pod(0, terminating=True, node="dead")], (), {"llama-0-a0"}, ()),     # forced already
+])
+def test_pods_on_their_way_out_on_a_down_node_are_force_deleted(pods, deleting, forcing, forced) -> None:
+    decided = force_delete_stranded(pods, _down("Unknown", 60), deleting=deleting, forcing=forcing)
+    assert decided.force_delete == forced and len(decided.events) == len(forced)
 
 
 def test_old_pods_on_a_down_node_are_force_deleted_even_before_they_show_as_terminating() -> None:
@@ -168,13 +168,9 @@ def test_node_down_reads_the_ready_condition_as_written() -> None:
 
 
 def test_force_deleting_a_whole_racks_pods_posts_a_bounded_number_of_events() -> None:
-    from multinode.reconcile.node_loss import MAX_FORCE_DELETE_EVENTS, NodeDown, force_delete_stranded
-    from multinode.reconcile.outcome import Plan
-
     pods = [pod(i, node=f"n{i % 3}", terminating=True) for i in range(50)]
     down = {f"n{k}": NodeDown("False") for k in range(3)}
-    result = Plan()
-    forced = force_delete_stranded(pods, down, result)
-    assert len(forced) == 50 and result.pods_to_force_delete == forced
-    assert len(result.events) == MAX_FORCE_DELETE_EVENTS + 1
-    assert result.events[-1].message.startswith("40 more pods on nodes that are down")
+    decided = force_delete_stranded(pods, down)
+    assert decided.force_delete == tuple(p.name for p in pods)
+    assert len(decided.events) == MAX_FORCE_DELETE_EVENTS + 1
+    assert decided.events[-1].message.startswith("40 more pods on nodes that are down")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from multinode.api import Phase
-from multinode.reconcile.placement import ObservedNode
+import pytest
+
+from multinode.api import Phase, TrainingJobStatus
+from multinode.reconcile.decision import Decision
+from multinode.reconcile.placement import ObservedNode, attempt_node_selector
 from tests.unit.reconcile.planning import condition, run
 from multinode.testing import stored_job
 
@@ -41,9 +44,28 @@ def test_excluded_nodes_do_not_count_toward_a_domain() -> None:
     from tests.unit.reconcile.planning import NOW
 
     job = stored_job(3, resourcesPerNode={"gpus": 8}, topology={"sameDomainLabel": "block"})
-    previous = TrainingJobStatus()
+    excluded: list = []
     for name in ("block-1-0", "block-1-1"):
-        exclude_node(previous, name, "GPUsNotVisible", "", now=NOW, seconds=600)
+        _, excluded = exclude_node(excluded, name, "GPUsNotVisible", "", now=NOW, seconds=600)
+    previous = TrainingJobStatus(excluded_nodes=excluded)
     result = run(job, [], previous=previous, nodes=nodes({"block-1": 4, "block-2": 3}))
 
     assert result.status.topology_domain == "block-2"
+
+
+@pytest.mark.parametrize(("topology", "kept", "cluster", "selector", "domain", "blocked"), [
+    (None, None, nodes({"block-0": 3}), None, None, False),                              # no topology: no selector
+    ({"sameDomainLabel": "block"}, "block-9", {}, {"block": "block-9"}, None, False),     # chosen once, kept
+    ({"sameDomainLabel": "block"}, None, nodes({"block-0": 3, "block-1": 2}), {"block": "block-0"}, "block-0",
+     False),
+    ({"sameDomainLabel": "block"}, None, nodes({"block-0": 1}), None, None, True),        # no domain fits
+])
+def test_the_attempts_domain_is_chosen_once(topology, kept, cluster, selector, domain, blocked) -> None:
+    spec = {"topology": topology} if topology else {}
+    chosen, decided = attempt_node_selector(stored_job(2, resourcesPerNode={"gpus": 8}, **spec),
+                                            TrainingJobStatus(topology_domain=kept), cluster)
+    assert chosen == selector
+    assert decided.status.get("topology_domain") == domain
+    assert (decided.verdict is not None) == blocked
+    if not blocked and domain is None:
+        assert decided == Decision()

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from multinode.api import TrainingJobStatus
+from multinode.api.progress import ProgressStatus
+from multinode.reconcile.decision import Decision
+from multinode.reconcile.progress import JobProgress, RankProgress, report_progress
 from datetime import datetime, timedelta, timezone
 
 from multinode.api.constants import PROGRESS_MARKER
@@ -124,3 +130,32 @@ def test_the_source_stays_heartbeat_when_no_rank_is_read_any_more() -> None:
                   progress=job_progress(log, {0, 1}, NOW))
     finished = run(job, done, previous=running.status, progress=job_progress(log, set(), NOW))
     assert (finished.status.progress.source, finished.status.progress.step) == ("Heartbeat", 1)
+
+
+# The policy called directly.
+
+WATCHED = stored_job(2, hangDetection={"timeoutSeconds": 60})
+SEEN = JobProgress(0, (RankProgress(0, "n0", 10, NOW), RankProgress(1, "n1", 9, NOW - timedelta(seconds=5))),
+                   NOW - timedelta(seconds=60), NOW, heartbeats=True)
+
+
+@pytest.mark.parametrize(("job", "status", "progress", "running", "step", "condition_"), [
+    (stored_job(2), TrainingJobStatus(progress=ProgressStatus(attempt=0)), SEEN, {0, 1}, "gone", None),
+    (WATCHED, TrainingJobStatus(), None, {0, 1}, None, None),                          # a fresh report, no words
+    (WATCHED, TrainingJobStatus(attempt=1, progress=ProgressStatus(attempt=1, step=4)), SEEN, {0, 1}, "kept", None),
+    (WATCHED, TrainingJobStatus(), SEEN, {0, 1}, 9, ("True", "ProgressSeen")),         # the lowest step
+    (WATCHED, TrainingJobStatus(), SEEN, {0}, 10, ("True", "ProgressSeen")),           # only running ranks count
+    (WATCHED, TrainingJobStatus(), JobProgress(0, (RankProgress(0, "n0", None, None),), None, NOW), {0}, None,
+     ("Unknown", "WaitingForProgress")),
+])
+def test_status_progress_and_the_progressing_condition(job, status, progress, running, step, condition_) -> None:
+    decided = report_progress(job, status, progress, running)
+    if step == "gone":
+        assert decided == Decision(status={"progress": None})
+        return
+    if step == "kept":
+        assert decided == Decision()
+        return
+    report = decided.status["progress"]
+    assert report.attempt == status.attempt and report.step == step
+    assert [(c.status, c.reason) for c in decided.conditions] == ([condition_] if condition_ else [])

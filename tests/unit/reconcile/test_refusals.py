@@ -64,3 +64,15 @@ def test_anything_else_writes_nothing_and_is_retried(status: int | None) -> None
     job = stored_job(2)
     refused = creation_refused(job, run(job, []), [], status, "etcdserver: request timed out", now=NOW)
     assert refused.retry and refused.plan is None
+
+
+@pytest.mark.parametrize(("status", "api_version"), [
+    (403, None), (404, "scheduling.volcano.sh/v1beta1"), (404, "kueue.x-k8s.io/v1beta2"), (422, None)])
+def test_a_refusal_returns_a_changed_copy_and_leaves_the_plan_it_was_given(status, api_version) -> None:
+    job = stored_job(2)
+    result = run(job, [pod(0)])
+    kept = result.status.model_copy(deep=True)
+    refused = creation_refused(job, result, [pod(0)], status, "refused", now=NOW, api_version=api_version)
+    assert refused.plan is not None and refused.plan is not result and refused.plan.status != kept
+    assert result.status == kept
+    assert foreign_object_found(job, result, "taken", now=NOW).plan.status != kept and result.status == kept

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from multinode.api import Phase
-from multinode.reconcile.restarts import backoff_seconds
+import pytest
+
+from multinode.api import Phase, TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile.decision import Decision
+from multinode.reconcile.failures import Failure
+from multinode.reconcile.restarts import apply_failure_policy, backoff_seconds, wait_for_next_attempt
 from multinode.render import attempt_env_name
 from tests.unit.reconcile.planning import NOW, condition, fail_node_1, pod, run
 from multinode.testing import stored_job
@@ -93,3 +99,60 @@ def test_backoff_counts_restarts_of_either_kind() -> None:
     job = stored_job(2, failurePolicy={"backoff": {"initialSeconds": 10, "maxSeconds": 25}})
 
     assert [backoff_seconds(job, n) for n in range(4)] == [10.0, 20.0, 25.0, 25.0]
+
+
+# The policies called directly.
+
+FAILED_POD = Failure(Reason.POD_FAILED, "pod llama-1-a0 (node 1) failed: exit code 1", exit_code=1,
+                     reasons=frozenset({Reason.POD_FAILED}))
+LOST = Failure(Reason.NODE_LOST, "pod llama-1-a0 of node 1 was deleted", reasons=frozenset({Reason.NODE_LOST}),
+               node_loss=True)
+
+
+@pytest.mark.parametrize(("policy", "failure", "used", "verdict_reason", "counted"), [
+    ({}, FAILED_POD, 0, None, True),                                             # the default: a counted restart
+    ({}, LOST, 0, None, False),                                                  # node loss: not counted
+    ({"maxRestarts": 1}, FAILED_POD, 1, Reason.RESTART_LIMIT_EXCEEDED, None),    # no restarts left
+    ({"maxRestarts": 0}, LOST, 0, None, False),                                  # uncounted ones need no budget
+    ({"rules": [{"action": "FailJob", "onExitCodes": [{"min": 1, "max": 1}]}]}, FAILED_POD, 0, Reason.POD_FAILED,
+     None),
+])
+def test_the_failure_policy_restarts_the_gang_or_fails_the_job(policy, failure, used, verdict_reason,
+                                                               counted) -> None:
+    job = stored_job(2, failurePolicy={"backoff": {"initialSeconds": 10, "maxSeconds": 60}, **policy})
+    status = TrainingJobStatus(phase=Phase.RUNNING, restarts=used, attempt=0)
+    decided = apply_failure_policy(job, status, failure, {0: pod(0), 1: pod(1, "Failed")}, NOW)
+    if verdict_reason is not None:
+        assert decided.verdict is not None and (decided.verdict.phase, decided.verdict.reason) == (
+            Phase.FAILED, verdict_reason)
+        assert decided.status == {} and not decided.delete
+        return
+    assert decided.verdict is None and decided.stop_creating and decided.delete == ("llama-0-a0",)
+    edits = decided.status
+    assert (edits["phase"], edits["attempt"], edits["restarts"], edits["uncounted_restarts"]) == (
+        Phase.RESTARTING, 1, used + counted, 1 - counted)
+    assert edits["restart_history"][-1].counted == counted and edits["next_attempt_time"] == rfc3339(
+        NOW + timedelta(seconds=10 * 2 ** used))
+    assert decided.requeue_after == 10 * 2 ** used
+    assert [(c.type, c.reason) for c in decided.conditions] == [("Running", failure.reason)]
+    assert [e.reason for e in decided.events] == [Reason.RESTARTING]
+
+
+@pytest.mark.parametrize(("strategy", "older", "next_at", "reason", "requeue"), [
+    ("Recreate", [pod(0, terminating=True)], rfc3339(NOW + timedelta(seconds=30)), Reason.BACKOFF, 30.0),
+    ("BlockingRecreate", [pod(0, terminating=True)], None, Reason.WAITING_FOR_OLD_PODS, None),
+    ("BlockingRecreate", [], rfc3339(NOW + timedelta(seconds=5)), Reason.BACKOFF, 5.0),
+    ("Recreate", [pod(0, terminating=True)], rfc3339(NOW - timedelta(seconds=1)), None, None),   # backoff over
+])
+def test_the_next_attempt_waits_for_the_backoff_and_blocking_for_the_old_pods(strategy, older, next_at, reason,
+                                                                              requeue) -> None:
+    job = stored_job(2, failurePolicy={"restartStrategy": strategy})
+    status = TrainingJobStatus(phase=Phase.RESTARTING, attempt=1, next_attempt_time=next_at)
+    decided = wait_for_next_attempt(job, status, older, NOW)
+    if reason is None:
+        assert decided == Decision(status={"next_attempt_time": None})
+        return
+    assert decided.verdict is not None and (decided.verdict.phase, decided.verdict.reason) == (Phase.RESTARTING,
+                                                                                                reason)
+    assert [(c.type, c.reason) for c in decided.conditions] == [("Running", reason)]
+    assert decided.requeue_after == requeue

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from multinode.api import TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile.decision import Decision
+from multinode.reconcile.startup import note_first_bound, startup_timeout
 from datetime import timedelta
 
 from multinode.api import Phase
@@ -87,3 +94,35 @@ def test_in_a_topology_domain_the_operator_chose_the_wait_counts_from_the_attemp
     queued = [pod(i, "Pending", node=None, unschedulable=UNSCHEDULABLE) for i in range(2)]
     late = run(job, queued, previous=created.status, nodes=nodes, now=NOW + timedelta(seconds=61))
     assert late.status.phase == Phase.RESTARTING and late.status.restart_history[-1].reason == "StartupTimeout"
+
+
+# The policies called directly.
+
+def _ago(seconds: int) -> str:
+    return rfc3339(NOW - timedelta(seconds=seconds))
+
+
+@pytest.mark.parametrize(("status", "current", "failed", "requeue"), [
+    (TrainingJobStatus(), {0: pod(0, "Pending")}, False, None),                                   # never bound
+    (TrainingJobStatus(attempt_scheduled_time=_ago(100)), {0: pod(0, "Pending")}, False, 500.0),
+    (TrainingJobStatus(attempt_scheduled_time=_ago(600)), {0: pod(0, "Pending")}, True, None),
+    (TrainingJobStatus(attempt_scheduled_time=_ago(600)), {0: pod(0), 1: pod(1)}, False, None),   # all running
+    # A domain the operator chose counts from the attempt's start.
+    (TrainingJobStatus(topology_domain="b", attempt_start_time=_ago(601)), {}, True, None),
+])
+def test_the_startup_timeout_fails_an_attempt_stuck_before_running(status, current, failed, requeue) -> None:
+    decided = startup_timeout(stored_job(2, startupTimeoutSeconds=600), status, current, NOW,
+                              why_not_running=lambda: "image pull")
+    assert decided.requeue_after == requeue
+    assert (decided.failure is not None) == failed
+    if failed:
+        assert decided.failure.reason == Reason.STARTUP_TIMEOUT and decided.failure.message.endswith("image pull")
+
+
+@pytest.mark.parametrize(("status", "current", "decided"), [
+    (TrainingJobStatus(), {0: pod(0, "Pending", node=None)}, Decision()),
+    (TrainingJobStatus(), {0: pod(0, "Pending")}, Decision(status={"attempt_scheduled_time": rfc3339(NOW)})),
+    (TrainingJobStatus(attempt_scheduled_time="2026-11-20T11:00:00Z"), {0: pod(0)}, Decision()),
+])
+def test_the_first_bound_pod_is_noted_once(status, current, decided) -> None:
+    assert note_first_bound(status, current, NOW) == decided

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from multinode.api import TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.reconcile.decision import Decision
+from multinode.reconcile.outcome import Event, Verdict
+from multinode.reconcile.status_report import node_table, phase_change, verdict_conditions
 from datetime import timedelta
 
 from multinode.api import Phase
@@ -107,3 +114,46 @@ def test_a_huge_job_plans_a_stream_of_pods_and_a_status_of_bounded_size() -> Non
     running = run(job, [pod(i) for i in range(n)], previous=first.status)
     assert running.status.ready == f"{n}/{n}" and running.status.node_counts.running == n
     assert len(json.dumps(dump_status(running.status))) < 20_000
+
+
+# The report called directly.
+
+@pytest.mark.parametrize(("verdict", "created", "suspended_before", "conditions"), [
+    (Verdict(Phase.PENDING, Reason.CREATING_PODS, "1/2"), 1, False,
+     [("Created", "False", Reason.CREATING_PODS), ("Running", "False", Reason.CREATING_PODS)]),
+    (Verdict(Phase.RUNNING, Reason.ALL_NODES_RUNNING, "all"), 2, True,
+     [("Created", "True", Reason.PODS_CREATED), ("Running", "True", Reason.ALL_NODES_RUNNING),
+      ("Suspended", "False", Reason.RESUMED)]),
+    (Verdict(Phase.SUCCEEDED, Reason.ALL_NODES_SUCCEEDED, "done"), 0, False,
+     [("Created", "True", Reason.PODS_CREATED), ("Running", "False", Reason.JOB_FINISHED),
+      ("Succeeded", "True", Reason.ALL_NODES_SUCCEEDED)]),
+    (Verdict(Phase.FAILED, Reason.DEADLINE_EXCEEDED, "late"), 2, False,
+     [("Created", "True", Reason.PODS_CREATED), ("Running", "False", Reason.JOB_FINISHED),
+      ("Failed", "True", Reason.DEADLINE_EXCEEDED)]),
+])
+def test_a_verdict_shows_in_the_conditions(verdict, created, suspended_before, conditions) -> None:
+    before = [{"type": "Suspended", "status": "True", "reason": "Suspended", "message": "m",
+               "lastTransitionTime": "2026-11-20T11:00:00Z"}] if suspended_before else []
+    status = TrainingJobStatus.model_validate({"conditions": before})
+    assert [(c.type, c.status, c.reason) for c in verdict_conditions(status, verdict, created=created,
+                                                                     num_nodes=2)] == conditions
+
+
+@pytest.mark.parametrize(("was", "verdict", "decided"), [
+    (Phase.PENDING, Verdict(Phase.PENDING, "A", "a"), Decision()),
+    (Phase.PENDING, Verdict(Phase.RUNNING, "B", "b"), Decision(status={"phase": Phase.RUNNING},
+                                                               events=(Event("Normal", "B", "b"),))),
+    (Phase.RUNNING, Verdict(Phase.FAILED, "C", "c"), Decision(status={"phase": Phase.FAILED},
+                                                              events=(Event("Warning", "C", "c"),))),
+])
+def test_a_phase_change_is_set_with_its_event(was, verdict, decided) -> None:
+    assert phase_change(TrainingJobStatus(phase=was), verdict) == decided
+
+
+def test_the_node_table_is_a_set_of_status_fields_and_reads_the_last_rows() -> None:
+    vanished = TrainingJobStatus.model_validate({"nodeStatuses": [
+        {"index": 1, "pod": "llama-1-a0", "phase": "Running"}]})
+    table = node_table(vanished, {0: pod(0)}, 2)
+    assert set(table) == {"node_statuses", "node_statuses_omitted", "node_counts", "ready_nodes", "ready"}
+    assert [(ns.index, ns.pod) for ns in table["node_statuses"]] == [(0, "llama-0-a0"), (1, "llama-1-a0")]
+    assert (table["ready"], table["node_counts"].no_pod, table["node_counts"].not_fine) == ("1/2", 1, 1)

@@ -3,6 +3,9 @@ uncounted, unless the job would no longer fit or the slowness followed the rank 
 
 from __future__ import annotations
 
+from multinode.api.conditions import Reason
+from multinode.api.progress import ProgressStatus
+from multinode.reconcile.stragglers import straggler_failure
 from datetime import timedelta
 
 import pytest
@@ -130,3 +133,35 @@ def test_room_with_topology_is_the_roomiest_domain() -> None:
     assert room_for(j, block, set()) == 2  # b0's 16 GPUs still host one pod: one pod per node
     assert room_for(j, block, {"a0", "b0"}) == 1
     assert room_for(j, (*block[:3], ObservedNode("a2", {"block": "a"}, ready=False)), {"a0"}) == 1
+
+
+# The policy called directly.
+
+EXPIRED = {"node": "n9", "reason": "GPUsNotVisible", "until": "2026-11-20T11:00:00Z"}
+REPORTED = {"attempt": 0, "medianStepSeconds": 1.0, "stragglers": [
+    {"index": 2, "node": "n2", "stepSeconds": 4.0, "reported": True}]}
+STRAGGLING = [{"type": "Stragglers", "status": "True", "reason": "StragglersDetected", "message": "rank 2 slow",
+               "lastTransitionTime": "2026-11-20T11:59:00Z"}]
+
+
+@pytest.mark.parametrize(("action", "cluster", "excluded", "failed", "message_end"), [
+    ("Exclude", nodes(4), ["n2"], True, None),                      # the node goes, the attempt fails
+    ("Exclude", nodes(3), [], False, "(without n2 the nodes left have room for 2 of the job's 3 pods)"),
+    ("Exclude", (), [], False, "(without n2 the nodes left have room for 0 of the job's 3 pods)"),
+    ("Report", nodes(4), None, False, None),                        # only reported: not this policy's
+])
+def test_a_reported_stragglers_node_is_excluded_if_the_job_still_fits(action, cluster, excluded, failed,
+                                                                      message_end) -> None:
+    j = job(hangDetection={"timeoutSeconds": 600, "stragglers": {"forSeconds": 0, "action": action}})
+    status = TrainingJobStatus(progress=ProgressStatus.model_validate(REPORTED), excluded_nodes=[EXPIRED],
+                               conditions=STRAGGLING)
+    decided = straggler_failure(j, status, cluster, NOW)
+    # Expired entries go either way (action Exclude); the straggler's node is added when it may go.
+    assert [e.node for e in decided.status.get("excluded_nodes", status.excluded_nodes)] == (
+        excluded if excluded is not None else ["n9"])
+    assert (decided.failure is not None) == failed
+    if failed:
+        assert (decided.failure.reason, decided.failure.straggler) == (Reason.STRAGGLER, True)
+        assert [e.reason for e in decided.events] == [Reason.STRAGGLER]
+    kept = [c.message for c in decided.conditions]
+    assert kept == ([f"rank 2 slow; not excluded: rank 2 on node n2 {message_end}"] if message_end else [])

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from multinode.reconcile.decision import Decision
+from multinode.api import TrainingJobStatus
+from multinode.api.conditions import Reason
+from multinode.api.progress import ProgressStatus
+from multinode.reconcile.stragglers import judge_stragglers
 from datetime import timedelta
 
 import pytest
@@ -85,3 +90,42 @@ def test_slow_ranks_reads_each_leave_one_out_median_off_the_sorted_list() -> Non
                 naive.append((r.index, reference))
         got = sorted((r.index, ref) for r, ref in slow_ranks(list(ranks), 1.5))
         assert got == sorted(naive), n
+
+
+# The policy called directly.
+
+def _report(*stragglers: dict) -> TrainingJobStatus:
+    return TrainingJobStatus(progress=ProgressStatus.model_validate({"attempt": 0, "stragglers": list(stragglers)}))
+
+
+SLOW_SINCE = (NOW - timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.parametrize(("config", "status", "times", "reported", "condition_", "event", "requeue"), [
+    ({}, _report(), (1.0, 1.0, 4.0), [], None, False, 60.0),                      # slow from now: wait forSeconds
+    ({}, _report({"index": 2, "since": SLOW_SINCE}), (1.0, 1.0, 4.0), [2], ("True", Reason.STRAGGLERS_DETECTED),
+     True, None),                                                                  # slow for forSeconds: reported
+    ({}, _report({"index": 2, "since": SLOW_SINCE, "reported": True}), (1.0, 1.0, 4.0), [2],
+     ("True", Reason.STRAGGLERS_DETECTED), False, None),                           # reported before: no new Event
+    ({"action": "Ignore"}, _report(), (1.0, 1.0, 4.0), [], None, False, None),
+    ({}, _report(), (1.0, 1.0, 1.0), [], None, False, None),
+])
+def test_a_rank_slower_than_the_others_for_for_seconds_is_reported(config, status, times, reported, condition_,
+                                                                   event, requeue) -> None:
+    decided = judge_stragglers(job(3, **config), status, JobProgress(0, timed(*times), NOW, NOW), {0, 1, 2}, NOW)
+    report = decided.status["progress"]
+    assert [s.index for s in report.stragglers if s.reported] == reported
+    assert report.straggler_count == len(reported) and report.median_step_seconds == 1.0
+    assert [(c.status, c.reason) for c in decided.conditions] == ([condition_] if condition_ else [])
+    assert [e.reason for e in decided.events] == ([Reason.STRAGGLERS_DETECTED] if event else [])
+    assert decided.requeue_after == requeue
+
+
+def test_a_straggler_gone_clears_the_condition_and_no_progress_says_nothing() -> None:
+    was = TrainingJobStatus.model_validate({
+        "progress": {"attempt": 0, "stragglers": [{"index": 2, "since": SLOW_SINCE, "reported": True}]},
+        "conditions": [{"type": "Stragglers", "status": "True", "reason": "StragglersDetected", "message": "m",
+                        "lastTransitionTime": SLOW_SINCE}]})
+    cleared = judge_stragglers(job(3), was, JobProgress(0, timed(1.0, 1.0, 1.0), NOW, NOW), {0, 1, 2}, NOW)
+    assert [(c.status, c.reason) for c in cleared.conditions] == [("False", Reason.NO_STRAGGLERS)]
+    assert judge_stragglers(job(3), was, None, {0, 1, 2}, NOW) == Decision()

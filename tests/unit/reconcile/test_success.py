@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from multinode.api import Phase
+from multinode.api.conditions import Reason
+from multinode.reconcile.success import judge
 from tests.unit.reconcile.planning import condition, pod, run
 from multinode.testing import stored_job
 
@@ -46,3 +50,24 @@ def test_all_nodes_policy_waits_for_every_pod() -> None:
     result = run(stored_job(2), [pod(0, "Succeeded"), pod(1)])
 
     assert result.status.phase == Phase.RUNNING
+
+
+# The judge called directly.
+
+@pytest.mark.parametrize(("policy", "pods", "phase", "reason"), [
+    ("AllNodes", [pod(0, "Succeeded"), pod(1, "Succeeded")], Phase.SUCCEEDED, Reason.ALL_NODES_SUCCEEDED),
+    ("AllNodes", [pod(0, "Succeeded"), pod(1)], Phase.RUNNING, Reason.ALL_NODES_RUNNING),
+    ("LeaderOnly", [pod(0, "Succeeded"), pod(1)], Phase.SUCCEEDED, Reason.LEADER_SUCCEEDED),
+    ("LeaderOnly", [pod(0), pod(1, "Succeeded")], Phase.RUNNING, Reason.ALL_NODES_RUNNING),
+    ("AllNodes", [pod(0)], Phase.PENDING, Reason.CREATING_PODS),
+    ("AllNodes", [pod(0), pod(1, "Pending", node=None, unschedulable="0/3 nodes")], Phase.PENDING,
+     Reason.UNSCHEDULABLE),
+    ("AllNodes", [pod(0), pod(1, "Pending", node=None)], Phase.PENDING, Reason.WAITING_FOR_SCHEDULING),
+    ("AllNodes", [pod(0), pod(1, "Pending")], Phase.STARTING, Reason.PODS_STARTING),
+    ("AllNodes", [pod(0), pod(1, "Pending", waiting_reason="ErrImagePull")], Phase.STARTING,
+     Reason.IMAGE_PULL_FAILING),
+    ("AllNodes", [pod(0), pod(1, "Pending", in_preflight=True)], Phase.STARTING, Reason.WAITING_FOR_PEER_DNS),
+])
+def test_the_judge_gives_the_phase_and_why(policy, pods, phase, reason) -> None:
+    verdict = judge(stored_job(2, successPolicy=policy), {p.index: p for p in pods})
+    assert (verdict.phase, verdict.reason) == (phase, reason)

@@ -1,0 +1,47 @@
+"""What the controller observed of one job, as the planner reads it (plan.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from multinode.reconcile.checkpointing import Resumer
+from multinode.reconcile.gang import ObservedPodGroup
+from multinode.reconcile.kueue import ObservedWorkload
+from multinode.reconcile.node_loss import NodeDown
+from multinode.reconcile.observe import ObservedMirror, ObservedPod
+from multinode.reconcile.placement import ObservedNode
+from multinode.reconcile.progress import JobProgress
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the controller's indices hold for one job."""
+
+    pods: tuple[ObservedPod, ...] = ()
+    service_exists: bool = False
+    mirror: ObservedMirror | None = None
+    # Latest mirrored checkpoint of the job named in spec.checkpointing.resumeFrom.trainingJob.
+    resume_source_latest: str | None = None
+    # The jobs of the namespace whose spec.checkpointing.resumeFrom.trainingJob names this one.
+    resumers: tuple[Resumer, ...] = ()
+    # Nodes, only when spec.topology asks for one domain, stragglers.action Exclude must know the job fits, or
+    # a pod is Unschedulable and capacity.py tells why.
+    nodes: tuple[ObservedNode, ...] = ()
+    # Nodes that host the job's pods (its mirror's too) and are not Ready or are gone, by name (node_loss.py).
+    down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
+    # What the controller's log prober last read of the current attempt's ranks (spec.hangDetection only).
+    progress: JobProgress | None = None
+    # DisruptionTarget reasons of deleted pods, by name, from their last watch event.
+    gone_disruptions: Mapping[str, str] = field(default_factory=dict)
+    # Whether the apiserver serves native PodGroups (asked once at start), and this job's PodGroups.
+    gang_api: bool = False
+    pod_groups: tuple[ObservedPodGroup, ...] = ()
+    # Kueue (reconcile/kueue.py): whether the apiserver serves its Workloads (asked once at start), this
+    # job's Workload, every ResourceFlavor's nodeLabels by name, and the value of the job's PriorityClass.
+    kueue_api: bool = False
+    workload: ObservedWorkload | None = None
+    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    priority: int | None = None
+
+
