@@ -52,11 +52,17 @@ def pod_env(core: client.CoreV1Api, pod: client.V1Pod, container: int = 0) -> di
 
 
 def wait_phase(custom: client.CustomObjectsApi, namespace: str, name: str, phase: str, timeout: float = 60) -> dict:
+    last: dict = {}
+
     def probe():
         job = get_job(custom, namespace, name)
+        last["status"] = job.get("status")
         return job if (job.get("status") or {}).get("phase") == phase else None
 
-    return wait_for(probe, timeout=timeout, what=f"TrainingJob {namespace}/{name} phase {phase}")
+    try:
+        return wait_for(probe, timeout=timeout, what=f"TrainingJob {namespace}/{name} phase {phase}")
+    except AssertionError as e:   # the status it had instead says where it stuck
+        raise AssertionError(f"{e}\nits status: {last.get('status')!r}") from None
 
 
 def condition(job: dict, type_: str) -> dict | None:

@@ -30,6 +30,7 @@ from localcluster.harness.waiting import wait_for
 from tests.support.realnodes import clients, real_job, trainer_image
 
 TIMEOUT = 10  # hangDetection.timeoutSeconds: the smallest the API allows
+TORCH_START_TIMEOUT = 60  # for a gang that imports torch before its first heartbeat
 FAIL_ON_HANG = {"maxRestarts": 3, "backoff": {"initialSeconds": 0},
                 "rules": [{"action": "FailJob", "onReasons": ["Hung"]}]}
 
@@ -90,7 +91,10 @@ def test_a_real_gang_that_hangs_in_an_all_reduce_is_restarted_and_succeeds(
         name, 2, gpus=1, image=trainer_image(), command=["python3", "-u", "-c", TORCH_HANG],
         resourcesPerNode={"gpus": 1, "cpu": "500m", "memory": "1Gi"},
         env=[{"name": "PYTHONPATH", "value": f"{TRAINER_ENV_MOUNT}:/opt/pylib"}],
-        hangDetection={"timeoutSeconds": TIMEOUT},
+        # Longer than the smallest: the timer runs from the gang's start, and two ranks importing torch on a
+        # loaded 2-core host (make test's other worker) took over 10 s, so the gang was found hung before
+        # its first heartbeat and the message named logs, not heartbeats.
+        hangDetection={"timeoutSeconds": TORCH_START_TIMEOUT},
         failurePolicy={"maxRestarts": 2, "backoff": {"initialSeconds": 0}},
         podTemplate={"nodeSelector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION],
                      "volumes": [{"name": "trainer-env", "hostPath": {"path": str(TRAINER_ENV_HOST_PATH),

@@ -53,7 +53,7 @@ def test_a_digest_pinned_image_and_the_baseten_env_on_real_nodes(operator_namesp
     digest = build_images((TRAINER,))[TRAINER].manifest_digest
     digest_ref = f"{publish.image_repository(cluster.registry, TRAINER)}@{digest}"
     _create(custom, namespace, real_job("baseten", 2, BASETEN_SCRIPT, image=digest_ref))
-    job = jobs.wait_phase(custom, namespace, "baseten", "Succeeded", timeout=180)
+    job = jobs.wait_phase(custom, namespace, "baseten", "Succeeded", timeout=300)
     pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}=baseten").items
     trainers = {p.metadata.name: p for p in pods if p.spec.containers[0].name != "mirror"}
     assert len(trainers) == 2
