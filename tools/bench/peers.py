@@ -363,6 +363,18 @@ def rss_now_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of `pid`, all its threads (fields 14 and 15 of /proc/<pid>/stat, after the
+    command name, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def control_plane_pid(cluster: LocalCluster, name: str) -> int:
+    """The pid of one of the cluster's own processes (e.g. "kube-controller-manager"), from its state file."""
+    return int(json.loads(cluster.state_file.read_text())["pids"][name])
+
+
 def machine() -> str:
     mem_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
                   if line.startswith("MemTotal:"))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import machine
+from peers import cpu_seconds, machine
 from startup import Harness
 from localcluster.harness.operator import OperatorProcess
 from localcluster.harness.waiting import wait_for
@@ -35,12 +34,6 @@ from localcluster.harness.waiting import wait_for
 OUT = REPO / ".cache" / "bench" / "restart.json"
 CPU_SETTLED_WINDOW_S = 2.0
 CPU_SETTLED_BELOW_S = 0.05
-
-
-def cpu_seconds(pid: int) -> float:
-    """user + system CPU seconds of `pid` (fields 14 and 15 of /proc/<pid>/stat, after the command name)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def reconciles(op: OperatorProcess) -> float:

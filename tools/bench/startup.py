@@ -16,8 +16,11 @@ node). From raw watches in this process it measures, from the create request:
 (and, per run in the JSON, first_created: the first pod exists, the controller's latency before its creates)
 and, from the audit log, the controllers' requests during each run (apply → status + 2 s): ours is the
 operator's identity; JobSet's is its controller plus kube-controller-manager's Job controller, which
-creates its pods; Kubeflow's is its operator. Prints medians and ratios ours/peer, writes
-.cache/bench/startup.json. `make bench` runs it; tests/bench runs a 4-node smoke of it.
+creates its pods; Kubeflow's is its operator. And the CPU a start costs (see cpu_cost): user + system
+seconds of the operator's process, of JobSet's controller process and of kube-controller-manager, read
+from /proc/<pid>/stat just before the create request and when the job says it runs. Prints medians and
+ratios ours/peer, writes .cache/bench/startup.json. `make bench` runs it; tests/bench runs a
+4-node smoke of it.
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import (
     BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL,
-    JOBSET_VERSION, Clock, JobSetProcess,
-    RawWatch, audit_counts, identity, install_jobset_crds, jobset_manifest, jobset_running, machine,
-    rss_peak_mb, summarize_counts, trainingjob_running, wait_established,
+    JOBSET_VERSION, Clock, JobSetProcess, RawWatch, audit_counts, control_plane_pid, cpu_seconds, identity,
+    install_jobset_crds, jobset_manifest, jobset_running, machine, rss_peak_mb, summarize_counts, trainingjob_running,
+    wait_established,
 )
 import kubeflow
 from multinode.testing import training_job
@@ -54,6 +57,9 @@ from multinode.api import GROUP, LABEL_ATTEMPT, LABEL_JOB_NAME, PLURAL, VERSION
 
 OUT = REPO / ".cache" / "bench" / "startup.json"
 MILESTONES = ("created", "scheduled", "running", "status")
+# kube-controller-manager's own CPU while no job starts, measured over this long once the cluster is up: the
+# part of its CPU during a run that the run's length, not the run, accounts for (cpu_cost).
+KCM_IDLE_SAMPLE_SECONDS = 5.0
 
 
 SYSTEMS = ("ours", "jobset", "kubeflow")
@@ -82,10 +88,13 @@ class Harness:
         self.jobset: JobSetProcess | None = None
         self.kubeflow = None
         self.user: dict[str, str] = {}
+        self.kcm_pid = 0
+        self.kcm_idle_cpu_per_s = 0.0
 
     def start(self) -> None:
         c = self.cluster
         c.start()
+        self.kcm_pid = control_plane_pid(c, "kube-controller-manager")
         kc = str(c.kubeconfig)
         self.api = c.api_client()
         self.core, self.custom = client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
@@ -134,6 +143,20 @@ class Harness:
                          lambda k, o, t, system=system, running=running:
                          self.clock.job_event((system, o["metadata"]["name"]), running(o), t)).start(),
             ]
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds used so far (user + system, every thread) by the processes a start costs: the operator,
+        JobSet's controller, kube-controller-manager (whose Job controller creates JobSet's pods)."""
+        pids = {"operator": self.operator.proc.pid, "kube-controller-manager": self.kcm_pid}
+        if self.jobset is not None:
+            pids["jobset"] = self.jobset.proc.pid
+        return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+    def measure_kcm_idle(self, seconds: float = KCM_IDLE_SAMPLE_SECONDS) -> None:
+        """kube-controller-manager's CPU per second with no job starting (its node, lease and endpoint loops)."""
+        before, t0 = cpu_seconds(self.kcm_pid), time.monotonic()
+        time.sleep(seconds)
+        self.kcm_idle_cpu_per_s = (cpu_seconds(self.kcm_pid) - before) / (time.monotonic() - t0)
 
     @property
     def op_user(self) -> str:
@@ -188,10 +211,16 @@ class Harness:
 
     def run_once(self, system: str, name: str, num_nodes: int, gpus: int,
                  timeout: float) -> tuple[dict, tuple[float, float]]:
+        cpu0 = self.cpu()
         wall0, t0 = time.time(), time.monotonic()
         self.create(system, name, num_nodes, gpus)
         result = self.clock.wait(lambda: self.milestones(system, name, num_nodes, t0), timeout,
                                  f"{system} {name} to start")
+        cpu1 = self.cpu()
+        # From just before the create request to the job saying it runs (every pod Running, and the
+        # controller's status write that says so): what one start cost each process.
+        result["cpu_s"] = {proc: cpu1[proc] - cpu0[proc] for proc in cpu0}
+        result["cpu_window_s"] = time.monotonic() - t0
         time.sleep(2.0)  # trailing status writes and Events belong to the run
         window = (wall0 - 0.05, time.time())
         self.delete(system, name)
@@ -224,10 +253,38 @@ def peers_of(systems) -> list[str]:
     return [s for s in systems if s != "ours"]
 
 
-def summarize(results: list[dict], audit_log: Path, users) -> None:
-    """Medians, ratios ours/peer, and API cost from the audit log, added to each size's result."""
+def cpu_cost(runs: dict[str, list[dict]], pods: int, kcm_idle_per_s: float) -> dict:
+    """CPU seconds per 1000 pods started (create request → job Running), medians over the runs.
+
+    ours: the operator's process. jobset: JobSet's controller process plus the Job controller's share of
+    kube-controller-manager, which runs in that process beside other controllers. The share is, per round
+    of runs, kube-controller-manager's CPU during the JobSet run minus during ours: ours creates no Job, and
+    its other work (the endpoints of the headless Service, the pods' garbage collection) is alike for both.
+    From each, its idle CPU per second (measured once, before the first run) times the run's length is
+    taken first, so that the slower run's longer window is not counted as Job controller work."""
+    per_1000 = 1000 / pods
+    ours = [r["cpu_s"]["operator"] * per_1000 for r in runs["ours"]]
+    out: dict = {"ours": statistics.median(ours), "ours_runs": ours}
+    if "jobset" in runs:
+        def kcm_busy(r: dict) -> float:
+            return r["cpu_s"]["kube-controller-manager"] - kcm_idle_per_s * r["cpu_window_s"]
+        controller, job_controller = [], []
+        for js, own in zip(runs["jobset"], runs["ours"], strict=True):
+            controller.append(js["cpu_s"]["jobset"] * per_1000)
+            job_controller.append((kcm_busy(js) - kcm_busy(own)) * per_1000)
+        jobset = [a + b for a, b in zip(controller, job_controller, strict=True)]
+        out.update(jobset=statistics.median(jobset), jobset_runs=jobset,
+                   jobset_controller=statistics.median(controller), job_controller=statistics.median(job_controller),
+                   ratio_ours_to_jobset=out["ours"] / statistics.median(jobset))
+    return out
+
+
+def summarize(results: list[dict], audit_log: Path, users, kcm_idle_per_s: float) -> None:
+    """Medians, ratios ours/peer, CPU per 1000 pods, and API cost from the audit log, added to each size's
+    result."""
     for res in results:
         n, systems = res["nodes"], list(res["runs"])
+        res["cpu_per_1000_pods"] = cpu_cost(res["runs"], n, kcm_idle_per_s)
         res["median_s"] = {s: median_table(res["runs"][s]) for s in systems}
         res["ratio_ours_to"] = {p: {m: res["median_s"]["ours"][m] / res["median_s"][p][m] for m in MILESTONES}
                                 for p in peers_of(systems)}
@@ -253,6 +310,10 @@ def print_tables(results: list[dict]) -> None:
                   + "  " + "  ".join(f"{res['ratio_ours_to'][p][m]:>18.2f}" for p in peers_of(systems)))
         print(f"{'writes/pod':>24}:  " + "  ".join(f"{res['api'][s]['median_writes_per_pod']:>12.2f}" for s in systems))
         print(f"{'reads/pod':>24}:  " + "  ".join(f"{res['api'][s]['median_reads_per_pod']:>12.2f}" for s in systems))
+        cpu = res["cpu_per_1000_pods"]
+        print(f"{'CPU s per 1000 pods':>24}:  {cpu['ours']:>12.2f}" + (
+            f"  {cpu['jobset']:>12.2f}  (JobSet's controller {cpu['jobset_controller']:.2f} + Job controller "
+            f"{cpu['job_controller']:.2f}; ours/JobSet {cpu['ratio_ours_to_jobset']:.2f})" if "jobset" in cpu else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         h.start()
+        h.measure_kcm_idle()
         for n in args.sizes:
             runs: dict[str, list[dict]] = {s: [] for s in systems}
             windows: dict[str, list[tuple[float, float]]] = {s: [] for s in systems}
@@ -295,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                           " ".join(f"{m} {r[m]:.2f}s" for m in MILESTONES), flush=True)
             results.append({"nodes": n, "runs": runs, "windows": windows})
         time.sleep(2.0)  # the audit log is written in batches (1 s)
-        summarize(results, h.cluster.audit_log_path, h.users)
+        summarize(results, h.cluster.audit_log_path, h.users, h.kcm_idle_cpu_per_s)
         operator_rss = rss_peak_mb(h.operator.proc.pid)
     finally:
         h.stop()
@@ -304,9 +366,13 @@ def main(argv: list[str] | None = None) -> int:
     from localcluster.binaries import read_versions
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    largest = results[-1]["cpu_per_1000_pods"]
     args.out.write_text(json.dumps({
         "machine": machine(), "versions": read_versions(), "runs_per_system": args.runs, "gpus_per_pod": args.gpus,
-        "systems": list(systems), "operator_peak_rss_mb": operator_rss, "results": results}, indent=2))
+        "systems": list(systems), "operator_peak_rss_mb": operator_rss,
+        # CPU seconds per 1000 pods started, at the largest size (each size's detail: results[].cpu_per_1000_pods).
+        "cpu": {s: largest[s] for s in ("ours", "jobset") if s in largest},
+        "kcm_idle_cpu_per_s": h.kcm_idle_cpu_per_s, "results": results}, indent=2))
     print(f"wrote {args.out}")
     return 0
 
