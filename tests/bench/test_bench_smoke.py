@@ -186,6 +186,11 @@ def test_startup_bench_runs_all_three_systems(startup_report: dict) -> None:
     assert size["api"]["ours"]["all_runs"]["reads"] == 0, ours
     assert set(size["ratio_ours_to"]) == {"jobset", "kubeflow"}
     assert report["operator_peak_rss_mb"] > 0
+    # CPU per start, read from /proc: each controller process used some (the Job controller's share is a
+    # difference of two kube-controller-manager readings, which a 4-pod run leaves to noise).
+    cpu = size["cpu_per_1000_pods"]
+    assert cpu["ours"] > 0 and cpu["jobset_controller"] > 0, cpu
+    assert set(report["cpu"]) == {"ours", "jobset"}
 
 
 def test_floor_bench_times_both_pod_shapes(floor_report: dict) -> None:
@@ -202,6 +207,12 @@ def test_load_bench_measures_throughput_and_memory(load_report: dict) -> None:
     assert set(report["throughput"]["ratio_ours_to"]) == {"jobset"}
     memory = report["memory"]
     assert 0 < memory["idle_rss_mb"] <= memory["peak_rss_mb"], memory
+    # Requests per job from the audit log (--nodes-per-job 2): ours one create per pod and one Service.
+    per_job = report["throughput"]["requests_per_job"]
+    assert per_job["ours"]["by_resource"]["write pods"] == 2, per_job["ours"]
+    assert per_job["ours"]["by_resource"]["write services"] == 1, per_job["ours"]
+    assert per_job["jobset"]["by_resource"]["write jobs"] == 1, per_job["jobset"]
+    assert all(run["operator"] > 0 for run in report["throughput"]["cpu_s"]["ours"]), report["throughput"]["cpu_s"]
 
 
 def test_recovery_benches_see_a_replacement_gang(recovery_reports: tuple[dict, dict]) -> None:

@@ -45,8 +45,24 @@ def startup_table(data: dict) -> str:
     note = (f"Medians of {data['runs_per_system']} runs per system and size, seconds from the create request"
             + (f" (at {data['results'][-1]['nodes']} nodes: " + ", ".join(f"{LABELS[s]} {n}" for s, n in runs.items())
                + " runs)" if len(set(runs.values())) > 1 else "")
-            + f"; {data['machine']}; operator peak RSS over the session {data['operator_peak_rss_mb']:.0f} MB.")
+            + f"; {data['machine']}; operator peak RSS over the session {data['operator_peak_rss_mb']:.0f} MB."
+            + _cpu_note(data))
     return _table(header, rows, "---: --- " + "---: " * (len(systems) + len(peers))) + "\n\n" + note
+
+
+def _cpu_note(data: dict) -> str:
+    """CPU seconds per 1000 pods started at the largest size (startup.py's cpu_cost), when measured."""
+    res = data["results"][-1]
+    cpu = res.get("cpu_per_1000_pods")
+    if not cpu:
+        return ""
+    note = (f" CPU seconds per 1000 pods started ({res['nodes']} nodes, create request → job Running, medians): "
+            f"operator **{cpu['ours']:.2f}** ({cpu['ours']:.2f} ms per pod)")
+    if "jobset" in cpu:
+        note += (f", JobSet **{cpu['jobset']:.2f}** (its controller {cpu['jobset_controller']:.2f} + the Job "
+                 f"controller's share of kube-controller-manager {cpu['job_controller']:.2f}); ours/JobSet "
+                 f"**{cpu['ratio_ours_to_jobset']:.2f}**")
+    return note + "."
 
 
 def api_table(data: dict) -> str:
@@ -70,6 +86,14 @@ def load_table(data: dict) -> str:
              *(f"{t['median_s'][s]:.1f}" for s in systems), *(f"{t['ratio_ours_to'][p]:.2f}" for p in systems[1:])],
             ["runs (s)", *(" / ".join(f"{v:.1f}" for v in t["runs_s"][s]) for s in systems),
              *([""] * (len(systems) - 1))]]
+    per_job = t.get("requests_per_job")
+    if per_job:
+        kinds = sorted({k for s in systems for k in per_job[s]["by_resource"]})
+        rows += [[f"requests per job: {k}", *(f"{per_job[s]['by_resource'].get(k, 0):.2f}" for s in systems),
+                  *([""] * (len(systems) - 1))] for k in kinds]
+        rows.append(["requests per job: writes (reads)",
+                     *(f"{per_job[s]['writes']:.2f} ({per_job[s]['reads']:.2f})" for s in systems),
+                     *([""] * (len(systems) - 1))])
     table = _table(header, rows, "--- " + "---: " * (2 * len(systems) - 1))
     return (table + f"\n\nOperator memory, {m['jobs']} jobs × {m['pods_per_job']} pods watched: idle "
             f"{m['idle_rss_mb']:.0f} MB, **peak (VmHWM) {m['peak_rss_mb']:.0f} MB**, after {m['rss_after_mb']:.0f} MB.")
