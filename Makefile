@@ -132,7 +132,7 @@ test-unit: venv
 
 # The tiers of tests/ (tests/conftest.py): unit and frameworks first, stopping at the first failure (minutes, no
 # cluster), then integration. tests/bench is `make bench-smoke`'s.
-# --dist loadgroup with the groups tests/conftest.py gives: each module's tests stay on one worker (its module
+# --dist loadscope with the scopes tests/conftest.py gives: each module's tests stay on one worker (its module
 # fixtures start once), every real-node test on the same one (one real-node cluster per host), first (it is
 # the longest group). pytest exits 5 when a selection collects no test; that is not a failure.
 test: venv lint
@@ -140,7 +140,7 @@ test: venv lint
 	@$(PY) -m localcluster prepare --images --frameworks --peers --release
 	$(PY) -m pytest tests/unit tests/frameworks -x -n $(WORKERS) $(RANDOM_ORDER) $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no unit tests"; exit 0; fi; exit $$rc; }
-	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests/integration -n $(WORKERS) --dist loadgroup \
+	PATH="$(BIN_PATH):$$PATH" $(PY) -m pytest tests/integration -n $(WORKERS) --dist loadscope \
 	  --no-loadscope-reorder $(RANDOM_ORDER) $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no integration tests"; exit 0; fi; exit $$rc; }
 

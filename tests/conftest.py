@@ -7,6 +7,7 @@ Nothing here imports the cluster, so `pytest -m "not integration and not bench"`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,16 +16,14 @@ TESTS = Path(__file__).resolve().parent
 TIER_MARKERS = {"integration": pytest.mark.integration, "frameworks": pytest.mark.frameworks,
                 "bench": pytest.mark.bench}
 
-REAL_NODES_GROUP = "real-nodes"
+# Where the real-node tests live: one group for the scheduler below.
+REAL_NODES = "tests/integration/realnodes/"
 
 
-# Before xdist's own hook reads the groups (and after pytest-randomly's shuffle, a wrapper that runs first).
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Markers by tier folder. Groups for `pytest -n 2 --dist loadgroup` (`make test`): a cluster test's module
-    runs on one worker, so its module fixtures (a cluster of its own, a stock-timings operator) start once;
-    every real-node test runs on one worker, since one real-node cluster may exist per host, and comes first:
-    it is the longest group, and started last it would be the run's tail."""
+    """Each test gets its tier's marker, by the folder under tests/ it lives in. The real-node tests go first
+    (after pytest-randomly's shuffle, a wrapper that runs before this): the longest group, which started last
+    would be the run's tail (see the scheduler below)."""
     def folders(item: pytest.Item) -> tuple[str, ...]:
         return item.path.relative_to(TESTS).parts[:-1]
 
@@ -32,7 +31,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = folders(item)
         if parts and parts[0] in TIER_MARKERS:
             item.add_marker(TIER_MARKERS[parts[0]])
-        if parts and parts[0] == "integration":
-            group = REAL_NODES_GROUP if "realnodes" in parts else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: "realnodes" not in folders(item))  # stable: the seed's order otherwise
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`pytest -n 2 --dist loadscope` (make test's integration tier): a module's tests stay on one worker, so its
+    module fixtures (a cluster of its own, a stock-timings operator) start once, and every real-node test runs on
+    one worker, since one real-node cluster may exist per host. (xdist's own `loadgroup` marks a group by a suffix
+    to the test's nodeid, which pytest 9 no longer lets a plugin change: it grouped nothing.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleOrRealNodes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            return REAL_NODES if module.startswith(REAL_NODES) else module
+
+    return ModuleOrRealNodes(config, log)
