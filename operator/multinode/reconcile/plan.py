@@ -64,9 +64,6 @@ from multinode.render.names import job_name, pod_name
 # How long after creating a job's PodGroup the next pass looks again without its watch event.
 GROUP_WATCH_GRACE_SECONDS = 5.0
 
-__all__ = ["Observed", "plan"]  # Observed lives in observed.py; the controller has always imported it from here
-
-
 def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | None, now: datetime,
          settings: RenderSettings) -> Plan:
     """Decide what to do about `job` given what is observed and the last status the operator wrote."""
