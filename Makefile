@@ -120,7 +120,7 @@ lint: venv
 
 # Two pytest workers (pytest-xdist) on the machine's two cores. One order for the whole run: SEED is handed to
 # pytest-randomly in both tiers, so `make test SEED=N` repeats a run's order (the first line prints it).
-# `:=`, not `?=`: a recursive variable would run the shell, so draw a new seed, at each use.
+# `:=`, not `?=`: a recursive variable runs the shell again, drawing a new seed, at each use.
 ifndef SEED
 SEED := $(shell python3 -c 'import random; print(random.randrange(2**32))')
 endif
