@@ -148,6 +148,16 @@ def pod_log(core: client.CoreV1Api, namespace: str, name: str) -> str:
     return core.read_namespaced_pod_log(name, namespace)
 
 
+def follow_log(core: client.CoreV1Api, namespace: str, pod: str, container: str) -> str:
+    """A container's log, followed until the container ends (the stream closes then, the pod deleted or not)."""
+    response = core.read_namespaced_pod_log(pod, namespace, container=container, follow=True,
+                                            _preload_content=False, _request_timeout=180)
+    try:
+        return response.data.decode(errors="replace")
+    finally:
+        response.release_conn()
+
+
 def attempt_logs(core: client.CoreV1Api, namespace: str, job: str, attempt: int) -> dict[int, str]:
     """The logs of job `job`'s pods of `attempt` whose trainer has started, by node index."""
     logs = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client
 from localcluster import LocalCluster
@@ -14,8 +15,8 @@ from localcluster.images import TRAINER, build_images
 
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tests.support import jobs
-from tests.support.realnodes import (REAL_NODES, clients, leading_operator, pod_log, real_job, real_node_names,
-                                    registry_chart, wait_operator_env)
+from tests.support.realnodes import (REAL_NODES, clients, follow_log, leading_operator, pod_log, real_job,
+                                    real_node_names, registry_chart, wait_operator_env)
 from localcluster.harness.waiting import wait_for
 from tests.support.chart import helm
 
@@ -104,19 +105,25 @@ def test_preflight_diagnoses_a_peer_that_never_gets_a_dns_record(real_operator: 
         [pending] = {f"nodns-{i}" for i in range(size)} - {name.rsplit("-", 1)[0] for name in logs}
         assert all(f"{pending}.nodns.{namespace}.svc" in log for log in logs.values()), logs
 
-        def preflight_failed():
-            status = jobs.get_job(custom, namespace, "nodns").get("status") or {}
-            return status if "PeerDNSUnresolved" in json.dumps(status) else None
+        # Each waiting preflight's whole log, followed from now until its container ends: the failed job's pods are
+        # deleted soon after, so a read once the status says PreflightFailed can find them gone (seen: a 404).
+        with ThreadPoolExecutor(max_workers=len(logs)) as pool:
+            followed = {name: pool.submit(follow_log, core, namespace, name, "preflight") for name in logs}
 
-        status = wait_for(preflight_failed, timeout=120, what="the preflight to give up (20 s)")
+            def preflight_failed():
+                status = jobs.get_job(custom, namespace, "nodns").get("status") or {}
+                return status if "PeerDNSUnresolved" in json.dumps(status) else None
+
+            status = wait_for(preflight_failed, timeout=120, what="the preflight to give up (20 s)")
+            full_logs = {name: future.result(timeout=120) for name, future in followed.items()}
         text = json.dumps(status)
         # The peer's node row is listed (not fine). Whether it still has no node depends on the scheduler: the
         # failed pods free their nodes, and it may bind the last one before the operator deletes it.
         rows = {f"nodns-{n['index']}": n for n in status["nodeStatuses"]}
         assert pending in rows and rows[pending].get("phase") != "Running", status["nodeStatuses"]
         assert "PreflightFailed" in text and f"{pending}.nodns.{namespace}.svc" in text, text
-        for name in logs:
-            assert "did not resolve within 20s" in core.read_namespaced_pod_log(name, namespace, container="preflight")
+        for name, log in full_logs.items():
+            assert "did not resolve within 20s" in log, (name, log)
     finally:
         helm("upgrade", "mn", *registry_chart(cluster), "-n", release_namespace, "--reuse-values",
              "--set", "operator.preflightTimeoutSeconds=300", "--wait", "--kubeconfig", kc, timeout=240)
