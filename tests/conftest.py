@@ -17,7 +17,7 @@ TIER_MARKERS = {"integration": pytest.mark.integration, "frameworks": pytest.mar
                 "bench": pytest.mark.bench}
 
 # Where the real-node tests live: one group for the scheduler below.
-REAL_NODES = "tests/integration/realnodes/"
+REAL_NODE_TESTS = "tests/integration/realnodes/"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -46,6 +46,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class ModuleOrRealNodes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::")[0]
-            return REAL_NODES if module.startswith(REAL_NODES) else module
+            return REAL_NODE_TESTS if module.startswith(REAL_NODE_TESTS) else module
 
     return ModuleOrRealNodes(config, log)
