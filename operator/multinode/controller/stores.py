@@ -181,14 +181,20 @@ def observe_service(service: dict) -> tuple[str, OwnedName] | None:
     return (job, OwnedName(meta["name"], controller_uid(meta))) if job else None
 
 
-def _observed_pod_group(group: dict) -> tuple[str, ObservedPodGroup] | None:
-    observed = observe_pod_group(group)
-    return None if observed is None else (observed.job_name, observed)
+class JobNamed(Owned, Protocol):
+    @property
+    def job_name(self) -> str: ...
 
 
-def _observed_workload(workload: dict) -> tuple[str, ObservedWorkload] | None:
-    observed = observe_workload(workload)
-    return None if observed is None else (observed.job_name, observed)
+J = TypeVar("J", bound=JobNamed)
+
+
+def by_job_name(observe: Callable[[dict], J | None]) -> Callable[[dict], tuple[str, J] | None]:
+    """`observe` for JobObjects, for kinds whose observed value names its job (PodGroups, Workloads)."""
+    def observed(obj: dict) -> tuple[str, J] | None:
+        value = observe(obj)
+        return None if value is None else (value.job_name, value)
+    return observed
 
 
 V = TypeVar("V")
@@ -223,6 +229,6 @@ class Stores:
     pods: PodStore = field(default_factory=PodStore)
     nodes: ByName[ObservedNode] = field(default_factory=lambda: ByName(observe_node))
     services: JobObjects[OwnedName] = field(default_factory=lambda: JobObjects(observe_service))
-    pod_groups: JobObjects[ObservedPodGroup] = field(default_factory=lambda: JobObjects(_observed_pod_group))
-    workloads: JobObjects[ObservedWorkload] = field(default_factory=lambda: JobObjects(_observed_workload))
+    pod_groups: JobObjects[ObservedPodGroup] = field(default_factory=lambda: JobObjects(by_job_name(observe_pod_group)))
+    workloads: JobObjects[ObservedWorkload] = field(default_factory=lambda: JobObjects(by_job_name(observe_workload)))
     flavors: ByName[Mapping[str, str]] = field(default_factory=lambda: ByName(observe_flavor))
