@@ -53,7 +53,7 @@ COSCHEDULING_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 # Kueue (sigs.k8s.io/kueue) admits a job created suspended with the queue-name label by quota. The operator is
 # the job's Kueue integration (what Kueue's jobframework is for its built-in kinds): it creates the job's
-# Workload and starts or stops the job as Kueue admits or evicts it (reconcile/kueue.py). v1beta2 is the
+# Workload and starts or stops the job as Kueue admits or evicts it (integrations/kueue/). v1beta2 is the
 # storage version of Kueue v0.17's CRDs (v1beta1 is served too, through Kueue's conversion webhook).
 KUEUE_API_GROUP = "kueue.x-k8s.io"
 KUEUE_API_VERSION = "v1beta2"

@@ -2,10 +2,10 @@
 
 In order: the Plan's objects (the Service, the mirror's identity, the mirror, the attempt's PodGroup), the
 attempt's ConfigMap, the pods (as a stream, minus those created moments ago: the expectations), the
-deletes, the Kueue writes, the stale gang groups, one status patch when the status changed and one event
-per phase change, then spec.suspend and the job's own deletion. A refused create is judged in reconcile/
-(refusals.py): a refusal that fails the job is written and not retried; one the cluster may lift is said on
-the job's status and raised for the worker's retry.
+deletes (the integrations' objects' too), their status writes, the stale gang groups, one status patch when
+the status changed and one event per phase change, then spec.suspend and the job's own deletion. A refused
+create is judged in reconcile/ (refusals.py): a refusal that fails the job is written and not retried; one
+the cluster may lift is said on the job's status and raised for the worker's retry.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from multinode.controller.status_patch import dump_status, status_patch
 from multinode.controller.stores import JobKey
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import ObservedPod, Plan
+from multinode.reconcile.integration import Integration
 from multinode.reconcile.outcome import only_named, pod_names
 from multinode.reconcile.refusals import counts_as_created, creation_refused, foreign_object_found
 from multinode.reconcile.stale_groups import stale_gang_groups
@@ -108,8 +109,10 @@ class Expectations:
 
 
 class Applier:
-    def __init__(self, kube: KubeApi, settings: OperatorSettings, metrics: OperatorMetrics):
+    def __init__(self, kube: KubeApi, settings: OperatorSettings, metrics: OperatorMetrics,
+                 integrations: tuple[Integration, ...] = ()):
         self.kube, self.settings, self.metrics = kube, settings, metrics
+        self.integrations = integrations  # which read a refused create of their objects (refusals.py)
         self.expectations = Expectations()
         self.attempt_envs = AttemptEnvs(kube)
         # The last status this operator wrote, per job uid. The store can lag behind our own write by
@@ -147,7 +150,7 @@ class Applier:
             raise
         except ApiError as e:
             refused = creation_refused(job, result, pods, e.status, e.message, now=datetime.now(timezone.utc),
-                                       api_version=e.api_version)
+                                       api_version=e.api_version, integrations=self.integrations)
             if refused.plan is not None:
                 result = refused.plan
                 if refused.retry:  # say why on the job before the retry
@@ -157,19 +160,16 @@ class Applier:
         namespace, name = job_key(job)
         await asyncio.gather(*(self.kube.delete_pod(namespace, pod) for pod in result.pods_to_delete),
                              *(self.kube.delete_pod(namespace, pod, force=True) for pod in result.pods_to_force_delete),
-                             *(self.kube.delete_pod_group(namespace, group) for group in result.pod_groups_to_delete))
-        await asyncio.gather(*(self.kube.delete_workload(namespace, w) for w in result.workloads_to_delete))
-        if result.workload_status is not None:
-            write = result.workload_status
-            await self.kube.patch_workload_status(namespace, write.name, write.resource_version, write.status)
-        prune = result.gang_groups_to_prune
-        if prune is not None:  # after the attempt's own group was made (_create)
-            groups = await self.kube.list_gang_groups(namespace, prune.api_version, prune.job)
+                             *(self.kube.delete_object(namespace, o.kind, o.name) for o in result.objects_to_delete))
+        for write in result.status_writes:
+            await self.kube.patch_object_status(namespace, write)
+        for prune in result.objects_to_prune:  # after the attempt's own group was made (_create)
+            groups = await self.kube.list_job_objects(namespace, prune.kind, prune.job)
             for group in stale_gang_groups(groups, prune.attempt, job.metadata.uid or ""):
-                await self.kube.delete_gang_group(namespace, prune.api_version, group)
+                await self.kube.delete_object(namespace, prune.kind, group)
         await self._write_status(job, previous or job.status, result)
         if result.job_suspend is not None and result.job_suspend != job.spec.suspend:
-            # Kueue admitted (false) or evicted (true) the job's Workload: after the status that says so.
+            # A queue admitted (false) or evicted (true) the job: after the status that says so.
             await self.kube.patch_job_suspend(namespace, name, result.job_suspend)
         self.reconciled[job.metadata.uid or ""] = job.metadata.generation
         if result.delete_job:

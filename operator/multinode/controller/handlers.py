@@ -23,14 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import kopf
 
 from multinode.api import GROUP, LABEL_JOB_NAME, LABEL_MIRROR_OF, PLURAL, VERSION
-from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_FLAVOR_PLURAL, KUEUE_WORKLOAD_PLURAL,
-                                     POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
 from multinode.controller.enqueue import Enqueue
 from multinode.controller.informer import Informer, wait_synced
 from multinode.controller.kube import KubeApi
@@ -38,9 +36,11 @@ from multinode.controller.reconciler import Reconciler
 from multinode.controller.resync import JobResync
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.stores import Stores
-from multinode.controller.watches import (NamespacedKind, NamespacedWatches, flavor_informer, job_event,
+from multinode.controller.watches import (NamespacedKind, NamespacedWatches, job_event, named_informer,
                                           node_informer, owner_event, pod_event, requeue_all)
+from multinode.integrations.registry import INTEGRATIONS
 from multinode.metrics.operator import OperatorMetrics
+from multinode.reconcile.integration import Integration, Seen
 
 
 logger = logging.getLogger("multinode.controller")
@@ -70,10 +70,9 @@ def configure_kopf(settings: kopf.OperatorSettings) -> None:
     settings.scanning.disabled = True
 
 
-def namespaced_kinds(r: Enqueue, stores: Stores, *, gang_api: bool, kueue_api: bool) -> list[NamespacedKind]:
-    """What the operator watches in each namespace it follows: the TrainingJobs; their pods and Services,
-    and the PodGroups and Workloads it makes where the apiserver serves them (each carrying its job's
-    label)."""
+def namespaced_kinds(r: Enqueue, stores: Stores, served: Iterable[Seen] = ()) -> list[NamespacedKind]:
+    """What the operator watches in each namespace it follows: the TrainingJobs; their pods and Services, and
+    the objects of each integration whose API is served (each carrying its job's label)."""
     pods, owned = pod_event(r), owner_event(r)
     kinds = [NamespacedKind(f"/apis/{GROUP}/{VERSION}", PLURAL, None, stores.jobs.index, stores.jobs.keys_of,
                             job_event(r)),
@@ -82,13 +81,26 @@ def namespaced_kinds(r: Enqueue, stores: Stores, *, gang_api: bool, kueue_api: b
              NamespacedKind("/api/v1", "pods", LABEL_MIRROR_OF, stores.pods.mirrors, stores.pods.mirror_keys, pods),
              NamespacedKind("/api/v1", "services", LABEL_JOB_NAME, stores.services.index, stores.services.keys_of,
                             owned)]
-    if gang_api:
-        kinds.append(NamespacedKind(f"/apis/{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}", POD_GROUP_PLURAL,
-                                    LABEL_JOB_NAME, stores.pod_groups.index, stores.pod_groups.keys_of, owned))
-    if kueue_api:
-        kinds.append(NamespacedKind(f"/apis/{KUEUE_API_GROUP}/{KUEUE_API_VERSION}", KUEUE_WORKLOAD_PLURAL,
-                                    LABEL_JOB_NAME, stores.workloads.index, stores.workloads.keys_of, owned))
+    for seen in served:
+        for watch in seen.integration.watches if seen.served else ():
+            if watch.owned:
+                store = stores.owned[watch.kind]
+                kinds.append(NamespacedKind(watch.kind.api, watch.kind.plural, LABEL_JOB_NAME, store.index,
+                                            store.keys_of, owned))
     return kinds
+
+
+async def ask_discovery(kube: KubeApi, integrations: Iterable[Integration]) -> tuple[Seen, ...]:
+    """Each integration, with whether the apiserver serves its API: asked once, at start (an API enabled later
+    needs an operator restart)."""
+    seen = []
+    for integration in integrations:
+        served = await kube.serves(integration.api) if integration.api is not None else True
+        if integration.api is not None:
+            logger.info("integration %s (%s %s): %s", integration.name, integration.api.api_version,
+                        integration.api.plural, "served" if served else "not served")
+        seen.append(Seen(integration, served))
+    return tuple(seen)
 
 
 def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = None) -> kopf.OperatorRegistry:
@@ -104,27 +116,19 @@ def build_registry(config: OperatorSettings, metrics: OperatorMetrics | None = N
         kube = KubeApi.connect(config.api_concurrency, timeout=config.api_timeout_seconds,
                                on_error=lambda op, code: own_metrics.api_errors.labels(operation=op, code=code).inc())
         await wait_until_jobs_served(kube)
-        # Asked once, at start: an API enabled later needs an operator restart.
-        gang_api = await kube.serves_pod_groups()
-        logger.info("native gang scheduling (%s/%s PodGroups): %s", POD_GROUP_API_GROUP, POD_GROUP_API_VERSION,
-                    "served" if gang_api else "not served; partial gangs are released after a timeout")
-        kueue_api = await kube.serves_kueue()
-        logger.info("Kueue (%s/%s Workloads): %s", KUEUE_API_GROUP, KUEUE_API_VERSION,
-                    "served; jobs with the label kueue.x-k8s.io/queue-name run when Kueue admits them" if kueue_api
-                    else "not served; jobs with a queue name say KueueNotInstalled")
-        stores = Stores()
-        r = Reconciler(kube, config, stores, own_metrics, gang_api=gang_api, kueue_api=kueue_api)
+        served = await ask_discovery(kube, INTEGRATIONS)
+        stores = Stores.for_integrations(INTEGRATIONS)
+        r = Reconciler(kube, config, stores, own_metrics, integrations=served)
         closing.append(r.stop)
         own_metrics.watch_state(lambda: dict(r.applier.phases), lambda: len(r.workers.queue),
                                 lambda: list(r.applier.figures.values()))
         namespaced = NamespacedWatches(kube, config.namespaces,
-                                       namespaced_kinds(r, stores, gang_api=gang_api, kueue_api=kueue_api),
+                                       namespaced_kinds(r, stores, served),
                                        on_listed=lambda namespace: requeue_all(r, stores.jobs, namespace))
         r.namespace_listed = namespaced.ready
-        cluster = [node_informer(kube, stores.nodes, stores.pods, r, stores.jobs)]
-        if kueue_api:
-            cluster.append(flavor_informer(kube, f"/apis/{KUEUE_API_GROUP}/{KUEUE_API_VERSION}",
-                                           KUEUE_FLAVOR_PLURAL, stores.flavors))
+        cluster = [node_informer(kube, stores.nodes, stores.pods, r, stores.jobs),
+                   *(named_informer(kube, watch.kind, stores.named[watch.kind]) for seen in served if seen.served
+                     for watch in seen.integration.watches if not watch.owned)]
         resync = JobResync(kube, namespaced.followed, stores.jobs, r, own_metrics, config.resync_seconds)
         stopping.extend([namespaced, *cluster, resync])
         namespaced.start()

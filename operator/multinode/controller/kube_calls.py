@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+import re
+
 from multinode.api import GROUP, PLURAL, VERSION
-from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_PLURAL, POD_GROUP_API_GROUP,
-                                     POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -46,19 +46,23 @@ COLLECTIONS = {
     "ServiceAccount": ("/api/v1", "serviceaccounts", "create_namespaced_service_account"),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "create_namespaced_role_binding"),
     "Event": ("/api/v1", "events", "create_namespaced_event"),
-    "PodGroup": (f"/apis/{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}", POD_GROUP_PLURAL,
-                 "create_namespaced_pod_group"),
-    "Workload": (f"/apis/{KUEUE_API_GROUP}/{KUEUE_API_VERSION}", KUEUE_WORKLOAD_PLURAL, "create_namespaced_workload"),
 }
 
 
+def operation_name(verb: str, kind: str, suffix: str = "") -> str:
+    """The official client's name for a namespaced call on `kind`: ("delete", "PodGroup") →
+    delete_namespaced_pod_group."""
+    return f"{verb}_namespaced_{re.sub(r'(?<!^)(?=[A-Z])', '_', kind).lower()}{suffix}"
+
+
 def collection_of(body: dict) -> tuple[str, str, str]:
-    """Where `body` is created: a PodGroup of another group than the native one is a gang scheduler's
-    (Volcano's, coscheduling's: spec.scheduling), under its own apiVersion."""
-    api_version = body.get("apiVersion", "")
-    if body["kind"] == "PodGroup" and api_version != f"{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}":
-        return f"/apis/{api_version}", POD_GROUP_PLURAL, "create_namespaced_pod_group"
-    return COLLECTIONS[body["kind"]]
+    """Where `body` is created: a built-in kind where COLLECTIONS says, an integration's custom kind (a
+    PodGroup of any gang scheduler, a Workload) under its apiVersion, in the plural Kubernetes gives a CRD
+    by default (the lowercase kind and an s), which every kind the integrations create uses."""
+    if body["kind"] in COLLECTIONS:
+        return COLLECTIONS[body["kind"]]
+    kind = body["kind"]
+    return f"/apis/{body.get('apiVersion', '')}", f"{kind.lower()}s", operation_name("create", kind)
 
 
 class KubeCalls:

@@ -1,6 +1,6 @@
 """Requests about custom resources: discovery of the APIs the operator uses, the TrainingJobs (status,
-spec.suspend, deletion, the periodic re-list), native and gang-scheduler PodGroups, and Kueue's Workloads.
-Part of KubeApi (kube.py)."""
+spec.suspend, deletion, the periodic re-list), and the integrations' objects, of any kind (reconcile/kinds.py:
+PodGroups, Workloads). Part of KubeApi (kube.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from multinode.api import GROUP, PLURAL, VERSION
-from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_PLURAL, LABEL_JOB_NAME,
-                                     POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_PLURAL)
-from multinode.controller.kube_calls import (BACKGROUND, COLLECTIONS, HTTP_NOT_FOUND, MERGE_PATCH, ApiError,
-                                             KubeCalls, job_path)
+from multinode.api.constants import LABEL_JOB_NAME
+from multinode.controller.kube_calls import (BACKGROUND, HTTP_NOT_FOUND, MERGE_PATCH, ApiError, KubeCalls, job_path,
+                                             operation_name)
+from multinode.reconcile.kinds import ApiKind, StatusWrite
 
 JOB_LIST_PAGE = 500  # TrainingJobs per page of the periodic re-list
 
@@ -32,25 +32,16 @@ class CustomObjectRequests(KubeCalls):
             raise
         return any(r.get("name") == PLURAL for r in json.loads(data).get("resources", []))
 
-    async def serves_pod_groups(self) -> bool:
-        """Whether the apiserver serves native PodGroups (Kubernetes 1.36 alpha, off unless its feature gates
-        and API version are enabled). Any failure to ask counts as no: the job then runs without the native
-        gang (reconcile/gang_fallback.py) instead of pods waiting for a group that cannot be created."""
+    async def serves(self, kind: ApiKind) -> bool:
+        """Whether discovery lists `kind` (an integration's API: native PodGroups, a Kubernetes alpha; Kueue's
+        Workloads). Asked once at start; any failure to ask counts as no, and the integration says so on the
+        jobs that need it (the native gang falls back to reconcile/gang_fallback.py, instead of pods waiting
+        for a group that cannot be created)."""
         try:
-            data = await self._call("get_api_resources", "GET", f"/apis/{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}",
-                                    None)
+            data = await self._call("get_api_resources", "GET", kind.api, None)
         except ApiError:
             return False
-        return any(r.get("name") == POD_GROUP_PLURAL for r in json.loads(data).get("resources", []))
-
-    async def serves_kueue(self) -> bool:
-        """Whether the apiserver serves Kueue's Workloads (Kueue's CRDs are installed). Asked once at start, as
-        for native PodGroups: any failure to ask counts as no, and jobs with a queue name say so."""
-        try:
-            data = await self._call("get_api_resources", "GET", f"/apis/{KUEUE_API_GROUP}/{KUEUE_API_VERSION}", None)
-        except ApiError:
-            return False
-        return any(r.get("name") == KUEUE_WORKLOAD_PLURAL for r in json.loads(data).get("resources", []))
+        return any(r.get("name") == kind.plural for r in json.loads(data).get("resources", []))
 
     async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
         """Merge-patch .status through the status subresource (spec is never written)."""
@@ -91,30 +82,25 @@ class CustomObjectRequests(KubeCalls):
         items = json.loads(data).get("items") or ()
         return str(items[0]["metadata"]["uid"]) if items else None
 
-    async def delete_pod_group(self, namespace: str, name: str) -> None:
-        prefix, collection, _ = COLLECTIONS["PodGroup"]
-        await self._call_unless_gone("delete_namespaced_pod_group", "DELETE",
-                                     f"{prefix}/namespaces/{namespace}/{collection}/{name}", BACKGROUND)
+    async def delete_object(self, namespace: str, kind: ApiKind, name: str) -> None:
+        await self._call_unless_gone(operation_name("delete", kind.kind), "DELETE",
+                                     f"{kind.api}/namespaces/{namespace}/{kind.plural}/{name}", BACKGROUND)
 
-    async def patch_workload_status(self, namespace: str, name: str, resource_version: str, status: dict) -> None:
-        """Merge-patch a Kueue Workload's status, guarded by `resource_version` (409 when Kueue wrote it since:
-        the reconcile is retried with the newer object)."""
-        prefix, collection, _ = COLLECTIONS["Workload"]
-        await self._call("patch_namespaced_workload_status", "PATCH",
-                         f"{prefix}/namespaces/{namespace}/{collection}/{name}/status",
-                         {"metadata": {"resourceVersion": resource_version}, "status": status}, MERGE_PATCH)
+    async def patch_object_status(self, namespace: str, write: StatusWrite) -> None:
+        """Merge-patch an object's status, guarded by the resourceVersion read (409 when its other writer wrote
+        it since: the reconcile is retried with the newer object)."""
+        kind = write.kind
+        await self._call(operation_name("patch", kind.kind, "_status"), "PATCH",
+                         f"{kind.api}/namespaces/{namespace}/{kind.plural}/{write.name}/status",
+                         {"metadata": {"resourceVersion": write.resource_version}, "status": write.status},
+                         MERGE_PATCH)
 
-    async def delete_workload(self, namespace: str, name: str) -> None:
-        prefix, collection, _ = COLLECTIONS["Workload"]
-        await self._call_unless_gone("delete_namespaced_workload", "DELETE",
-                                     f"{prefix}/namespaces/{namespace}/{collection}/{name}", BACKGROUND)
-
-    async def list_gang_groups(self, namespace: str, api_version: str, job: str) -> list[dict[str, Any]]:
-        """Job `job`'s PodGroups of `api_version` (a gang scheduler's), listed by the job's label; none when the
-        kind is not served (its CRD was uninstalled). Which are stale is reconcile/stale_groups.py's to say."""
+    async def list_job_objects(self, namespace: str, kind: ApiKind, job: str) -> list[dict[str, Any]]:
+        """Job `job`'s objects of `kind`, listed by the job's label; none when the kind is not served (its CRD
+        was uninstalled). Which are stale is reconcile/stale_groups.py's to say."""
         try:
-            data = await self._call("list_namespaced_pod_group", "GET",
-                                    f"/apis/{api_version}/namespaces/{namespace}/{POD_GROUP_PLURAL}"
+            data = await self._call(operation_name("list", kind.kind), "GET",
+                                    f"{kind.api}/namespaces/{namespace}/{kind.plural}"
                                     f"?labelSelector={LABEL_JOB_NAME}%3D{job}", None)
         except ApiError as e:
             if e.status == HTTP_NOT_FOUND:
@@ -122,8 +108,3 @@ class CustomObjectRequests(KubeCalls):
             raise
         items: list[dict[str, Any]] = json.loads(data).get("items", [])
         return items
-
-    async def delete_gang_group(self, namespace: str, api_version: str, name: str) -> None:
-        await self._call_unless_gone("delete_namespaced_pod_group", "DELETE",
-                                     f"/apis/{api_version}/namespaces/{namespace}/{POD_GROUP_PLURAL}/{name}",
-                                     BACKGROUND)

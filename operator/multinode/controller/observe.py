@@ -1,13 +1,14 @@
 """Observe: what the planner is told about one job (reconcile's `Observed`), read from the typed stores.
 
-Reads cost no request: the stores are kept current by the watches. The one exception is Kueue's, once per
-job: the value of its PriorityClass, read when its Workload is made. Every read is a lookup by the job's key
-or by the name of a node hosting one of its pods: a reconcile costs O(its pods), never O(the cluster).
+Reads cost no request: the stores are kept current by the watches. The one exception is an integration's
+(Kueue's, once per job): the value of a PriorityClass (reconcile/integration.py Reads). Every read is a lookup
+by the job's key or by the name of a node hosting one of its pods: a reconcile costs O(its pods), never O(the
+cluster).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from multinode.api import TrainingJob
@@ -16,7 +17,8 @@ from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.stores import JobKey, Stores
 from multinode.reconcile import Observed
 from multinode.reconcile.checkpointing import Resumer
-from multinode.reconcile.kueue import queue_name
+from multinode.reconcile.integration import Seen
+from multinode.reconcile.kinds import ApiKind
 from multinode.reconcile.node_loss import NodeDown, node_down
 from multinode.reconcile.outcome import TERMINAL_PHASES
 from multinode.reconcile.placement import needs_nodes
@@ -44,13 +46,34 @@ class DisruptedPods:
         self.by_job.pop(key, None)
 
 
+@dataclass(frozen=True)
+class JobReads:
+    """What an integration's `observe` reads for one job (reconcile/integration.py Reads): its stores, and the
+    one request an integration may make."""
+
+    stores: Stores
+    kube: KubeApi
+    key: JobKey
+    uid: str | None
+
+    def owned(self, kind: ApiKind) -> list[Any]:
+        store = self.stores.owned.get(kind)
+        return store.of_job(*self.key, self.uid) if store is not None else []
+
+    def named(self, kind: ApiKind, name: str) -> Any | None:
+        store = self.stores.named.get(kind)
+        return store.named(name) if store is not None else None
+
+    async def priority_class_value(self, name: str) -> int | None:
+        return await self.kube.priority_class_value(name)
+
+
 class Observer:
-    def __init__(self, stores: Stores, kube: KubeApi, probe: ProgressProbe, *, gang_api: bool = False,
-                 kueue_api: bool = False):
+    def __init__(self, stores: Stores, kube: KubeApi, probe: ProgressProbe, integrations: tuple[Seen, ...] = ()):
         self.stores, self.kube, self.probe = stores, kube, probe
-        # Whether the apiserver serves native PodGroups and Kueue's Workloads (handlers.py asks discovery
-        # once, at start).
-        self.gang_api, self.kueue_api = gang_api, kueue_api
+        # Every integration, with whether the apiserver serves its API (handlers.py asks discovery once, at
+        # start); an integration whose API is not served observes nothing.
+        self.integrations = integrations
         self.disrupted = DisruptedPods()
 
     async def observe(self, job: TrainingJob, key: JobKey) -> Observed:
@@ -58,32 +81,16 @@ class Observer:
         uid = job.metadata.uid
         pods = self.stores.pods.of_job(namespace, name, uid)
         mirror = self.stores.pods.mirror_of(namespace, name, uid)
+        reads = JobReads(self.stores, self.kube, key, uid)
+        integrations = tuple([replace(seen, observed=await seen.integration.observe(job, reads)) if seen.served
+                              else seen for seen in self.integrations])
         return Observed(pods=tuple(pods), service_exists=bool(self.stores.services.of_job(namespace, name, uid)),
                         mirror=mirror, resume_source_latest=self._resume_source_latest(job),
                         resumers=self._resumers(job),
                         nodes=self.stores.nodes.all() if needs_nodes(job, pods) else (),
                         down_nodes=self._down_nodes([*(p.node for p in pods), mirror.node if mirror else None]),
                         progress=self.probe.progress(key), gone_disruptions=self.disrupted.of_job(key),
-                        gang_api=self.gang_api,
-                        pod_groups=tuple(self.stores.pod_groups.of_job(namespace, name, uid)),
-                        **await self._kueue_observed(job, key))
-
-    async def _kueue_observed(self, job: TrainingJob, key: JobKey) -> dict[str, Any]:
-        """What the Kueue integration reads (reconcile/kueue.py): nothing for a job without a queue name."""
-        if not self.kueue_api or queue_name(job) is None:
-            return {"kueue_api": self.kueue_api}
-        workloads = self.stores.workloads.of_job(*key, job.metadata.uid)
-        workload = workloads[0] if workloads else None
-        flavors = {}
-        for name in workload.flavors if workload is not None else ():
-            labels = self.stores.flavors.named(name)
-            if labels is not None:
-                flavors[name] = labels
-        priority = None
-        priority_class = job.spec.pod_template.priority_class_name
-        if workload is None and priority_class:  # read once, when the Workload is made
-            priority = await self.kube.priority_class_value(priority_class)
-        return {"kueue_api": True, "workload": workload, "flavors": flavors, "priority": priority}
+                        integrations=integrations)
 
     def _down_nodes(self, hosts: list[str | None]) -> dict[str, NodeDown]:
         """Of the nodes hosting this job's pods (and its mirror), those not Ready or gone: one lookup by name

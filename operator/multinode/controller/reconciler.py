@@ -28,6 +28,7 @@ from multinode.controller.stores import JobKey, Stores
 from multinode.controller.workers import Workers
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import plan
+from multinode.reconcile.integration import Seen
 
 log = logging.getLogger("multinode.controller")
 
@@ -36,14 +37,14 @@ NAMESPACE_UNLISTED_RETRY_SECONDS = 2.0  # a job whose namespace is not listed ye
 
 class Reconciler:
     def __init__(self, kube: KubeApi, settings: OperatorSettings, stores: Stores,
-                 metrics: OperatorMetrics | None = None, *, gang_api: bool = False, kueue_api: bool = False):
+                 metrics: OperatorMetrics | None = None, *, integrations: tuple[Seen, ...] = ()):
         self.kube, self.settings, self.stores = kube, settings, stores
         self.metrics = metrics or OperatorMetrics()
         self.workers = Workers(self.reconcile, settings.workers, settings.max_retry_delay_seconds, self.metrics)
-        self.applier = Applier(kube, settings, self.metrics)
+        self.applier = Applier(kube, settings, self.metrics, tuple(seen.integration for seen in integrations))
         # Reads the trainers' logs of jobs with spec.hangDetection; each sweep marks its job dirty.
         self.probe = ProgressProbe(kube, stores.jobs, stores.pods, self.applier.attempt_of, self.enqueue)
-        self.observer = Observer(stores, kube, self.probe, gang_api=gang_api, kueue_api=kueue_api)
+        self.observer = Observer(stores, kube, self.probe, integrations)
         # Whether a namespace's objects are in the stores (handlers.py sets the namespaced watches' own
         # answer): a job planned before would have its existing pods created again.
         self.namespace_listed: Callable[[str], bool] = lambda namespace: True

@@ -12,15 +12,15 @@ filed like the others (by label) and left out by the reads that take the job's u
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from multinode.api import LABEL_JOB_NAME
 from multinode.controller.watch_index import WatchIndex
 from multinode.reconcile import ObservedMirror, ObservedPod, observe_mirror_pod, observe_pod
-from multinode.reconcile.gang import ObservedPodGroup, observe_pod_group
-from multinode.reconcile.kueue import ObservedWorkload, observe_flavor, observe_workload
+from multinode.reconcile.integration import Integration, Watch
+from multinode.reconcile.kinds import ApiKind
 from multinode.reconcile.ownership import OwnedName, controller_uid
 from multinode.reconcile.placement import ObservedNode, observe_node
 
@@ -190,7 +190,8 @@ J = TypeVar("J", bound=JobNamed)
 
 
 def by_job_name(observe: Callable[[dict], J | None]) -> Callable[[dict], tuple[str, J] | None]:
-    """`observe` for JobObjects, for kinds whose observed value names its job (PodGroups, Workloads)."""
+    """`observe` for JobObjects, for kinds whose observed value names its job (an integration's: PodGroups,
+    Workloads)."""
     def observed(obj: dict) -> tuple[str, J] | None:
         value = observe(obj)
         return None if value is None else (value.job_name, value)
@@ -202,7 +203,8 @@ V = TypeVar("V")
 
 @dataclass(frozen=True)
 class ByName(Generic[V]):
-    """Cluster-scoped objects by name, as `observe` sees them: the nodes, Kueue's ResourceFlavors."""
+    """Cluster-scoped objects by name, as `observe` sees them: the nodes, an integration's (Kueue's
+    ResourceFlavors)."""
 
     observe: Callable[[dict], V]
     index: WatchIndex = field(default_factory=WatchIndex)
@@ -229,6 +231,13 @@ class Stores:
     pods: PodStore = field(default_factory=PodStore)
     nodes: ByName[ObservedNode] = field(default_factory=lambda: ByName(observe_node))
     services: JobObjects[OwnedName] = field(default_factory=lambda: JobObjects(observe_service))
-    pod_groups: JobObjects[ObservedPodGroup] = field(default_factory=lambda: JobObjects(by_job_name(observe_pod_group)))
-    workloads: JobObjects[ObservedWorkload] = field(default_factory=lambda: JobObjects(by_job_name(observe_workload)))
-    flavors: ByName[Mapping[str, str]] = field(default_factory=lambda: ByName(observe_flavor))
+    # What the integrations watch (reconcile/integration.py Watch), by kind: objects a job owns (PodGroups,
+    # Workloads), and cluster objects by name (ResourceFlavors). `for_integrations` makes one per watch.
+    owned: Mapping[ApiKind, JobObjects[Any]] = field(default_factory=dict)
+    named: Mapping[ApiKind, ByName[Any]] = field(default_factory=dict)
+
+    @classmethod
+    def for_integrations(cls, integrations: Iterable[Integration]) -> Stores:
+        watches: list[Watch] = [w for i in integrations for w in i.watches]
+        return cls(owned={w.kind: JobObjects(by_job_name(w.observe)) for w in watches if w.owned},
+                   named={w.kind: ByName(w.observe) for w in watches if not w.owned})

@@ -5,8 +5,8 @@ says why these watches and not kopf's.
 Each watch answers for itself: a namespace's jobs are planned once that namespace's watches have listed
 (NamespacedWatches.ready), and nothing else waits. Per followed namespace (or cluster-wide when the operator
 follows every namespace), one informer per NamespacedKind: TrainingJobs, node pods, mirror pods, Services,
-and, where the apiserver serves them, native PodGroups and Kueue Workloads. Cluster-scoped: nodes and, with
-Kueue, ResourceFlavors.
+and the objects the integrations own where the apiserver serves them (PodGroups, Workloads). Cluster-scoped:
+nodes, and the integrations' cluster objects (Kueue's ResourceFlavors).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import logging
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -24,6 +24,7 @@ from multinode.controller.informer import Informer, OnEvent, wait_synced
 from multinode.controller.kube import KubeApi
 from multinode.controller.stores import ByName, JobStore, PodStore, resume_source
 from multinode.controller.watch_index import KeysOf, WatchIndex
+from multinode.reconcile.kinds import ApiKind
 from multinode.reconcile.placement import ObservedNode
 
 
@@ -254,7 +255,8 @@ def node_informer(kube: KubeApi, nodes: ByName[ObservedNode], pods: PodStore, r:
                     on_relisted=lambda: requeue_all(r, jobs))
 
 
-def flavor_informer(kube: KubeApi, api: str, plural: str, flavors: ByName[Mapping[str, str]]) -> Informer:
-    """Kueue's ResourceFlavors (cluster-scoped): the admitted flavors' nodeLabels select a job's nodes. A job
-    waiting to read its flavors comes back by itself (reconcile/kueue.py FLAVOR_WAIT_SECONDS)."""
-    return Informer(kube, f"{api}/{plural}", flavors.index, flavors.keys_of)
+def named_informer(kube: KubeApi, kind: ApiKind, store: ByName[Any]) -> Informer:
+    """An integration's cluster-scoped kind, by name (Kueue's ResourceFlavors, whose nodeLabels select an
+    admitted job's nodes). Nothing is enqueued: a job waiting to read one comes back by itself (its Gate's
+    wait)."""
+    return Informer(kube, f"{kind.api}/{kind.plural}", store.index, store.keys_of)

@@ -14,7 +14,8 @@ from multinode.api.status import ConditionStatus
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
 from multinode.reconcile.failures import Failure
-from multinode.reconcile.outcome import Event, GroupPrune, Plan, Verdict
+from multinode.reconcile.kinds import GroupPrune, ObjectRef, StatusWrite
+from multinode.reconcile.outcome import Event, Plan, Verdict
 
 _STATUS_FIELDS = frozenset(TrainingJobStatus.model_fields)
 
@@ -38,8 +39,9 @@ class Decision:
     - `status`: fields of the status to set, by attribute name, each to its whole new value (a policy that
       changes a nested model returns a changed copy); `conditions`: conditions to set, in order.
     - actions: objects to create (before the pods), pods to delete and to force-delete (without waiting for
-      a kubelet; taken out of the graceful deletions), earlier attempts' PodGroups to delete, Events;
-      `stop_creating`: none of the attempt's pods is created this pass; `delete_job`: the job itself goes.
+      a kubelet; taken out of the graceful deletions), an integration's objects to delete, to prune and
+      whose status to write, spec.suspend to write, Events; `stop_creating`: none of the attempt's pods is
+      created this pass; `delete_job`: the job itself goes.
     - `requeue_after`: come back within these seconds (a timer); the shortest of the pass wins.
     """
 
@@ -50,8 +52,10 @@ class Decision:
     objects_to_create: tuple[dict[str, Any], ...] = ()
     delete: tuple[str, ...] = ()
     force_delete: tuple[str, ...] = ()
-    pod_groups_to_delete: tuple[str, ...] = ()
-    gang_groups_to_prune: GroupPrune | None = None
+    objects_to_delete: tuple[ObjectRef, ...] = ()
+    objects_to_prune: tuple[GroupPrune, ...] = ()
+    status_writes: tuple[StatusWrite, ...] = ()
+    job_suspend: bool | None = None
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     stop_creating: bool = False
@@ -73,8 +77,10 @@ class Decision:
             status={**self.status, **later.status}, conditions=self.conditions + later.conditions,
             objects_to_create=self.objects_to_create + later.objects_to_create,
             delete=self.delete + later.delete, force_delete=self.force_delete + later.force_delete,
-            pod_groups_to_delete=self.pod_groups_to_delete + later.pod_groups_to_delete,
-            gang_groups_to_prune=later.gang_groups_to_prune or self.gang_groups_to_prune,
+            objects_to_delete=self.objects_to_delete + later.objects_to_delete,
+            objects_to_prune=self.objects_to_prune + later.objects_to_prune,
+            status_writes=self.status_writes + later.status_writes,
+            job_suspend=later.job_suspend if later.job_suspend is not None else self.job_suspend,
             events=self.events + later.events, requeue_after=min(timers) if timers else None,
             stop_creating=self.stop_creating or later.stop_creating, delete_job=self.delete_job or later.delete_job)
 
@@ -97,9 +103,11 @@ def fold(result: Plan, decision: Decision, *, now: datetime, generation: int | N
         result.pods_to_force_delete.extend(n for n in dict.fromkeys(decision.force_delete) if n not in forcing)
         moved = set(decision.force_delete)  # one pass, not one list.remove per pod
         result.pods_to_delete = [name for name in result.pods_to_delete if name not in moved]
-    result.pod_groups_to_delete.extend(decision.pod_groups_to_delete)
-    if decision.gang_groups_to_prune is not None:
-        result.gang_groups_to_prune = decision.gang_groups_to_prune
+    result.objects_to_delete.extend(decision.objects_to_delete)
+    result.objects_to_prune.extend(decision.objects_to_prune)
+    result.status_writes.extend(decision.status_writes)
+    if decision.job_suspend is not None:
+        result.job_suspend = decision.job_suspend
     result.events.extend(decision.events)
     result.come_back_in(decision.requeue_after)
     result.delete_job = result.delete_job or decision.delete_job

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from multinode.reconcile.checkpointing import Resumer
-from multinode.reconcile.gang import ObservedPodGroup
-from multinode.reconcile.kueue import ObservedWorkload
+from multinode.reconcile.integration import Seen
 from multinode.reconcile.node_loss import NodeDown
 from multinode.reconcile.observe import ObservedMirror, ObservedPod
 from multinode.reconcile.placement import ObservedNode
@@ -34,14 +33,8 @@ class Observed:
     progress: JobProgress | None = None
     # DisruptionTarget reasons of deleted pods, by name, from their last watch event.
     gone_disruptions: Mapping[str, str] = field(default_factory=dict)
-    # Whether the apiserver serves native PodGroups (asked once at start), and this job's PodGroups.
-    gang_api: bool = False
-    pod_groups: tuple[ObservedPodGroup, ...] = ()
-    # Kueue (reconcile/kueue.py): whether the apiserver serves its Workloads (asked once at start), this
-    # job's Workload, every ResourceFlavor's nodeLabels by name, and the value of the job's PriorityClass.
-    kueue_api: bool = False
-    workload: ObservedWorkload | None = None
-    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    priority: int | None = None
+    # Every integration (integrations/registry.py, in its order), whether the apiserver serves its API and
+    # what it observed of this job (reconcile/integration.py). None given: the job is planned with none.
+    integrations: tuple[Seen, ...] = ()
 
 

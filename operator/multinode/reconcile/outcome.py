@@ -9,8 +9,9 @@ from typing import Any, overload
 
 from multinode.api import Phase, TrainingJobStatus
 from multinode.api.status import TERMINAL_PHASES
+from multinode.reconcile.kinds import GroupPrune, ObjectRef, StatusWrite
 
-__all__ = ["TERMINAL_PHASES", "Event", "GroupPrune", "Plan", "PodStream", "Verdict", "WorkloadStatusWrite",
+__all__ = ["TERMINAL_PHASES", "Event", "GroupPrune", "ObjectRef", "Plan", "PodStream", "StatusWrite", "Verdict",
            "only_named", "pod_names"]  # TERMINAL_PHASES is api's, named here for the controller
 
 
@@ -70,27 +71,6 @@ def only_named(pods: Sequence[dict[str, Any]], names: set[str]) -> Sequence[dict
     return pods.only(names) if isinstance(pods, PodStream) else [p for p in pods if p["metadata"]["name"] in names]
 
 
-@dataclass(frozen=True)
-class GroupPrune:
-    """Delete the gang scheduler's PodGroups (`api_version`) of job `job` from attempts before `attempt`. The
-    operator does not watch those kinds (their CRDs may come and go), so the controller lists them by the
-    job's label when it applies this."""
-
-    api_version: str
-    job: str
-    attempt: int
-
-
-@dataclass(frozen=True)
-class WorkloadStatusWrite:
-    """A write of a Kueue Workload's status (reconcile/kueue.py): a merge patch guarded by the resourceVersion
-    read, since Kueue writes that status too (a conflict is retried with the next observation)."""
-
-    name: str
-    resource_version: str
-    status: dict[str, Any]
-
-
 @dataclass
 class Plan:
     service: dict[str, Any] | None = None
@@ -105,15 +85,14 @@ class Plan:
     pods_to_delete: list[str] = field(default_factory=list)
     # Deleted without waiting for a kubelet (grace period 0): terminating pods on nodes that are not Ready.
     pods_to_force_delete: list[str] = field(default_factory=list)
-    # Native PodGroups of earlier attempts (reconcile/gang.py).
-    pod_groups_to_delete: list[str] = field(default_factory=list)
-    # A gang scheduler's PodGroups (Volcano, coscheduling) of earlier attempts, when the next one's is made.
-    gang_groups_to_prune: GroupPrune | None = None
-    # Kueue (reconcile/kueue.py): spec.suspend to write (the job is started or stopped as Kueue admits or
-    # evicts its Workload), Workloads to delete, and a write of the Workload's status.
+    # The integrations' objects (reconcile/integration.py): to delete (an earlier attempt's PodGroup, a
+    # Workload that no longer describes the job), to prune by the job's label (a gang scheduler's earlier
+    # groups), and status writes (a Workload's Finished); spec.suspend to write (a queue started or stopped
+    # the job).
+    objects_to_delete: list[ObjectRef] = field(default_factory=list)
+    objects_to_prune: list[GroupPrune] = field(default_factory=list)
+    status_writes: list[StatusWrite] = field(default_factory=list)
     job_suspend: bool | None = None
-    workloads_to_delete: list[str] = field(default_factory=list)
-    workload_status: WorkloadStatusWrite | None = None
     status: TrainingJobStatus = field(default_factory=TrainingJobStatus)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None

@@ -34,11 +34,10 @@ from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node
 from multinode.reconcile.failures import Failure, lost_indices
 from multinode.reconcile.final_sync import hold_for_final_sync
 from multinode.reconcile.goodput import account
-from multinode.reconcile.gang import (GROUP_MODES, attempt_pod_group, choose_gang, create_pod_group,
-                                      delete_old_pod_groups, gang_verdict, placed_domain, scheduler_places_domain)
+from multinode.reconcile.gang import choose_gang, gang_verdict, ganging, placed_domain
 from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.image_consistency import pinned_image
-from multinode.reconcile.kueue import FLAVOR_WAIT_SECONDS, KueueGate, finish_workload, kueue_gate
+from multinode.reconcile.integration import Gate
 from multinode.reconcile.node_loss import force_delete_stranded
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.observed import Observed
@@ -57,9 +56,9 @@ from multinode.render import (
     render_headless_service,
     render_node_pod,
 )
-from multinode.render.kueue_workload import render_workload
 from multinode.render.mirror_pod import render_mirror_objects
 from multinode.render.names import job_name, pod_name
+from multinode.render.pod import PodKeys
 
 # How long after creating a job's PodGroup the next pass looks again without its watch event.
 GROUP_WATCH_GRACE_SECONDS = 5.0
@@ -107,10 +106,11 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     p = _Pass(job, observed, before, now, settings, Plan(status=status))
     take, result, mirror, n = p.take, p.result, observed.mirror, job.spec.num_nodes
 
-    # 1. A finished job is never recreated: it only cleans up (and frees its Kueue quota).
+    # 1. A finished job is never recreated: it only cleans up (and its integrations release what they hold:
+    #    a queue's quota, the last attempt's group).
     if status.phase in TERMINAL_PHASES:
-        take(delete_old_pod_groups(status, observed.pod_groups))
-        result.workload_status = finish_workload(job, status, observed.workload, now)
+        for seen in observed.integrations:
+            take(seen.integration.finish(job, status, seen, now))
         take(lifecycle.clean_up_finished(job, status, list(observed.pods), mirror, now))
         return p
 
@@ -136,15 +136,15 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     current = {pod.index: pod for pod in observed.pods if pod.attempt == status.attempt and pod.index < n}
     take(note_first_bound(status, current, now))
 
-    # 4. Kueue before suspend: a job Kueue has not admitted is held as if suspended.
-    gate, admitted = kueue_gate(job, status, observed.workload, served=observed.kueue_api, flavors=observed.flavors,
-                                pods=observed.pods, now=now)
-    take(admitted)
-    _follow_kueue(p, gate)
+    # 4. The gates before suspend: a job a queue has not admitted is held as if suspended.
+    gates = [gate for seen in observed.integrations
+             if (gate := seen.integration.gate(job, status, seen, observed.pods, now, settings)) is not None]
+    for gate in gates:
+        take(gate.decision)
+    held = next((gate.hold for gate in gates if gate.hold), None)
     # 5. Suspended: nothing runs, whatever the attempt was doing; resumed: a new attempt.
-    if job.spec.suspend or (gate is not None and gate.hold):
-        why = "spec.suspend is true" if job.spec.suspend and gate is None else "queued in Kueue, not admitted"
-        suspended = take(lifecycle.suspend(job, status, current, why))
+    if job.spec.suspend or held:
+        suspended = take(lifecycle.suspend(job, status, current, held or "spec.suspend is true"))
         assert suspended.verdict is not None
         take(phase_change(before, suspended.verdict))
         return p
@@ -168,8 +168,9 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
         return _report(p, current, waiting)
 
     # 8. The attempt's missing pods; then what it reports, and whether it failed (the first cause found).
-    blocked = _create_missing(p, current, gate)
-    take(delete_old_pod_groups(status, observed.pod_groups))
+    blocked = _create_missing(p, current, gates)
+    for seen in observed.integrations:
+        take(seen.integration.live_objects(job, status, seen))
     running = {i for i, pod in current.items() if pod.phase == PodPhase.RUNNING}
     take(report_progress(job, status, observed.progress, running))
     failure = take(attempt_failure(job, status, before, current, observed, now)).failure
@@ -192,7 +193,8 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     if verdict.phase in TERMINAL_PHASES:
         return _finish(p, current, verdict)
     # 10. Still going: the gang's own words, then a partial gang's release (a new attempt: no pods of its own).
-    verdict = take(gang_verdict(job, status, current, observed.pod_groups, verdict)).verdict or verdict
+    gang = ganging(status, observed.integrations)
+    verdict = take(gang_verdict(job, status, current, gang, verdict)).verdict or verdict
     status.topology_domain = status.topology_domain or placed_domain(
         job, current, {node.name: node.labels for node in observed.nodes})
     verdict = take(release_partial_gang(job, status, current, now)).verdict or verdict
@@ -206,18 +208,6 @@ def _force_delete_stranded(p: _Pass, pods: list[ObservedPod]) -> Decision:
         return Decision()
     return force_delete_stranded(pods, p.observed.down_nodes, deleting=set(p.result.pods_to_delete),
                                  forcing=set(p.result.pods_to_force_delete))
-
-
-def _follow_kueue(p: _Pass, gate: KueueGate | None) -> None:
-    """The Kueue integration's objects: the job's Workload created or replaced, its status, spec.suspend."""
-    if gate is None:
-        return
-    if gate.create_workload:
-        p.result.objects_to_create.append(render_workload(p.job, p.settings, priority=p.observed.priority))
-    if gate.delete_workload:
-        p.result.workloads_to_delete.append(gate.delete_workload)
-    p.result.workload_status = gate.workload_status
-    p.result.job_suspend = gate.set_suspend
 
 
 def _report(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pass:
@@ -237,22 +227,25 @@ def _fail_attempt(p: _Pass, current: dict[int, ObservedPod], failure: Failure) -
     return _finish(p, current, failed)
 
 
-def _create_missing(p: _Pass, current: dict[int, ObservedPod], kueue: KueueGate | None) -> Verdict | None:
+def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]) -> Verdict | None:
     """Render the attempt's missing pods; a Verdict when something keeps them from being created."""
     job, status, observed, now, result = p.job, p.status, p.observed, p.now, p.result
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
     if not missing or lost_indices(job_name(job), job.spec.num_nodes, p.before, current, status.attempt):
         return None
-    if kueue is not None and kueue.flavors_pending:
-        p.take(Decision(requeue_after=FLAVOR_WAIT_SECONDS))
-        return Verdict(Phase.PENDING, Reason.CREATING_PODS, "waiting to read the ResourceFlavors Kueue assigned")
+    waiting = next((gate for gate in gates if gate.wait), None)
+    if waiting is not None:
+        p.take(Decision(requeue_after=waiting.wait_seconds))
+        return Verdict(Phase.PENDING, Reason.CREATING_PODS, waiting.wait or "")
     p.take(prune_expired(status, now))
     excluded = excluded_node_names(status, now)
-    p.take(Decision(status={"scheduling": choose_gang(job, status, current, observed.gang_api)}))
+    p.take(Decision(status={"scheduling": choose_gang(job, status, current, observed.integrations)}))
     assert status.scheduling is not None
-    group = status.scheduling.pod_group if status.scheduling.gang in GROUP_MODES else None
-    p.take(create_pod_group(job, status, observed.pod_groups))
-    handed = scheduler_places_domain(job, status, attempt_pod_group(status, observed.pod_groups))
+    gang = ganging(status, observed.integrations)
+    group = status.scheduling.pod_group
+    if gang is not None:
+        p.take(gang.integration.attempt_objects(job, status, gang))
+    handed = gang.integration.places_domain(job, status, gang) if gang is not None else False
     if handed is None:
         # The group's watch event brings the next pass, which creates the pods; the timer is there so that a
         # missed event (a watch restarted by its 410) cannot leave the job waiting for ever.
@@ -261,18 +254,21 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], kueue: KueueGate 
     node_selector, placed = (None, Decision()) if handed else attempt_node_selector(job, status, observed.nodes)
     if p.take(placed).verdict is not None:
         return placed.verdict
-    if kueue is not None and kueue.node_selector:
-        # Kueue's contract: the admitted flavors' nodeLabels select the nodes the pods run on.
-        node_selector = {**(node_selector or {}), **kueue.node_selector}
+    for gate in gates:
+        if gate.node_selector:  # a queue's contract: e.g. Kueue's admitted flavors select the nodes
+            node_selector = {**(node_selector or {}), **gate.node_selector}
     resume = resume_path(job, status, list(current.values()), observed.resume_source_latest)
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
-    attempt, name, gang, settings = status.attempt, job_name(job), status.scheduling.gang, p.settings
+    attempt, name, settings = status.attempt, job_name(job), p.settings
+    keys = PodKeys()
+    for seen in observed.integrations:  # the attempt's group only to the integration that gangs it
+        keys = keys.then(seen.integration.pod_keys(job, attempt, group if seen is gang else None))
     result.pods_to_create = PodStream(
         missing, lambda i: pod_name(name, i, attempt),
         lambda i: render_node_pod(job, i, attempt, settings, resume_from=resume, image=image,
-                                  node_selector=node_selector, excluded_nodes=excluded, pod_group=group, gang=gang))
+                                  node_selector=node_selector, excluded_nodes=excluded, keys=keys))
     result.attempt_env = render_attempt_env(job, status.attempt, restarts=status.restarts)
     if status.attempt > 0:
         result.stale_attempt_env = attempt_env_name(job, status.attempt - 1)

@@ -12,11 +12,9 @@ decisions are here, as pure functions, so they are tested with plain values:
 - 400/422 Invalid: a passed-through volume, affinity or valueFrom of the wrong shape or with an unknown
   field (strict field validation refuses it). A manifest rendered from an admitted spec will not get
   better, so the job fails with the apiserver's message, which names the field.
-- 404 NotFound on a gang scheduler's PodGroup (spec.scheduling.volcano / coscheduling): the apiserver
-  serves no such kind, its CRD is not installed. The job stays Pending with `GangSchedulerNotInstalled`
-  and no pod is created (none would be ganged); retried with backoff, so installing the CRD is enough.
-- 404 NotFound on a Kueue Workload (a job with the queue-name label): Kueue's CRDs are gone since the operator
-  started. The job says `KueueNotInstalled` (KueueAdmitted False) and stays suspended; retried with backoff.
+- a refusal an integration reads (reconcile/integration.py `refusal`): a 404 on a gang scheduler's PodGroup
+  (its CRD is not installed: GangSchedulerNotInstalled) or on a Kueue Workload (KueueNotInstalled). The job
+  says so and the create is retried with backoff, so installing the CRD is enough.
 - anything else (5xx, a timeout, a broken connection): retried with backoff, the job's status untouched.
 """
 
@@ -32,11 +30,10 @@ from multinode.api import TrainingJob
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.integration import Integration
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Plan
 from multinode.reconcile.status_report import fail_job
-from multinode.reconcile.kueue import KUEUE_API_VERSION_FULL
-from multinode.render.gang_group import GANG_GROUP_API_VERSIONS
 
 
 class Refusal(enum.Enum):
@@ -89,22 +86,15 @@ def foreign_object_found(job: TrainingJob, result: Plan, message: str, *, now: d
 
 
 def creation_refused(job: TrainingJob, result: Plan, pods: Iterable[ObservedPod], http_status: int | None,
-                     message: str, *, now: datetime, api_version: str | None = None) -> RefusedCreation:
+                     message: str, *, now: datetime, api_version: str | None = None,
+                     integrations: Iterable[Integration] = ()) -> RefusedCreation:
     """The plan `result` could not create an object (of `api_version`, when known): the apiserver answered
     `http_status` with `message`. The plan to write is a changed copy: `result` is left as it was."""
-    if http_status == HTTPStatus.NOT_FOUND and api_version in GANG_GROUP_API_VERSIONS.values():
-        scheduler = next(m for m, v in GANG_GROUP_API_VERSIONS.items() if v == api_version)
-        why = (f"spec.scheduling names {scheduler}, but the apiserver serves no {api_version} PodGroup (is "
-               f"{scheduler} installed, with its CRDs?): {message}; no pod is created until it does, retrying")
-        return RefusedCreation(plan=_with_conditions(job, result, ConditionType.GANG_SCHEDULED, ConditionType.RUNNING,
-                                                     reason=Reason.GANG_SCHEDULER_NOT_INSTALLED, message=why, now=now),
-                               retry=True)
-    if http_status == HTTPStatus.NOT_FOUND and api_version == KUEUE_API_VERSION_FULL:
-        why = (f"the apiserver serves no {KUEUE_API_VERSION_FULL} Workload (is Kueue installed, with its CRDs?): "
-               f"{message}; the job stays suspended, retrying")
-        return RefusedCreation(plan=_with_conditions(job, result, ConditionType.KUEUE_ADMITTED,
-                                                     reason=Reason.KUEUE_NOT_INSTALLED, message=why, now=now),
-                               retry=True)
+    for integration in integrations:
+        read = integration.refusal(api_version, http_status, message)
+        if read is not None:
+            return RefusedCreation(plan=_with_conditions(job, result, *read.conditions, reason=read.reason,
+                                                         message=read.message, now=now), retry=True)
     refusal = classify(http_status)
     if refusal is Refusal.FORBIDDEN:
         return RefusedCreation(plan=_with_conditions(job, result, ConditionType.RUNNING,

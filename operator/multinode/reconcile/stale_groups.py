@@ -1,5 +1,5 @@
 """Which of a job's gang-scheduler PodGroups (Volcano's, coscheduling's) are stale: the policy behind
-Plan.gang_groups_to_prune, which the controller applies to what it lists by the job's label (the operator
+Plan.objects_to_prune, which the controller applies to what it lists by the job's label (the operator
 does not watch those kinds: their CRDs may come and go)."""
 
 from __future__ import annotations

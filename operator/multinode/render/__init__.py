@@ -15,7 +15,7 @@ from multinode.render.names import (
     service_name,
 )
 from multinode.render.pod import render_node_pod
-from multinode.render.pod_group import pod_group_name, render_pod_group
+from multinode.render.attempt_group import pod_group_name
 from multinode.render.service import render_headless_service
 from multinode.render.settings import DEFAULT_MIRROR_CLUSTER_ROLE, DEFAULT_OPERATOR_IMAGE, RenderSettings
 
@@ -38,6 +38,5 @@ __all__ = [
     "render_attempt_env",
     "render_headless_service",
     "render_node_pod",
-    "render_pod_group",
     "service_name",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from multinode.api import TrainingJob
@@ -16,14 +17,10 @@ from multinode.api.constants import (
     SHM_MOUNT_PATH,
     SHM_VOLUME_NAME,
     TRAINER_CONTAINER,
-    COSCHEDULING_GROUP_LABEL,
-    VOLCANO_GROUP_ANNOTATION,
     node_hostname,
 )
-from multinode.api.status import GangMode
 from multinode.render.attempt_env import env_from_attempt
 from multinode.render.env import node_env, user_env
-from multinode.render.gang_group import gang_pod_keys, gang_scheduler_name
 from multinode.render.health_check_pod import (
     checked_device_limits,
     checks_rdma,
@@ -164,22 +161,21 @@ def _annotations(job: TrainingJob) -> dict[str, str]:
     return annotations
 
 
-# spec.podGroup (deprecated): scheduler-plugins' coscheduling reads the label, Volcano the annotation. Each
-# expects a PodGroup object of that name (with minMember) from the cluster's scheduler integration; with
-# spec.scheduling.volcano / coscheduling the operator makes it (render/gang_group.py).
-MIN_MEMBER_ANNOTATION = "multinode.dev/pod-group-min-member"
+@dataclass(frozen=True)
+class PodKeys:
+    """What the integrations (integrations/) add to a node pod: labels and annotations (the key that joins a
+    pod to a gang scheduler's group), the schedulerName when the podTemplate names none, and the native
+    PodGroup the pod joins (core/v1 PodSchedulingGroup)."""
 
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str | None = None
+    scheduling_group: str | None = None
 
-def pod_group_labels(job: TrainingJob) -> dict[str, str]:
-    return {COSCHEDULING_GROUP_LABEL: job_name(job)} if job.spec.pod_group is not None else {}
-
-
-def pod_group_annotations(job: TrainingJob) -> dict[str, str]:
-    group = job.spec.pod_group
-    if group is None:
-        return {}
-    return {VOLCANO_GROUP_ANNOTATION: job_name(job),
-            MIN_MEMBER_ANNOTATION: str(group.min_member or job.spec.num_nodes)}
+    def then(self, other: PodKeys) -> PodKeys:
+        """Both: `other`'s labels and annotations win where both set one; the first scheduler and group named."""
+        return PodKeys({**self.labels, **other.labels}, {**self.annotations, **other.annotations},
+                       self.scheduler_name or other.scheduler_name, self.scheduling_group or other.scheduling_group)
 
 
 def one_pod_per_node(job_name: str, attempt: int) -> dict[str, Any]:
@@ -217,8 +213,7 @@ def render_node_pod(
     image: str | None = None,
     node_selector: dict[str, str] | None = None,
     excluded_nodes: Sequence[str] = (),
-    pod_group: str | None = None,
-    gang: GangMode | None = None,
+    keys: PodKeys = PodKeys(),
 ) -> dict[str, Any]:
     """The pod of node `index` in gang attempt `attempt`. It reads the attempt's shared env from the
     attempt's ConfigMap (render_attempt_env), which must exist before the pod starts.
@@ -226,8 +221,7 @@ def render_node_pod(
     `resume_from` is the checkpoint path the attempt starts from ("" for none); `image` replaces
     spec.image (the pinned digest); `node_selector` is added to the job's (the chosen topology domain);
     `excluded_nodes` are nodes the pod must not run on (status.excludedNodes).
-    `pod_group` is the attempt's PodGroup the pod joins: the native one (render/pod_group.py) unless `gang`
-    names a gang scheduler, Volcano or Coscheduling (render/gang_group.py).
+    `keys` is what the integrations add (reconcile/integration.py pod_keys): the attempt's gang group.
     """
     check_node(job, index, attempt)
     settings = settings or RenderSettings()
@@ -239,16 +233,13 @@ def render_node_pod(
 
     # User labels first: multinode's labels drive the Service selector and the
     # controller's bookkeeping, so they must win.
-    native = pod_group if gang in (None, GangMode.POD_GROUP) else None
-    gang_labels, gang_annotations = gang_pod_keys(gang, pod_group)
-    labels = {**(template.labels or {}), **pod_group_labels(job), **gang_labels,
-              **node_labels(identity.name, index, attempt)}
+    labels = {**(template.labels or {}), **keys.labels, **node_labels(identity.name, index, attempt)}
     metadata = _without_empty(
         {
             "name": pod_name(identity.name, index, attempt),
             "namespace": identity.namespace,
             "labels": labels,
-            "annotations": {**_annotations(job), **pod_group_annotations(job), **gang_annotations},
+            "annotations": {**_annotations(job), **keys.annotations},
             "ownerReferences": [owner_reference(job)],
         }
     )
@@ -267,7 +258,7 @@ def render_node_pod(
             "tolerations": pod_tolerations(job),
             "affinity": _affinity(job, attempt, excluded_nodes),
             "priorityClassName": template.priority_class_name,
-            "schedulerName": template.scheduler_name or gang_scheduler_name(job, gang),
+            "schedulerName": template.scheduler_name or keys.scheduler_name,
             "serviceAccountName": template.service_account_name,
             # The trainers get the API token only when the job asks: most never call the API.
             "automountServiceAccountToken": template.automount_service_account_token,
@@ -279,7 +270,7 @@ def render_node_pod(
             # miss the cluster DNS names the rendezvous depends on.
             "dnsPolicy": "ClusterFirstWithHostNet" if host_network else None,
             # core/v1 PodSchedulingGroup (1.36): the scheduler holds the pod until the group's minCount fit.
-            "schedulingGroup": {"podGroupName": native} if native else None,
+            "schedulingGroup": {"podGroupName": keys.scheduling_group} if keys.scheduling_group else None,
         }
     )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}

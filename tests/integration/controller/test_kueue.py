@@ -1,4 +1,4 @@
-"""Queued through a real Kueue: the operator is the TrainingJob's Kueue integration (reconcile/kueue.py).
+"""Queued through a real Kueue: the operator is the TrainingJob's Kueue integration (integrations/kueue/).
 
 A Kueue v0.17 controller manager (tools/localcluster/build.sh kueue, cached by version) runs as a local
 process (localcluster.harness.kueue says how, without writing outside its work dir). A ClusterQueue has GPU

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Callable
 
 from multinode.controller.kube import ApiError
@@ -46,5 +48,5 @@ class FakeKube:
     async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
         pass
 
-    async def delete_pod_group(self, namespace: str, name: str) -> None:
+    async def delete_object(self, namespace: str, kind: Any, name: str) -> None:
         pass

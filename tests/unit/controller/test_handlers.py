@@ -6,6 +6,8 @@ from __future__ import annotations
 import kopf
 
 from multinode.api import GROUP, PLURAL, VERSION
+from multinode.integrations.registry import INTEGRATIONS
+from multinode.testing import seen_integrations
 from multinode.controller.handlers import build_registry, configure_kopf, namespaced_kinds
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.stores import Stores
@@ -29,10 +31,11 @@ def test_kopf_scans_and_observes_nothing() -> None:
 
 
 def test_the_trainingjobs_are_watched_in_every_followed_namespace_first() -> None:
-    stores = Stores()
-    kinds = namespaced_kinds(Queued(), stores, gang_api=True, kueue_api=True)
+    stores = Stores.for_integrations(INTEGRATIONS)
+    kinds = namespaced_kinds(Queued(), stores, seen_integrations(gang_api=True, kueue_api=True))
     assert kinds[0].path("team-a") == f"/apis/{GROUP}/{VERSION}/namespaces/team-a/{PLURAL}"
     assert kinds[0].index is stores.jobs.index and kinds[0].label_selector is None
     assert [k.plural for k in kinds] == [PLURAL, "pods", "pods", "services", "podgroups", "workloads"]
-    assert [k.plural for k in namespaced_kinds(Queued(), stores, gang_api=False,
-                                               kueue_api=False)] == [PLURAL, "pods", "pods", "services"]
+    assert kinds[4].path("team-a") == "/apis/scheduling.k8s.io/v1alpha2/namespaces/team-a/podgroups"
+    assert [k.plural for k in namespaced_kinds(Queued(), stores, seen_integrations())] == [
+        PLURAL, "pods", "pods", "services"]  # an integration whose API is not served watches nothing

@@ -8,6 +8,11 @@ import json
 
 import pytest
 
+from multinode.integrations.coscheduling import COSCHEDULING_POD_GROUP
+from multinode.integrations.kueue import WORKLOAD
+from multinode.integrations.volcano import VOLCANO_POD_GROUP
+from multinode.reconcile.kinds import StatusWrite
+
 from tests.unit.controller.fake_http import Pool, Response, kube_with
 
 PRIORITY_CLASSES = "https://apiserver/apis/scheduling.k8s.io/v1/priorityclasses/"
@@ -42,9 +47,9 @@ def test_a_gang_schedulers_groups_are_listed_by_the_jobs_label_and_deleted_by_na
     pool = Pool([Response(200, data=json.dumps(groups).encode()), Response(200)])
     kube, _, _ = kube_with(pool)
     api = "scheduling.x-k8s.io/v1alpha1"
-    listed = asyncio.run(kube.list_gang_groups("ml", api, "llama"))
+    listed = asyncio.run(kube.list_job_objects("ml", COSCHEDULING_POD_GROUP, "llama"))
     assert [g["metadata"]["name"] for g in listed] == ["llama-a0", "look-alike", "llama-a1"]
-    asyncio.run(kube.delete_gang_group("ml", api, "llama-a0"))
+    asyncio.run(kube.delete_object("ml", COSCHEDULING_POD_GROUP, "llama-a0"))
     assert [(m, u) for m, u, _ in pool.sent] == [
         ("GET", f"https://apiserver/apis/{api}/namespaces/ml/podgroups?labelSelector=multinode.dev/job-name%3Dllama"),
         ("DELETE", f"https://apiserver/apis/{api}/namespaces/ml/podgroups/llama-a0")]
@@ -52,4 +57,14 @@ def test_a_gang_schedulers_groups_are_listed_by_the_jobs_label_and_deleted_by_na
 
 def test_a_gang_schedulers_kind_not_served_lists_no_group() -> None:
     kube, _, _ = kube_with(Pool([Response(404, reason="NotFound")]))
-    assert asyncio.run(kube.list_gang_groups("ml", "scheduling.volcano.sh/v1beta1", "llama")) == []
+    assert asyncio.run(kube.list_job_objects("ml", VOLCANO_POD_GROUP, "llama")) == []
+
+
+def test_an_integrations_status_write_is_guarded_by_the_resource_version_read() -> None:
+    pool = Pool([Response(200)])
+    kube, _, _ = kube_with(pool)
+    asyncio.run(kube.patch_object_status("ml", StatusWrite(WORKLOAD, "trainingjob-llama-abcde", "7", {"a": 1})))
+    [(method, url, body)] = pool.sent
+    assert method == "PATCH"
+    assert url == "https://apiserver/apis/kueue.x-k8s.io/v1beta2/namespaces/ml/workloads/trainingjob-llama-abcde/status"
+    assert json.loads(body) == {"metadata": {"resourceVersion": "7"}, "status": {"a": 1}}

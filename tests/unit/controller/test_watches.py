@@ -88,7 +88,7 @@ def stores_with_jobs(*jobs: JobKey) -> Stores:
 
 def pod_watches(kube: PathKube, namespaces: tuple[str, ...], stores: Stores, r: Queued) -> NamespacedWatches:
     """The operator's namespaced watches (no PodGroups, no Kueue), filing pods into `stores.pods`."""
-    kinds = namespaced_kinds(r, stores, gang_api=False, kueue_api=False)
+    kinds = namespaced_kinds(r, stores)
     return NamespacedWatches(kube, namespaces, kinds, on_listed=lambda ns: requeue_all(r, stores.jobs, ns))  # type: ignore[arg-type]  # a fake KubeApi
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from multinode.api import TrainingJobStatus
 from multinode.reconcile import Observed, plan
 from multinode.render import RenderSettings
-from multinode.testing import observed_mirror, observed_pod
+from multinode.testing import observed_mirror, observed_pod, seen_integrations
 
 # The planner's tests name these as they always have.
 pod = observed_pod
@@ -19,8 +19,13 @@ LATEST = {"name": "checkpoint-300", "path": "/checkpoints/llama/checkpoint-300",
           "mirroredAt": "2026-11-20T11:00:00Z"}
 
 
+# What `run` takes of the integrations' observations (multinode.testing.seen_integrations), beside Observed's own.
+_INTEGRATIONS = ("gang_api", "pod_groups", "kueue_api", "workload", "flavors", "priority")
+
+
 def run(job, pods, previous=None, service_exists=True, now=NOW, **observed):
-    return plan(job, Observed(pods=tuple(pods), service_exists=service_exists, **observed),
+    seen = seen_integrations(**{k: observed.pop(k) for k in _INTEGRATIONS if k in observed})
+    return plan(job, Observed(pods=tuple(pods), service_exists=service_exists, integrations=seen, **observed),
                 previous=previous, now=now, settings=SETTINGS)
 
 

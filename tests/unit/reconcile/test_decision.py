@@ -20,12 +20,14 @@ from multinode.reconcile.decision import Decision, SetCondition, fold
 from multinode.reconcile.exclusion import exclude_unhealthy_nodes, prune_expired
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.final_sync import hold_for_final_sync
-from multinode.reconcile.gang import create_pod_group, delete_old_pod_groups, gang_verdict
+from multinode.reconcile.gang import gang_verdict
 from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.goodput import account
 from multinode.reconcile.hang import judge_hang
 from multinode.reconcile.image_consistency import judge_digests
-from multinode.reconcile.kueue import kueue_gate
+from multinode.integrations.kueue import kueue_gate
+from multinode.render import RenderSettings
+from multinode.testing import seen_integrations
 from multinode.reconcile.node_loss import NodeDown, force_delete_stranded, judge_down_nodes
 from multinode.reconcile.observed import Observed
 from multinode.reconcile.outcome import Event, Plan, Verdict
@@ -115,9 +117,7 @@ POLICIES: dict[str, Callable[[TrainingJobStatus, dict[int, Any]], Any]] = {
     "wait_for_next_attempt": lambda s, c: wait_for_next_attempt(JOB, s, list(c.values()), NOW),
     "wait_before_retry": lambda s, c: wait_before_retry(JOB, s, list(c.values()), NOW),
     "release_partial_gang": lambda s, c: release_partial_gang(JOB, s, c, NOW),
-    "delete_old_pod_groups": lambda s, c: delete_old_pod_groups(s, ()),
-    "create_pod_group": lambda s, c: create_pod_group(JOB, s, ()),
-    "gang_verdict": lambda s, c: gang_verdict(JOB, s, c, (), Verdict(Phase.PENDING, "Unschedulable", "x")),
+    "gang_verdict": lambda s, c: gang_verdict(JOB, s, c, None, Verdict(Phase.PENDING, "Unschedulable", "x")),
     "hold_for_final_sync": lambda s, c: hold_for_final_sync(checkpointed_job(), s, s, NOW, c.values()),
     "exclude_unhealthy_nodes": lambda s, c: exclude_unhealthy_nodes(JOB, s, c.values(), NOW),
     "prune_expired": lambda s, c: prune_expired(s, NOW),
@@ -140,6 +140,22 @@ POLICIES: dict[str, Callable[[TrainingJobStatus, dict[int, Any]], Any]] = {
     "verdict_conditions": lambda s, c: verdict_conditions(s, Verdict(Phase.FAILED, "R", "m"), created=2, num_nodes=2),
     "phase_change": lambda s, c: phase_change(s, Verdict(Phase.FAILED, "R", "m")),
 }
+# And every integration's extension points (reconcile/integration.py), each served, for a job queued in Kueue.
+# A job each integration has a say over: queued in Kueue, naming Volcano or coscheduling.
+QUEUED = stored_job(2)
+QUEUED.metadata.labels = {"kueue.x-k8s.io/queue-name": "q"}
+NAMING = {"volcano": stored_job(2, scheduling={"volcano": {}}),
+          "coscheduling": stored_job(2, scheduling={"coscheduling": {"schedulerName": "scheduler-plugins"}})}
+for _seen in seen_integrations(gang_api=True, kueue_api=True):
+    _i, _job = _seen.integration, NAMING.get(_seen.integration.name, QUEUED)
+    POLICIES.update({
+        f"{_i.name}.gate": lambda s, c, i=_i, j=_job, seen=_seen: i.gate(j, s, seen, tuple(c.values()), NOW,
+                                                                         RenderSettings()),
+        f"{_i.name}.attempt_objects": lambda s, c, i=_i, j=_job, seen=_seen: i.attempt_objects(j, s, seen),
+        f"{_i.name}.live_objects": lambda s, c, i=_i, j=_job, seen=_seen: i.live_objects(j, s, seen),
+        f"{_i.name}.finish": lambda s, c, i=_i, j=_job, seen=_seen: i.finish(j, s, seen, NOW),
+        f"{_i.name}.wants_gang": lambda s, c, i=_i, j=_job, seen=_seen: i.wants_gang(j, seen, c),
+    })
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))

@@ -10,9 +10,12 @@ from multinode.api import Phase, TrainingJobStatus
 from multinode.api.conditions import Reason
 from multinode.api.status import GangMode, SchedulingStatus
 from multinode.reconcile.decision import Decision
-from multinode.reconcile.gang import (ObservedPodGroup, create_pod_group, delete_old_pod_groups, gang_verdict,
-                                      observe_pod_group)
-from multinode.reconcile.outcome import GroupPrune, Verdict
+from multinode.integrations.podgroup import POD_GROUP, ObservedPodGroup, observe_pod_group
+from multinode.integrations.volcano import VOLCANO_POD_GROUP
+from multinode.reconcile.gang import gang_verdict, ganging
+from multinode.reconcile.kinds import GroupPrune, ObjectRef
+from multinode.reconcile.outcome import Verdict
+from multinode.testing import seen_integrations
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from multinode.testing import stored_job
 
@@ -122,7 +125,7 @@ def test_a_restart_uses_a_new_group_and_deletes_the_old_one() -> None:
 
     later = NOW + timedelta(minutes=10)
     next_attempt = run(job, [], previous=failed.status, now=later, gang_api=True, pod_groups=(group(scheduled="True"),))
-    assert next_attempt.pod_groups_to_delete == ["llama-a0"]
+    assert [o.name for o in next_attempt.objects_to_delete] == ["llama-a0"]
     assert [o["metadata"]["name"] for o in next_attempt.objects_to_create] == ["llama-a1"]
     assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in next_attempt.pods_to_create} == {"llama-a1"}
 
@@ -130,7 +133,7 @@ def test_a_restart_uses_a_new_group_and_deletes_the_old_one() -> None:
 def test_a_group_already_terminating_is_not_deleted_again() -> None:
     result = run(stored_job(2), [], gang_api=True, pod_groups=(group(attempt=0, terminating=True),),
                  previous=run(stored_job(2), [], gang_api=True).status.model_copy(update={"attempt": 1}))
-    assert result.pod_groups_to_delete == []
+    assert result.objects_to_delete == []
 
 
 def test_observe_pod_group_reads_labels_and_the_scheduled_condition() -> None:
@@ -233,21 +236,24 @@ def _attempt(gang: GangMode, attempt: int = 1, pod_group: str | None = "llama-a1
     ((group(0, terminating=True), group(1)), ()),                # one going already is not deleted again
 ])
 def test_earlier_attempts_groups_are_deleted(groups, deleted) -> None:
-    assert delete_old_pod_groups(TrainingJobStatus(attempt=1), groups) == Decision(pod_groups_to_delete=deleted)
+    [native] = [s for s in seen_integrations(gang_api=True, pod_groups=groups) if s.integration.name == "podgroup"]
+    assert native.integration.live_objects(stored_job(2), TrainingJobStatus(attempt=1), native) == Decision(
+        objects_to_delete=tuple(ObjectRef(POD_GROUP, name) for name in deleted))
 
 
 @pytest.mark.parametrize(("spec", "status", "groups", "created", "pruned"), [
-    ({}, _attempt(GangMode.POD_GROUP), (), ["PodGroup"], None),                     # native: created when missing
-    ({}, _attempt(GangMode.POD_GROUP), (group(1),), [], None),                      # ... and not again
-    ({}, _attempt(GangMode.POD_GROUP), (group(1, terminating=True),), ["PodGroup"], None),
-    ({}, _attempt(GangMode.NONE, pod_group=None), (), [], None),
-    ({}, _attempt(GangMode.EXTERNAL, pod_group=None), (), [], None),
+    ({}, _attempt(GangMode.POD_GROUP), (), ["PodGroup"], ()),                       # native: created when missing
+    ({}, _attempt(GangMode.POD_GROUP), (group(1),), [], ()),                        # ... and not again
+    ({}, _attempt(GangMode.POD_GROUP), (group(1, terminating=True),), ["PodGroup"], ()),
+    ({}, _attempt(GangMode.NONE, pod_group=None), (), [], ()),
+    ({}, _attempt(GangMode.EXTERNAL, pod_group=None), (), [], ()),
     ({"scheduling": {"volcano": {}}}, _attempt(GangMode.VOLCANO), (), ["PodGroup"],
-     GroupPrune("scheduling.volcano.sh/v1beta1", "llama", 1)),                      # a gang scheduler's: each pass
+     (GroupPrune(VOLCANO_POD_GROUP, "llama", 1),)),                                 # a gang scheduler's: each pass
 ])
 def test_the_attempts_pod_group_is_created_before_its_pods(spec, status, groups, created, pruned) -> None:
-    decided = create_pod_group(stored_job(2, **spec), status, groups)
-    assert [o["kind"] for o in decided.objects_to_create] == created and decided.gang_groups_to_prune == pruned
+    gang = ganging(status, seen_integrations(gang_api=True, pod_groups=groups))
+    decided = gang.integration.attempt_objects(stored_job(2, **spec), status, gang) if gang else Decision()
+    assert [o["kind"] for o in decided.objects_to_create] == created and decided.objects_to_prune == pruned
 
 
 JUDGED = Verdict(Phase.PENDING, Reason.UNSCHEDULABLE, "2/2 pods cannot be scheduled")
@@ -263,6 +269,8 @@ JUDGED = Verdict(Phase.PENDING, Reason.UNSCHEDULABLE, "2/2 pods cannot be schedu
 ])
 def test_the_gang_scheduled_condition_and_the_verdict_of_a_gang_that_does_not_fit(gang, current, groups,
                                                                                   condition_, verdict_reason) -> None:
-    decided = gang_verdict(stored_job(2), _attempt(gang), current, groups, JUDGED)
+    status = _attempt(gang)
+    decided = gang_verdict(stored_job(2), status, current,
+                           ganging(status, seen_integrations(gang_api=True, pod_groups=groups)), JUDGED)
     assert decided.verdict is not None and decided.verdict.reason == verdict_reason
     assert [(c.status, c.reason) for c in decided.conditions] == ([condition_] if condition_ else [])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from multinode.controller.stores import observe_service
 from multinode.reconcile import observe_mirror_pod, observe_pod
-from multinode.reconcile.gang import observe_pod_group
-from multinode.reconcile.kueue import observe_workload
+from multinode.integrations.podgroup import observe_pod_group
+from multinode.integrations.kueue import observe_workload
 from multinode.reconcile.ownership import OwnedName, controller_uid, describe_owner, foreign_object_message
 
 LABELS = {"multinode.dev/job-name": "llama", "multinode.dev/node-index": "0", "multinode.dev/attempt": "1"}

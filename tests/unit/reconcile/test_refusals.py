@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from multinode.api import Phase
+from multinode.integrations.registry import INTEGRATIONS
 from multinode.reconcile.refusals import Refusal, classify, counts_as_created, creation_refused, foreign_object_found
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from multinode.testing import stored_job
@@ -28,7 +29,7 @@ def test_forbidden_keeps_the_job_pending_says_why_and_retries() -> None:
     job = stored_job(2, podTemplate={"priorityClassName": "training"})
     message = 'pods "llama-0-a0" is forbidden: no PriorityClass with name training was found'
 
-    refused = creation_refused(job, run(job, []), [], 403, message, now=NOW)
+    refused = creation_refused(job, run(job, []), [], 403, message, now=NOW, integrations=INTEGRATIONS)
 
     assert refused.retry and refused.plan is not None
     assert refused.plan.status.phase == Phase.PENDING
@@ -62,7 +63,8 @@ def test_invalid_fails_the_job_with_the_apiservers_message_and_is_not_retried(st
 @pytest.mark.parametrize("status", [500, 503, None])
 def test_anything_else_writes_nothing_and_is_retried(status: int | None) -> None:
     job = stored_job(2)
-    refused = creation_refused(job, run(job, []), [], status, "etcdserver: request timed out", now=NOW)
+    refused = creation_refused(job, run(job, []), [], status, "etcdserver: request timed out", now=NOW,
+                               integrations=INTEGRATIONS)
     assert refused.retry and refused.plan is None
 
 
@@ -72,7 +74,8 @@ def test_a_refusal_returns_a_changed_copy_and_leaves_the_plan_it_was_given(statu
     job = stored_job(2)
     result = run(job, [pod(0)])
     kept = result.status.model_copy(deep=True)
-    refused = creation_refused(job, result, [pod(0)], status, "refused", now=NOW, api_version=api_version)
+    refused = creation_refused(job, result, [pod(0)], status, "refused", now=NOW, api_version=api_version,
+                               integrations=INTEGRATIONS)
     assert refused.plan is not None and refused.plan is not result and refused.plan.status != kept
     assert result.status == kept
     assert foreign_object_found(job, result, "taken", now=NOW).plan.status != kept and result.status == kept

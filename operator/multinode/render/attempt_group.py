@@ -1,6 +1,5 @@
-"""The native gang: one scheduling.k8s.io/v1alpha2 PodGroup per attempt, owned by the job.
-
-Field names checked against k8s.io/api v0.36 (scheduling/v1alpha2 PodGroupSpec, core/v1 PodSchedulingGroup).
+"""An attempt's gang group: its name and the object every gang scheduler's PodGroup shares (the native one,
+Volcano's, coscheduling's: integrations/).
 
 Why one group per attempt and not one per job: a PodGroup's spec is immutable, and the scheduler counts a
 group's scheduled pods towards minCount. Pods of an attempt still terminating (Recreate) would count for
@@ -16,7 +15,7 @@ from typing import Any
 
 from multinode.api import LABEL_ATTEMPT, TrainingJob
 from multinode.api.base import MAX_LABEL_VALUE_LENGTH
-from multinode.api.constants import POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_KIND
+from multinode.api.constants import POD_GROUP_KIND
 from multinode.render.names import common_labels, job_identity, owner_reference
 
 
@@ -32,23 +31,6 @@ def pod_group_name(job_name: str, attempt: int) -> str:
         return name
     suffix = f"-{hashlib.sha256(job_name.encode()).hexdigest()[:8]}-a{attempt}"
     return job_name[:MAX_LABEL_VALUE_LENGTH - len(suffix)].rstrip("-") + suffix
-
-
-def render_pod_group(job: TrainingJob, attempt: int) -> dict[str, Any]:
-    """The attempt's PodGroup: gang policy with minCount numNodes, so the scheduler binds every node's pod or
-    none of them; with spec.topology, all in one domain of its label."""
-    # Preempted as a whole (disruptionMode PodGroup): one pod of a gang taken is the whole gang restarted, so
-    # the scheduler should weigh the whole gang as one victim. Both this and the priority need
-    # WorkloadAwarePreemption; without it the apiserver drops them and the pods' own priority applies.
-    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.spec.num_nodes}},
-                            "disruptionMode": "PodGroup"}
-    if job.spec.pod_template.priority_class_name:
-        spec["priorityClassName"] = job.spec.pod_template.priority_class_name
-    if job.spec.topology is not None:
-        # All members in one domain of the label (TopologyAwareWorkloadScheduling; the apiserver drops it
-        # when that gate is off, which the operator reads back from the stored group: reconcile/gang.py).
-        spec["schedulingConstraints"] = {"topology": [{"key": job.spec.topology.same_domain_label}]}
-    return attempt_group(job, attempt, f"{POD_GROUP_API_GROUP}/{POD_GROUP_API_VERSION}", spec)
 
 
 def attempt_group(job: TrainingJob, attempt: int, api_version: str, spec: dict[str, Any]) -> dict[str, Any]:

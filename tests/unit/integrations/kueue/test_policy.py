@@ -1,4 +1,4 @@
-"""The TrainingJob's Kueue integration (reconcile/kueue.py): a Workload per queued job, the job held suspended
+"""The TrainingJob's Kueue integration (integrations/kueue/): a Workload per queued job, the job held suspended
 until Kueue admits it, started with the flavors' node labels, stopped and requeued on eviction, and the
 Workload Finished when the job ends."""
 
@@ -9,11 +9,12 @@ import pytest
 
 from multinode.api import TrainingJobStatus
 from multinode.api.conditions import Reason
-from multinode.reconcile.kueue import kueue_gate
+from multinode.integrations.kueue import kueue_gate
 from datetime import timedelta
 
 from multinode.api import Phase
-from multinode.reconcile.kueue import observe_workload
+from multinode.integrations.kueue import observe_workload
+from multinode.integrations.registry import INTEGRATIONS
 from multinode.reconcile.refusals import creation_refused
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from multinode.testing import stored_job
@@ -126,11 +127,11 @@ def test_eviction_stops_the_job_records_an_uncounted_restart_and_clears_the_admi
     [record] = stopping.status.restart_history
     assert (record.reason, record.counted) == ("EvictedByKueue", False)
     assert condition(stopping.status, "KueueAdmitted").reason == "EvictedByKueue"
-    assert stopping.workload_status is None  # the pods still hold their nodes
+    assert stopping.status_writes == []  # the pods still hold their nodes
 
     gone = run(queued(suspend=True), [], previous=stopping.status, kueue_api=True, workload=evicted,
                now=NOW + timedelta(seconds=10))
-    write = gone.workload_status
+    [write] = gone.status_writes
     assert write is not None and write.resource_version == "7"
     assert write.status["admission"] is None
     by_type = {c["type"]: c for c in write.status["conditions"]}
@@ -154,17 +155,17 @@ def test_a_finished_job_finishes_its_workload_once() -> None:
     assert done.status.phase == Phase.SUCCEEDED
     after = run(job, [pod(0, "Succeeded"), pod(1, "Succeeded")], previous=done.status, kueue_api=True,
                 workload=admitted)
-    write = after.workload_status
+    [write] = after.status_writes
     assert write is not None
     finished = next(c for c in write.status["conditions"] if c["type"] == "Finished")
     assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
     assert run(job, [], previous=done.status, kueue_api=True, workload=observed(admitted=True, finished=True)
-               ).workload_status is None
+               ).status_writes == []
 
 
 def test_numnodes_changed_while_queued_replaces_the_workload() -> None:
     result = run(queued(4), [], kueue_api=True, workload=observed(count=2))
-    assert result.workloads_to_delete == ["trainingjob-llama-abcde"] and result.objects_to_create == []
+    assert [o.name for o in result.objects_to_delete] == ["trainingjob-llama-abcde"] and result.objects_to_create == []
 
 
 def test_without_kueue_served_the_job_says_so_and_follows_spec_suspend() -> None:
@@ -179,7 +180,7 @@ def test_a_workload_refused_with_404_says_kueue_is_not_installed() -> None:
     job = queued()
     result = run(job, [], kueue_api=True)
     refused = creation_refused(job, result, [], 404, "the server could not find the requested resource", now=NOW,
-                               api_version="kueue.x-k8s.io/v1beta2")
+                               api_version="kueue.x-k8s.io/v1beta2", integrations=INTEGRATIONS)
     assert refused.retry and refused.plan is not None
     assert condition(refused.plan.status, "KueueAdmitted").reason == "KueueNotInstalled"
 

@@ -1,4 +1,4 @@
-"""The attempt's native PodGroup and the pod's membership (render/pod_group.py, render/pod.py)."""
+"""The attempt's native PodGroup and the pod's membership (integrations/podgroup/, render/attempt_group.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import re
 import pytest
 
 from multinode.api.base import LABEL_VALUE_PATTERN
-from multinode.render import pod_group_name, render_node_pod, render_pod_group
+from multinode.integrations.podgroup import NativePodGroup, render_pod_group
+from multinode.render import pod_group_name, render_node_pod
 from multinode.testing import stored_job
 
 
@@ -26,8 +27,9 @@ def test_the_pod_group_is_a_gang_of_num_nodes_owned_by_the_job_and_labelled_with
 
 def test_a_pod_joins_its_group_only_when_told() -> None:
     job = stored_job(2)
-    assert render_node_pod(job, 1, 0, pod_group="llama-a0")["spec"]["schedulingGroup"] == {"podGroupName": "llama-a0"}
-    assert "schedulingGroup" not in render_node_pod(job, 1, 0)["spec"]
+    keys = NativePodGroup().pod_keys(job, 0, "llama-a0")
+    assert render_node_pod(job, 1, 0, keys=keys)["spec"]["schedulingGroup"] == {"podGroupName": "llama-a0"}
+    assert "schedulingGroup" not in render_node_pod(job, 1, 0, keys=NativePodGroup().pod_keys(job, 0, None))["spec"]
 
 
 def test_a_negative_attempt_names_no_group() -> None:

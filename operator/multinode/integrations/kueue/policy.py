@@ -2,7 +2,7 @@
 knows (Kueue ships none for TrainingJob; listing it in Kueue's `integrations.externalFrameworks` says an
 outside controller plays that part).
 
-A job with the label kueue.x-k8s.io/queue-name is managed through its Workload (render/kueue_workload.py):
+A job with the label kueue.x-k8s.io/queue-name is managed through its Workload (workload.py):
 
 - the operator creates the Workload (one per job, owned by it) while the job is not finished, and recreates it
   when numNodes changed while it waited (the old one does not describe the job any more);
@@ -17,7 +17,8 @@ A job with the label kueue.x-k8s.io/queue-name is managed through its Workload (
 - finished: the Workload's Finished condition (reason Succeeded or Failed), which releases its quota.
 
 The KueueAdmitted condition says where the job stands (QueuedInKueue, AdmittedByKueue, EvictedByKueue,
-KueueNotInstalled). Pure: the controller observes the Workload and the ResourceFlavors and applies the plan.
+KueueNotInstalled). Pure: the controller observes the Workload and the ResourceFlavors (integration.py says
+what it watches) and applies the plan.
 """
 
 from __future__ import annotations
@@ -29,16 +30,19 @@ from typing import Any
 
 from multinode.api import LABEL_JOB_NAME, Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
-from multinode.api.constants import KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_POD_SET, LABEL_KUEUE_QUEUE_NAME
+from multinode.api.constants import (KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_FLAVOR_PLURAL, KUEUE_POD_SET,
+                                     KUEUE_WORKLOAD_KIND, KUEUE_WORKLOAD_PLURAL, LABEL_KUEUE_QUEUE_NAME)
 from multinode.api.status import RestartRecord
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.observe import ObservedPod, PodPhase
-from multinode.reconcile.outcome import WorkloadStatusWrite
+from multinode.reconcile.kinds import ApiKind, StatusWrite
 from multinode.reconcile.ownership import controller_uid
 from multinode.reconcile.restarts import restart_history_with
 
-KUEUE_API_VERSION_FULL = f"{KUEUE_API_GROUP}/{KUEUE_API_VERSION}"
+WORKLOAD = ApiKind(KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_KIND, KUEUE_WORKLOAD_PLURAL)
+RESOURCE_FLAVOR = ApiKind(KUEUE_API_GROUP, KUEUE_API_VERSION, "ResourceFlavor", KUEUE_FLAVOR_PLURAL)
+KUEUE_API_VERSION_FULL = WORKLOAD.api_version
 # Kueue's evictions after which jobframework sets the Workload's Requeued condition True (back in the queue
 # at once); after the others (a stopped queue, an admission check) it is False until Kueue says otherwise.
 _REQUEUED_AT_ONCE = (Reason.PREEMPTED.value, "NodeFailures")  # Kueue spells Preempted as we do
@@ -122,7 +126,7 @@ class KueueGate:
     # Create the job's Workload; delete the one named (it no longer describes the job); write its status.
     create_workload: bool = False
     delete_workload: str | None = None
-    workload_status: WorkloadStatusWrite | None = None
+    workload_status: StatusWrite | None = None
 
 
 def _condition(conditions: Iterable[Mapping[str, Any]], type_: str, status: str, reason: str, message: str,
@@ -136,7 +140,7 @@ def _condition(conditions: Iterable[Mapping[str, Any]], type_: str, status: str,
 
 
 def finish_workload(job: TrainingJob, status: TrainingJobStatus, workload: ObservedWorkload | None,
-                    now: datetime) -> WorkloadStatusWrite | None:
+                    now: datetime) -> StatusWrite | None:
     """A finished job's Workload gets Finished True (Succeeded or Failed), which frees its quota."""
     if queue_name(job) is None or workload is None or workload.finished or workload.terminating:
         return None
@@ -148,7 +152,7 @@ def finish_workload(job: TrainingJob, status: TrainingJobStatus, workload: Obser
     if done is not None and done.message:
         message = done.message
     conditions = _condition(workload.conditions, "Finished", "True", reason, message, rfc3339(now))
-    return WorkloadStatusWrite(workload.name, workload.resource_version, {"conditions": conditions})
+    return StatusWrite(WORKLOAD, workload.name, workload.resource_version, {"conditions": conditions})
 
 
 def _holding_pods(pods: Iterable[ObservedPod]) -> bool:
@@ -156,7 +160,7 @@ def _holding_pods(pods: Iterable[ObservedPod]) -> bool:
     return any(p.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED) for p in pods)
 
 
-def clear_admission(workload: ObservedWorkload, now: datetime) -> WorkloadStatusWrite:
+def clear_admission(workload: ObservedWorkload, now: datetime) -> StatusWrite:
     """After an eviction, once the job's pods are gone: the admission goes (QuotaReserved and Admitted False,
     Requeued), as jobframework does; Kueue then queues the Workload again."""
     reason, message = workload.evicted or ("Pending", "the admission was removed")
@@ -166,7 +170,7 @@ def clear_admission(workload: ObservedWorkload, now: datetime) -> WorkloadStatus
     conditions = _condition(conditions, "QuotaReserved", "False", "Pending", message, stamp)
     conditions = _condition(conditions, "Admitted", "False", "NoReservation", "The workload has no reservation",
                             stamp)
-    return WorkloadStatusWrite(workload.name, workload.resource_version,
+    return StatusWrite(WORKLOAD, workload.name, workload.resource_version,
                                {"admission": None, "conditions": conditions})
 
 

@@ -1,10 +1,10 @@
-"""The Kueue Workload of a queued job (render/kueue_workload.py): the node pod as the operator renders it, cut
+"""The Kueue Workload of a queued job (integrations/kueue/workload.py): the node pod as the operator renders it, cut
 to what Kueue reads."""
 
 from __future__ import annotations
 
 from multinode.render import render_node_pod
-from multinode.render.kueue_workload import pod_set_template, render_workload, workload_name
+from multinode.integrations.kueue.workload import pod_set_template, render_workload, workload_name
 from multinode.testing import stored_job
 
 

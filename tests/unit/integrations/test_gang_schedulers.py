@@ -9,7 +9,9 @@ import pytest
 
 from multinode.api import Phase
 from multinode.api.status import GangMode
-from multinode.reconcile.outcome import GroupPrune
+from multinode.integrations.registry import INTEGRATIONS
+from multinode.integrations.volcano import VOLCANO_POD_GROUP
+from multinode.reconcile.kinds import GroupPrune
 from multinode.reconcile.refusals import creation_refused
 from tests.unit.reconcile.planning import NOW, condition, pod, run
 from multinode.testing import stored_job
@@ -34,7 +36,7 @@ def test_volcano_gets_its_pod_group_and_the_pods_its_annotation_and_scheduler(ga
         assert manifest["spec"]["schedulerName"] == "volcano"
         assert "schedulingGroup" not in manifest["spec"]
         assert "scheduling.x-k8s.io/pod-group" not in manifest["metadata"]["labels"]
-    assert result.gang_groups_to_prune == GroupPrune("scheduling.volcano.sh/v1beta1", "llama", 0)
+    assert result.objects_to_prune == [GroupPrune(VOLCANO_POD_GROUP, "llama", 0)]
     assert result.status.scheduling is not None
     assert (result.status.scheduling.gang, result.status.scheduling.pod_group) == (GangMode.VOLCANO, "llama-a0")
 
@@ -67,7 +69,7 @@ def test_a_restart_makes_the_next_attempts_group_and_prunes_the_earlier_ones() -
     later = NOW + timedelta(minutes=5)
     gone = run(job, [], previous=failed.status, now=later)
     assert [o["metadata"]["name"] for o in gone.objects_to_create] == ["llama-a1"]
-    assert gone.gang_groups_to_prune == GroupPrune("scheduling.volcano.sh/v1beta1", "llama", 1)
+    assert gone.objects_to_prune == [GroupPrune(VOLCANO_POD_GROUP, "llama", 1)]
     assert {p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for p in gone.pods_to_create} == {"llama-a1"}
 
 
@@ -90,7 +92,7 @@ def test_a_gang_scheduler_whose_crd_is_missing_keeps_the_job_pending_and_says_so
     job = stored_job(2, scheduling=VOLCANO)
     result = run(job, [])
     refused = creation_refused(job, result, [], 404, "the server could not find the requested resource", now=NOW,
-                               api_version="scheduling.volcano.sh/v1beta1")
+                               api_version="scheduling.volcano.sh/v1beta1", integrations=INTEGRATIONS)
     assert refused.retry and refused.plan is not None
     for type_ in ("GangScheduled", "Running"):
         found = condition(refused.plan.status, type_)
@@ -101,5 +103,6 @@ def test_a_gang_scheduler_whose_crd_is_missing_keeps_the_job_pending_and_says_so
 
 def test_a_404_on_anything_else_is_still_transient() -> None:
     job = stored_job(2)
-    refused = creation_refused(job, run(job, []), [], 404, "not found", now=NOW, api_version="v1")
+    refused = creation_refused(job, run(job, []), [], 404, "not found", now=NOW, api_version="v1",
+                               integrations=INTEGRATIONS)
     assert refused.plan is None and refused.retry
