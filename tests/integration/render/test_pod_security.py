@@ -59,17 +59,26 @@ def test_a_job_that_runs_as_non_root_with_runtime_default_seccomp_meets_restrict
     assert admit(core, render_node_pod(job, 0, 0)) is None
     # The mirror pod, under its own ServiceAccount (the ServiceAccount plugin wants it to exist).
     core.create_namespaced_service_account(restricted, render_mirror_service_account(job))
-    # The plugin reads ServiceAccounts from its own cache: a moment passes before it knows the new one.
-    reason = wait_for(lambda: _known_service_account(admit(core, render_mirror_pod(job))), timeout=30,
-                      what="the ServiceAccount admission plugin knowing the mirror's ServiceAccount")
+    # The plugin reads ServiceAccounts from its own cache (and, on a miss, GETs it): a moment may pass before it
+    # knows the new one. Each refusal meanwhile is kept, so a timeout says what the apiserver answered.
+    refusals: list[str] = []
+    try:
+        reason = wait_for(lambda: _known_service_account(admit(core, render_mirror_pod(job)), refusals), timeout=30,
+                          what="the ServiceAccount admission plugin knowing the mirror's ServiceAccount")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; {len(refusals)} refusals, the last: {refusals[-2:]}") from None
     assert reason == "admitted", reason
 
 
-def _known_service_account(reason: str | None) -> str | None:
-    """"admitted", or the reason of a refusal that is not about the ServiceAccount being unknown yet."""
+def _known_service_account(reason: str | None, refusals: list[str]) -> str | None:
+    """"admitted", or the reason of a refusal that is not about the ServiceAccount being unknown yet (those are
+    added to `refusals`)."""
     if reason is None:
         return "admitted"
-    return None if "error looking up service account" in reason else reason
+    if "error looking up service account" in reason:
+        refusals.append(reason)
+        return None
+    return reason
 
 
 def test_without_the_jobs_non_root_user_only_the_trainer_is_refused(core: client.CoreV1Api, restricted: str) -> None:
