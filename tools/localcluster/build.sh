@@ -304,6 +304,26 @@ build_kueue() {
   build_peer kueue "$KUEUE_VERSION" sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue config/components/crd/bases
 }
 
+# What is built once per version is shared by every clone on the machine, like Go's own caches: a clone that
+# has no bin/ or images/ of its own yet (a fresh one) links them, and the trainer env, into
+# $MULTINODE_BUILD_CACHE (default ~/.cache/multinode), so it builds only what no clone built before. Every
+# entry is keyed by its version or its inputs, and written to a temporary name first. A clone that has them
+# as folders keeps its own; MULTINODE_CACHE_DIR (a cache elsewhere) or MULTINODE_BUILD_CACHE=none shares nothing.
+share_caches() {
+  local shared=${MULTINODE_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/multinode}
+  if [ -n "${MULTINODE_CACHE_DIR:-}" ] || [ "$shared" = none ]; then return 0; fi
+  share "$CACHE/bin" "$shared/localcluster/bin"
+  share "$CACHE/images" "$shared/localcluster/images"
+  share "$root/.cache/trainer-env" "$shared/trainer-env"
+}
+
+share() {  # LINK TARGET: LINK -> TARGET, unless LINK exists (a folder of the clone's own, or the link)
+  if [ -e "$1" ] || [ -L "$1" ]; then return 0; fi
+  mkdir -p "$2" "$(dirname "$1")"
+  ln -s "$2" "$1" 2>/dev/null || [ -L "$1" ]  # another build linked it first
+}
+
+share_caches
 components=("$@")
 [ ${#components[@]} -gt 0 ] ||
   components=(debs etcd kwok helm registry crane kubernetes containerd runc cni coredns pause deviceplugin gangcrds)
