@@ -14,6 +14,7 @@ attempt's group is made; the last one goes with the job (owner reference). Those
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from http import HTTPStatus
 from typing import Any
 
@@ -25,6 +26,7 @@ from multinode.reconcile.kinds import ApiKind, GroupPrune
 from multinode.reconcile.observe import ObservedPod
 from multinode.render.attempt_group import attempt_group
 from multinode.render.names import job_identity
+from multinode.render.pod import PodKeys
 
 
 class GangSchedulerGroups(Integration):
@@ -33,15 +35,26 @@ class GangSchedulerGroups(Integration):
     kind: ApiKind
     per_attempt_group = True
 
-    def named(self, job: TrainingJob) -> bool:
-        """Whether spec.scheduling names this scheduler."""
+    def scheduler(self, job: TrainingJob) -> Any | None:
+        """spec.scheduling's entry for this scheduler (None: the job does not name it)."""
         raise NotImplementedError
 
     def group_spec(self, job: TrainingJob) -> dict[str, Any]:
         raise NotImplementedError
 
+    def join(self, group: str) -> PodKeys:
+        """The label or annotation that joins a pod to `group`."""
+        raise NotImplementedError
+
     def wants_gang(self, job: TrainingJob, seen: Seen, current: Mapping[int, ObservedPod]) -> bool:
-        return self.named(job)
+        return self.scheduler(job) is not None
+
+    def pod_keys(self, job: TrainingJob, attempt: int, group: str | None) -> PodKeys:
+        named = self.scheduler(job)
+        if group is None or named is None:
+            return PodKeys()
+        # The CRD refuses podTemplate.schedulerName beside a named gang scheduler: this one is the pods'.
+        return replace(self.join(group), scheduler_name=named.scheduler_name)
 
     def render_group(self, job: TrainingJob, attempt: int) -> dict[str, Any]:
         """The attempt's PodGroup: minMember numNodes, and the scheduler's own fields."""

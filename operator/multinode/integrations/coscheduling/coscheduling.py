@@ -27,19 +27,14 @@ class Coscheduling(GangSchedulerGroups):
     gang_mode = GangMode.COSCHEDULING
     placed_by = "coscheduling"
 
-    def named(self, job: TrainingJob) -> bool:
-        return job.spec.scheduling.coscheduling is not None
+    def scheduler(self, job: TrainingJob) -> Any | None:
+        return job.spec.scheduling.coscheduling
 
     def group_spec(self, job: TrainingJob) -> dict[str, Any]:
         coscheduling = job.spec.scheduling.coscheduling
-        assert coscheduling is not None
-        if coscheduling.schedule_timeout_seconds is None:
+        if coscheduling is None or coscheduling.schedule_timeout_seconds is None:
             return {}
         return {"scheduleTimeoutSeconds": coscheduling.schedule_timeout_seconds}
 
-    def pod_keys(self, job: TrainingJob, attempt: int, group: str | None) -> PodKeys:
-        coscheduling = job.spec.scheduling.coscheduling
-        if group is None or coscheduling is None:
-            return PodKeys()
-        # The CRD refuses podTemplate.schedulerName beside spec.scheduling.coscheduling: this one is the pods'.
-        return PodKeys(labels={COSCHEDULING_GROUP_LABEL: group}, scheduler_name=coscheduling.scheduler_name)
+    def join(self, group: str) -> PodKeys:
+        return PodKeys(labels={COSCHEDULING_GROUP_LABEL: group})

@@ -42,7 +42,6 @@ from multinode.reconcile.restarts import restart_history_with
 
 WORKLOAD = ApiKind(KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_KIND, KUEUE_WORKLOAD_PLURAL)
 RESOURCE_FLAVOR = ApiKind(KUEUE_API_GROUP, KUEUE_API_VERSION, "ResourceFlavor", KUEUE_FLAVOR_PLURAL)
-KUEUE_API_VERSION_FULL = WORKLOAD.api_version
 # Kueue's evictions after which jobframework sets the Workload's Requeued condition True (back in the queue
 # at once); after the others (a stopped queue, an admission check) it is False until Kueue says otherwise.
 _REQUEUED_AT_ONCE = (Reason.PREEMPTED.value, "NodeFailures")  # Kueue spells Preempted as we do
@@ -193,7 +192,7 @@ def kueue_gate(job: TrainingJob, status: TrainingJobStatus, workload: ObservedWo
     if not served:
         return None, Decision(conditions=(_admitted(
             False, Reason.KUEUE_NOT_INSTALLED,
-            f"label {LABEL_KUEUE_QUEUE_NAME}={queue}, but the apiserver serves no {KUEUE_API_VERSION_FULL} "
+            f"label {LABEL_KUEUE_QUEUE_NAME}={queue}, but the apiserver serves no {WORKLOAD.api_version} "
             "Workload (is Kueue installed? the operator looks at start); the job is not started by Kueue"),))
     if workload is not None and workload.terminating:
         gate.hold = True

@@ -25,22 +25,17 @@ class Volcano(GangSchedulerGroups):
     gang_mode = GangMode.VOLCANO
     placed_by = "Volcano"
 
-    def named(self, job: TrainingJob) -> bool:
-        return job.spec.scheduling.volcano is not None
+    def scheduler(self, job: TrainingJob) -> Any | None:
+        return job.spec.scheduling.volcano
 
     def group_spec(self, job: TrainingJob) -> dict[str, Any]:
-        volcano = job.spec.scheduling.volcano
-        assert volcano is not None
         spec: dict[str, Any] = {}
-        if volcano.queue:
+        volcano = job.spec.scheduling.volcano
+        if volcano is not None and volcano.queue:
             spec["queue"] = volcano.queue
         if job.spec.pod_template.priority_class_name:
             spec["priorityClassName"] = job.spec.pod_template.priority_class_name
         return spec
 
-    def pod_keys(self, job: TrainingJob, attempt: int, group: str | None) -> PodKeys:
-        volcano = job.spec.scheduling.volcano
-        if group is None or volcano is None:
-            return PodKeys()
-        # The CRD refuses podTemplate.schedulerName beside spec.scheduling.volcano: this one is the pods'.
-        return PodKeys(annotations={VOLCANO_GROUP_ANNOTATION: group}, scheduler_name=volcano.scheduler_name)
+    def join(self, group: str) -> PodKeys:
+        return PodKeys(annotations={VOLCANO_GROUP_ANNOTATION: group})
