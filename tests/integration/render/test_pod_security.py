@@ -57,8 +57,11 @@ def test_a_job_that_runs_as_non_root_with_runtime_default_seccomp_meets_restrict
         core: client.CoreV1Api, restricted: str) -> None:
     job = stored_job(namespace=restricted, **STORAGE, podTemplate={"securityContext": NON_ROOT})
     assert admit(core, render_node_pod(job, 0, 0)) is None
-    # The mirror pod, under its own ServiceAccount (the ServiceAccount plugin wants it to exist).
-    core.create_namespaced_service_account(restricted, render_mirror_service_account(job))
+    # The mirror pod, under its own ServiceAccount (the ServiceAccount plugin wants it to exist). Stored without
+    # its owner reference: the job it names was never created, so the garbage collector would delete it.
+    account = render_mirror_service_account(job)
+    del account["metadata"]["ownerReferences"]
+    core.create_namespaced_service_account(restricted, account)
     # The plugin reads ServiceAccounts from its own cache (and, on a miss, GETs it): a moment may pass before it
     # knows the new one. Each refusal meanwhile is kept, so a timeout says what the apiserver answered.
     refusals: list[str] = []
