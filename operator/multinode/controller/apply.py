@@ -1,11 +1,12 @@
 """Apply: the only place that turns a Plan into API calls.
 
-In order: the Plan's objects (the Service, the mirror's identity, the mirror, the attempt's PodGroup), the
-attempt's ConfigMap, the pods (as a stream, minus those created moments ago: the expectations), the
-deletes (the integrations' objects' too), their status writes, the stale gang groups, one status patch when
-the status changed and one event per phase change, then spec.suspend and the job's own deletion. A refused
-create is judged in reconcile/ (refusals.py): a refusal that fails the job is written and not retried; one
-the cluster may lift is said on the job's status and raised for the worker's retry.
+In order: the Plan's objects (the Service, the mirror's identity, the mirror, the attempt's PodGroup) and,
+alongside them, the attempt's ConfigMap; the pods (as a stream, minus those created moments ago: the
+expectations); the deletes (the integrations' objects' too), their status writes, the stale gang groups; one
+status patch when the status changed and, after it in a task of its own, one event per phase change; then
+spec.suspend and the job's own deletion. A refused create is judged in reconcile/ (refusals.py): a refusal
+that fails the job is written and not retried; one the cluster may lift is said on the job's status and
+raised for the worker's retry.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from multinode.controller.settings import OperatorSettings
 from multinode.controller.status_patch import dump_status, status_patch
 from multinode.controller.stores import JobKey
 from multinode.metrics.operator import JobFigures, OperatorMetrics
-from multinode.reconcile import ObservedPod, Plan
+from multinode.reconcile import Event, ObservedPod, Plan
 from multinode.reconcile.integration import Integration
 from multinode.reconcile.outcome import only_named, pod_names
 from multinode.reconcile.refusals import counts_as_created, creation_refused, foreign_object_found
@@ -125,6 +126,7 @@ class Applier:
         # The generation each job (by uid) was last planned at: what the periodic re-list (resync.py) checks
         # a job's status against before it calls the job missed.
         self.reconciled: dict[str, int | None] = {}
+        self.posting: set[asyncio.Task] = set()  # Events being posted (_write_status)
 
     def forget(self, key: JobKey, uid: str | None) -> None:
         self.expectations.forget(key)
@@ -179,17 +181,27 @@ class Applier:
     async def _create(self, job: TrainingJob, result: Plan, indexed: set[str]) -> None:
         key = job_key(job)
         namespace, uid = key[0], job.metadata.uid or ""
-        for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
-            # In order: the Service, the mirror's identity, the mirror, then the attempt's PodGroup (before its pods).
-            try:
-                await self.kube.create(namespace, obj)
-            except ApiError as e:
-                if not counts_as_created(e.status):
-                    raise
-                await claim_existing(self.kube, namespace, obj, uid)  # the name is taken: by this job?
         wanted = self.expectations.not_expected(key, pod_names(result.pods_to_create), indexed)
-        if wanted and result.attempt_env is not None:
-            await self.attempt_envs.ensure(namespace, key, result.attempt_env, result.stale_attempt_env, uid)
+
+        async def objects() -> None:
+            for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
+                # In order: the Service, the mirror's identity, the mirror, the attempt's PodGroup (before its pods).
+                try:
+                    await self.kube.create(namespace, obj)
+                except ApiError as e:
+                    if not counts_as_created(e.status):
+                        raise
+                    await claim_existing(self.kube, namespace, obj, uid)  # the name is taken: by this job?
+
+        async def attempt_env() -> None:
+            if wanted and result.attempt_env is not None:
+                await self.attempt_envs.ensure(namespace, key, result.attempt_env, result.stale_attempt_env, uid)
+
+        # Both before the pods; the attempt's ConfigMap needs none of the other objects, so it is made alongside
+        # them: a new job's first pod waits one round trip less. Each is waited for before an error counts.
+        for made in await asyncio.gather(objects(), attempt_env(), return_exceptions=True):
+            if isinstance(made, BaseException):
+                raise made
         outcomes = await create_stream(self.kube, namespace, only_named(result.pods_to_create, wanted),
                                        2 * self.settings.api_concurrency)
         # A pod whose name was taken is this job's (created by an earlier reconcile, not indexed yet) or in the
@@ -210,9 +222,27 @@ class Applier:
             await self.kube.patch_job_status(*job_key(job), status_patch(desired, before, on_server))
         self.written[job.metadata.uid or ""] = result.status
         self._account(job, before, result)
-        meta = {"name": job.metadata.name, "namespace": job.metadata.namespace, "uid": job.metadata.uid}
-        for event in result.events:
-            await self.kube.post_event(meta, event.type, event.reason, event.message)
+        if result.events:
+            # After the status that says so, without holding the worker for their round trips: the job's next
+            # reconcile would not post them again anyway (the status written already has the phase).
+            meta = {"name": job.metadata.name, "namespace": job.metadata.namespace, "uid": job.metadata.uid}
+            posting = asyncio.create_task(self._post_events(meta, result.events))
+            self.posting.add(posting)
+            posting.add_done_callback(self.posting.discard)
+
+    async def _post_events(self, meta: dict[str, Any], events: list[Event]) -> None:
+        for event in events:
+            try:
+                await self.kube.post_event(meta, event.type, event.reason, event.message)
+            except ApiError as e:
+                log.warning("event %s of %s/%s not posted: %s", event.reason, meta["namespace"], meta["name"],
+                            e.message)
+
+    async def stop(self) -> None:
+        """Cancel the Events still being posted (the client closes next)."""
+        for task in self.posting:
+            task.cancel()
+        await asyncio.gather(*self.posting, return_exceptions=True)
 
     def _account(self, job: TrainingJob, before: TrainingJobStatus | None, result: Plan) -> None:
         """Metrics from what this reconcile changed."""

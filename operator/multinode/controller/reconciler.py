@@ -95,6 +95,7 @@ class Reconciler:
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.workers.stop()
         await self.probe.stop()
+        await self.applier.stop()
         await self.kube.close()
 
     def _log_unknown(self, job: TrainingJob, unknown: tuple[str, ...]) -> None:
