@@ -80,11 +80,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
                         help="ours is always measured; the others are the peers")
+    parser.add_argument("--profile-operator", type=Path, default=None, metavar="PSTATS",
+                        help="run the throughput bursts' operator under cProfile, its stats written here")
     args = parser.parse_args()
     systems = ("ours", *[s for s in args.systems if s != "ours"])
     # SIGTERM (timeout, kill) unwinds through `finally`, which stops the operator and the cluster.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    h = Harness(args.cluster_nodes, systems=systems)
+    h = Harness(args.cluster_nodes, systems=systems, profile_to=args.profile_operator)
     throughput: dict[str, list[float]] = {s: [] for s in systems}
     cpu: dict[str, list[dict]] = {s: [] for s in systems}
     windows: dict[str, list[tuple[float, float]]] = {s: [] for s in systems}
