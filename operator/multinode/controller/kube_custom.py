@@ -43,10 +43,15 @@ class CustomObjectRequests(KubeCalls):
             return False
         return any(r.get("name") == kind.plural for r in json.loads(data).get("resources", []))
 
-    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
-        """Merge-patch .status through the status subresource (spec is never written)."""
-        await self._call_unless_gone("patch_namespaced_custom_object_status", "PATCH",
-                                     job_path(namespace, name) + "/status", {"status": status}, MERGE_PATCH)
+    async def patch_job_status(self, namespace: str, name: str, status: dict) -> str | None:
+        """Merge-patch .status through the status subresource (spec is never written); the job's
+        resourceVersion after the write (None: the job is gone)."""
+        data = await self._call_unless_gone("patch_namespaced_custom_object_status", "PATCH",
+                                            job_path(namespace, name) + "/status", {"status": status}, MERGE_PATCH)
+        if data is None:
+            return None
+        version = (json.loads(data).get("metadata") or {}).get("resourceVersion")
+        return str(version) if version else None
 
     async def patch_job_suspend(self, namespace: str, name: str, suspend: bool) -> None:
         """Set spec.suspend: the job's Kueue integration starts (false) or stops (true) it, as Kueue's

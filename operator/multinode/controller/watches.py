@@ -30,23 +30,32 @@ from multinode.reconcile.placement import ObservedNode
 
 log = logging.getLogger("multinode.controller")
 
+# A pod's events mark its job dirty this long before the reconcile, so that the events of a job's pods in
+# that window cost one reconcile: each pod goes through some five events on its way to Running, and
+# reconciling on each was most of the operator's CPU per pod started (docs/benchmarks.md, "cost").
+# Kubernetes' Job controller batches its pods' updates the same way (for one second).
+POD_EVENT_BATCH_SECONDS = 0.5
 START_WAIT_SECONDS = 30  # how long the first pass waits for named namespaces' objects (wait_started)
 
 
 def job_event(r: Enqueue) -> OnEvent:
-    """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it. A job that resumes
-    from another (resumeFrom.trainingJob) makes that one reconcile too: its status.resumedBy, which its
-    mirror pins, follows where this job's attempt resumed from."""
+    """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it. The version our own
+    status patch made is not news to the job's reconcile (Enqueue.own_status_write): reconciling it again
+    was one reconcile in three during a start. A job that resumes from another (resumeFrom.trainingJob)
+    makes that one reconcile too: its status.resumedBy, which its mirror pins, follows where this job's
+    attempt resumed from."""
     def on_event(kind: str, job: dict, entries: dict) -> None:
+        meta = job.get("metadata") or {}
+        echo = kind == "MODIFIED" and r.own_status_write(meta.get("uid") or "", meta.get("resourceVersion") or "")
         for key in entries:
             if not isinstance(key, tuple):
                 continue  # the job is filed by the job it resumes from too (JobStore)
             if kind == "DELETED":
-                r.forget(key, (job.get("metadata") or {}).get("uid"))
-            else:
+                r.forget(key, meta.get("uid"))
+            elif not echo:
                 r.enqueue(key)
         source = resume_source(job)
-        namespace = (job.get("metadata") or {}).get("namespace")
+        namespace = meta.get("namespace")
         if source and namespace:
             r.enqueue((namespace, source))
     return on_event
@@ -99,7 +108,7 @@ def pod_event(r: Enqueue) -> OnEvent:
         if gone is not None and gone.disruption:
             r.pod_gone(key, meta["name"], gone.disruption)
         r.pod_seen(key, meta["name"])
-        r.enqueue(key)
+        r.enqueue(key, delay=POD_EVENT_BATCH_SECONDS)
     return on_event
 
 
