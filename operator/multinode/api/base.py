@@ -8,9 +8,9 @@ be bounded.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from multinode.api.quantity import QUANTITY_PATTERN
@@ -70,3 +70,17 @@ class StatusModel(ApiModel):
     """
 
     model_config = ConfigDict(extra="ignore")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def deep_copied(model: M) -> M:
+    """A deep copy of `model` by a dump and a validation: about 2.7x faster than `model_copy(deep=True)`
+    (copy.deepcopy walks every object in Python), which was a tenth of the planner's time per reconcile
+    (docs/benchmarks.md, "Throughput"). A model holding a value set in code beyond its bounds does not
+    validate: that one is copied the slow way rather than failing the reconcile."""
+    try:
+        return type(model).model_validate(model.model_dump(round_trip=True))
+    except ValidationError:
+        return model.model_copy(deep=True)

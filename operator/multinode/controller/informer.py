@@ -19,13 +19,14 @@ told (the events between the two were not seen: a caller re-reconciles what it h
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
+
+import orjson
 
 from multinode.controller.kube import ApiError, KubeApi
 from multinode.controller.kube_calls import HTTP_NOT_FOUND
@@ -142,7 +143,7 @@ class Informer:
         for line in self.kube.watch_lines(query, READ_TIMEOUT_SECONDS):
             if self._stopping.is_set():
                 return version
-            event = json.loads(line)
+            event = orjson.loads(line)
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":  # 410 Gone (expired), or another failure: list again
                 log.info("watch of %s ended: %s", self.path, obj.get("message"))

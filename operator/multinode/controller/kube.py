@@ -4,7 +4,7 @@ The official client is used for what it does well (kubeconfig and in-cluster cre
 TLS, the connection pool) but not for the request itself: its typed path validates every body against
 its pydantic models and serialises it again, and its `_preload_content=False` mode hands back a response
 that is never returned to the pool, so every call paid a new TLS handshake (docs/benchmarks.md). Here a
-body is `json.dumps`ed once, the response is read (which puts the connection back), and only its status
+body is encoded once (orjson), the response is read (which puts the connection back), and only its status
 is looked at. Creates ask for `fieldValidation=Strict`: the apiserver, not a client-side copy of its
 schema, refuses a field it does not know, naming it, instead of dropping it with a warning.
 
@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import orjson
 import urllib3
 from kubernetes import client, config
 
@@ -91,7 +92,7 @@ class KubeApi(CoreRequests, CustomObjectRequests):
             if auth["in"] == "header" and auth["value"]:
                 headers[auth["key"]] = auth["value"]
         kwargs: dict[str, Any] = {} if self._timeout is None else {"timeout": self._timeout}
-        encoded = None if body is None else json.dumps(body).encode()
+        encoded = None if body is None else orjson.dumps(body)
         for throttled in range(MAX_THROTTLED_RETRIES + 1):
             try:
                 response = self._pool.request(method, self._configuration.host + path, body=encoded,
@@ -126,7 +127,7 @@ class KubeApi(CoreRequests, CustomObjectRequests):
 
     def list_sync(self, path: str) -> dict:
         """GET a collection (one page of it), decoded."""
-        decoded: dict = json.loads(self._request("list", "GET", path, None, JSON))
+        decoded: dict = orjson.loads(self._request("list", "GET", path, None, JSON))
         return decoded
 
     def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:

@@ -8,6 +8,8 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
+import orjson
+
 from multinode.api import GROUP, PLURAL, VERSION
 from multinode.api.constants import LABEL_JOB_NAME
 from multinode.controller.kube_calls import (BACKGROUND, HTTP_NOT_FOUND, MERGE_PATCH, ApiError, KubeCalls, job_path,
@@ -50,7 +52,7 @@ class CustomObjectRequests(KubeCalls):
                                             job_path(namespace, name) + "/status", {"status": status}, MERGE_PATCH)
         if data is None:
             return None
-        version = (json.loads(data).get("metadata") or {}).get("resourceVersion")
+        version = (orjson.loads(data).get("metadata") or {}).get("resourceVersion")
         return str(version) if version else None
 
     async def patch_job_suspend(self, namespace: str, name: str, suspend: bool) -> None:

@@ -24,6 +24,7 @@ from datetime import datetime
 from enum import Enum
 
 from multinode.api import Phase, TrainingJobStatus
+from multinode.api.base import deep_copied
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.goodput import GoodputStatus, LostCause
 from multinode.api.progress import ProgressStatus
@@ -71,7 +72,7 @@ def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime)
         return Decision()
     come_back = None if is_ == Clock.STOPPED else GOODPUT_REFRESH_SECONDS
     until = parse_time(rfc3339(now), now)  # whole seconds
-    goodput = (before.goodput or GoodputStatus()).model_copy(deep=True)
+    goodput = deep_copied(before.goodput or GoodputStatus())
     since = parse_time(goodput.accounted_until, now) if goodput.accounted_until else None
     # A clock behind the one that wrote accountedUntil (another operator's) never moves it back.
     if since is not None and since > until:

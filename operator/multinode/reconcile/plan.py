@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
+from multinode.api.base import deep_copied
 from multinode.api.conditions import Reason
 from multinode.api.lifecycle import CleanPodPolicy
 from multinode.api.status import TERMINAL_PHASES
@@ -97,7 +98,7 @@ class _Pass:
 
 def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now: datetime,
             settings: RenderSettings) -> _Pass:
-    status = before.model_copy(deep=True)
+    status = deep_copied(before)
     # The mirror owns status.checkpoints; the object's copy is the freshest we have.
     status.checkpoints = job.status.checkpoints if job.status else None
     status.observed_generation = job.metadata.generation

@@ -27,6 +27,7 @@ from datetime import datetime
 from http import HTTPStatus
 
 from multinode.api import TrainingJob
+from multinode.api.base import deep_copied
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
@@ -71,7 +72,7 @@ class RefusedCreation:
 def _with_conditions(job: TrainingJob, result: Plan, *types: str, reason: str, message: str,
                      now: datetime) -> Plan:
     """A copy of `result` whose status has the conditions `types` False for `reason` (`result` is left as it was)."""
-    status = result.status.model_copy(deep=True)
+    status = deep_copied(result.status)
     for type_ in types:
         set_condition(status.conditions, type_, "False", reason, message, now=rfc3339(now),
                       generation=job.metadata.generation)

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from multinode.api import NodeCounts, NodeStatus, Phase, TrainingJobStatus
+from multinode.api.base import deep_copied
 from multinode.api.status import MAX_NODE_STATUSES, TERMINAL_PHASES
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.health_check import HealthStatus, NodeHealth
@@ -120,7 +121,7 @@ def fail_job(result: Plan, reason: str, message: str, *, now: datetime, pods: It
     Pods created moments ago may not be observed yet; the next reconcile sees them and, the job being
     terminal, deletes them.
     """
-    status = result.status.model_copy(deep=True)  # `result` stays as it was
+    status = deep_copied(result.status)  # `result` stays as it was
     attempt = status.attempt
     mark_failed(status, reason, message, now=now)
     events = [*result.events, Event("Warning", reason, message)]
