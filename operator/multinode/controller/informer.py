@@ -44,8 +44,18 @@ NOT_SERVED_RETRY_SECONDS = 30.0
 
 # (type ADDED/MODIFIED/DELETED, or LISTED for the first LIST's objects; the object; its keys_of, which a
 # DELETED object keeps for this call: the index has already dropped it). An object a re-list no longer
-# returns is told as DELETED with only its uid in metadata.
+# returns is told as DELETED with only its uid in metadata. A LISTED object is told with its metadata and
+# spec only (its keys_of was filed from the whole object): the LIST's objects are held until the whole
+# list is in, and the status is most of a node's (10 000 of them held whole took the operator's peak
+# memory from 87 to 287 MB, docs/benchmarks.md, "Huge jobs").
 OnEvent = Callable[[str, dict, dict], None]
+
+
+def without_managed_fields(obj: dict) -> dict:
+    """`obj` less metadata.managedFields (which manager wrote which field): nothing the operator reads, and
+    about half of a node's JSON; dropped as each object is decoded, before it is filed or held."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
 
 
 class Informer:
@@ -124,8 +134,9 @@ class Informer:
         while True:
             page = self.kube.list_sync(self._query(limit=LIST_PAGE, **({"continue": cont} if cont else {})))
             for obj in page.get("items") or ():
-                uid = obj["metadata"]["uid"]
-                entries[uid], objects[uid] = self.keys_of(obj), obj
+                uid = without_managed_fields(obj)["metadata"]["uid"]
+                entries[uid] = self.keys_of(obj)
+                objects[uid] = {"metadata": obj["metadata"], "spec": obj.get("spec") or {}}
             cont = (page.get("metadata") or {}).get("continue")
             if not cont:
                 break
@@ -144,7 +155,7 @@ class Informer:
             if self._stopping.is_set():
                 return version
             event = orjson.loads(line)
-            kind, obj = event.get("type"), event.get("object") or {}
+            kind, obj = event.get("type"), without_managed_fields(event.get("object") or {})
             if kind == "ERROR":  # 410 Gone (expired), or another failure: list again
                 log.info("watch of %s ended: %s", self.path, obj.get("message"))
                 return None

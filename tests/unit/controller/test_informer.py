@@ -191,3 +191,35 @@ def test_watch_index_files_an_object_under_its_current_keys_only() -> None:
     assert sorted(index.get("a") or ()) == [2] and "b" not in index and list(index["c"]) == [1]
     assert index.retain(["u1", "u2"], keep={"u2"}) == ["u1"]
     assert "c" not in index and len(index) == 1
+
+
+def test_managed_fields_are_dropped_and_a_listed_object_is_told_without_its_status() -> None:
+    """keys_of files the whole object; what is held until the list is in, and told, is metadata and spec."""
+    def node(uid: str, rv: str) -> dict:
+        return {"metadata": {"uid": uid, "name": f"n-{uid}", "resourceVersion": rv, "labels": {"job": "j"},
+                             "managedFields": [{"manager": "kwok", "fieldsV1": {"f:status": {}}}]},
+                "spec": {"podCIDR": "10.0.0.0/24"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+    filed: list[dict] = []
+
+    def keys_of(obj: dict) -> dict:
+        filed.append(obj)
+        return by_job(obj)
+
+    async def main() -> None:
+        kube = FakeKube([[node("a", "1")]], [[{"type": "MODIFIED", "object": node("a", "2")}]])
+        told: list[tuple[str, dict]] = []
+        informer = Informer(kube, "/api/v1/nodes", WatchIndex(), keys_of,  # type: ignore[arg-type]  # a fake KubeApi
+                            on_event=lambda kind, obj, entries: told.append((kind, obj)))
+        informer.start()
+        await wait_synced([informer])
+        await until(lambda: len(told) == 2, "the watch's event")
+        informer.stop()
+        kube.done.set()
+        assert [kind for kind, _ in told] == ["LISTED", "MODIFIED"]
+        assert set(told[0][1]) == {"metadata", "spec"} and told[0][1]["spec"] == {"podCIDR": "10.0.0.0/24"}
+        assert "status" in told[1][1]
+        assert all("managedFields" not in obj["metadata"] for _, obj in told)
+        assert [obj["status"]["conditions"][0]["type"] for obj in filed] == ["Ready", "Ready"]
+        assert all("managedFields" not in obj["metadata"] for obj in filed)
+    asyncio.run(main())
