@@ -46,8 +46,8 @@ NOT_SERVED_RETRY_SECONDS = 30.0
 # DELETED object keeps for this call: the index has already dropped it). An object a re-list no longer
 # returns is told as DELETED with only its uid in metadata. A LISTED object is told with its metadata and
 # spec only (its keys_of was filed from the whole object): the LIST's objects are held until the whole
-# list is in, and the status is most of a node's (10 000 of them held whole took the operator's peak
-# memory from 87 to 287 MB, docs/benchmarks.md, "Huge jobs").
+# list is in, and the status is most of a node's. With 10 000 nodes held whole the operator peaked at
+# 287 MB; without their status and managedFields, 133 MB (docs/benchmarks.md, "Huge jobs").
 OnEvent = Callable[[str, dict, dict], None]
 
 
