@@ -31,17 +31,18 @@ from multinode.reconcile.placement import ObservedNode
 log = logging.getLogger("multinode.controller")
 
 # A pod's events mark its job dirty this long before the reconcile, so that the events of a job's pods in
-# that window cost one reconcile: each pod goes through some five events on its way to Running, and
-# reconciling on each was most of the operator's CPU per pod started (docs/benchmarks.md, "cost").
-# Kubernetes' Job controller batches its pods' updates the same way (for one second).
+# that window cost one reconcile: each pod goes through several events on its way to Running. With this and
+# the echo below, a job of 8 pods took about 12 reconciles over its start and deletion instead of about 41
+# (docs/benchmarks.md, "Throughput"). Kubernetes' Job controller batches its pods' updates the same way
+# (for one second).
 POD_EVENT_BATCH_SECONDS = 0.5
 START_WAIT_SECONDS = 30  # how long the first pass waits for named namespaces' objects (wait_started)
 
 
 def job_event(r: Enqueue) -> OnEvent:
     """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it. The version our own
-    status patch made is not news to the job's reconcile (Enqueue.own_status_write): reconciling it again
-    was one reconcile in three during a start. A job that resumes from another (resumeFrom.trainingJob)
+    status patch made is not news to the job's reconcile (Enqueue.own_status_write), and is not reconciled
+    again. A job that resumes from another (resumeFrom.trainingJob)
     makes that one reconcile too: its status.resumedBy, which its mirror pins, follows where this job's
     attempt resumed from."""
     def on_event(kind: str, job: dict, entries: dict) -> None:
