@@ -72,9 +72,6 @@ class Reconciler:
     def pod_gone(self, key: JobKey, name: str, disruption: str) -> None:
         self.observer.disrupted.remember(key, name, disruption)
 
-    def own_status_write(self, uid: str, resource_version: str) -> bool:
-        return bool(resource_version) and self.applier.written_versions.get(uid) == resource_version
-
     def busy(self, key: JobKey) -> bool:
         return key in self.workers.queue
 

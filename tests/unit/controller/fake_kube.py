@@ -42,9 +42,8 @@ class FakeKube:
     async def delete_config_map(self, namespace: str, name: str) -> None:
         pass
 
-    async def patch_job_status(self, namespace: str, name: str, status: dict) -> str | None:
+    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
         self.statuses.append(status)
-        return str(len(self.statuses))  # the job's resourceVersion after the write
 
     async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
         pass
