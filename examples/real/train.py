@@ -8,7 +8,9 @@ PET_MASTER_ADDR, PET_MASTER_PORT; see docs/env.md), so on a node this is just:
 Settings (env): TRAIN_STEPS (20), STEP_SECONDS (0, a sleep per step to make runs long),
 CHECKPOINT_EVERY (5), MULTINODE_CHECKPOINT_DIR (./checkpoints), MULTINODE_RESUME_FROM (empty: fresh start).
 Every rank prints `step=<n> rank=<r> loss=<x>` each step and `done step=<n> rank=<r>` at the end, and a
-progress heartbeat (multinode.progress, for spec.hangDetection) with its own compute time for the step.
+progress heartbeat (multinode.progress, for spec.hangDetection) with its own compute time for the step. When
+the operator asks for a checkpoint (a node being drained, `multinode checkpoint`), every rank saves at the end
+of the step it is in: `checkpoint=<path> requested rank=<r>`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel
 
-from multinode.progress import heartbeat
+from multinode.progress import CheckpointRequests, heartbeat
 
 FEATURES = 16
 BATCH = 32
@@ -109,6 +111,7 @@ def main() -> int:
         log(f"resumed_from={resume_from} step={done} rank={rank}")
         start = done + 1
 
+    requests = CheckpointRequests()
     step = start - 1
     for step in range(start, steps + 1):
         started = time.monotonic()
@@ -123,8 +126,15 @@ def main() -> int:
         log(f"step={step} rank={rank} loss={loss.item():.6f}")
         # One line for the operator: this step is done (a hang is no new step for hangDetection.timeoutSeconds).
         heartbeat(step, step_seconds=own_seconds)
-        if every > 0 and step % every == 0:
-            save(checkpoint_state(model, optimizer, step), os.path.join(save_root, f"step-{step}"), rank)
+        # Each rank reads the request file on its own: they agree (max) before the collective save.
+        asked = torch.tensor([int(requests.pending())])
+        dist.all_reduce(asked, op=dist.ReduceOp.MAX)
+        if (every > 0 and step % every == 0) or asked.item():
+            path = os.path.join(save_root, f"step-{step}")
+            save(checkpoint_state(model, optimizer, step), path, rank)
+            requests.saved()
+            if asked.item():
+                log(f"checkpoint={path} requested rank={rank}")
         if step_seconds > 0:
             time.sleep(step_seconds)
 

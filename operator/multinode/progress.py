@@ -15,6 +15,10 @@ so a script runs unchanged on a laptop.
         t0 = time.monotonic()
         loss = train_step(batch)          # this rank's own compute, before it waits for the others
         heartbeat(step, step_seconds=time.monotonic() - t0)
+
+The operator may also ask for a checkpoint now (a node of the job is being drained, or `multinode checkpoint`):
+`CheckpointRequests` tells a trainer so (docs/checkpoints.md). Ranks must agree before a collective save, as
+each reads the file on its own: all-reduce the answer (max) first, as examples/real/train.py does.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 MARKER_ENV = "MULTINODE_PROGRESS_MARKER"
+REQUEST_FILE_ENV = "MULTINODE_CHECKPOINT_REQUEST_FILE"
 # What the operator puts in MARKER_ENV: unlikely to appear in a trainer's own output by accident.
 MARKER = "[multinode-progress]"
 # At most one line per this many seconds from one process: a 20-steps-a-second trainer must not flood its
@@ -96,3 +101,32 @@ def parse_heartbeat(line: str, marker: str = MARKER) -> Heartbeat | None:
         return None
     return Heartbeat(int(step), _number(fields.get("step_seconds", "x")),
                      _number(fields.get("samples_per_second", "x")))
+
+
+class CheckpointRequests:
+    """The operator's checkpoint requests, read from the file the job's mirror writes the newest request id
+    into (MULTINODE_CHECKPOINT_REQUEST_FILE; unset outside a multinode pod or without spec.checkpointing:
+    never a request). A request made before this object was created is taken as seen: a new attempt resumes
+    from the checkpoint that answered it."""
+
+    def __init__(self, path: str | None = None):
+        self.path = path if path is not None else os.environ.get(REQUEST_FILE_ENV, "")
+        self._seen = self._read()
+
+    def _read(self) -> str:
+        if not self.path:
+            return ""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return f.read(256).strip()
+        except (OSError, UnicodeDecodeError):
+            return ""   # no request yet, or the volume is away for a moment: ask again next step
+
+    def pending(self) -> bool:
+        """Whether a request came that this process has not saved for yet: one small read, every step is fine."""
+        current = self._read()
+        return bool(current) and current != self._seen
+
+    def saved(self) -> None:
+        """A checkpoint was saved: every request up to now is answered."""
+        self._seen = self._read() or self._seen

@@ -119,6 +119,10 @@ tests/integration/chart runs a job end to end under exactly these rules.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- /* spec.checkpointing.beforeDisruptionSeconds: one budget per job, so that a drain waits for its checkpoint. */}}
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "create"]
 {{- /* Native gang scheduling (Kubernetes 1.36 alpha): one PodGroup per attempt, when the apiserver serves it. */}}
 - apiGroups: ["scheduling.k8s.io"]
   resources: ["podgroups"]

@@ -7,6 +7,8 @@ operator never writes it, so the two writers never overwrite each other.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
 
@@ -25,6 +27,11 @@ MAX_NOT_READY_MESSAGE = 1024
 # status.resumedBy lists at most this many checkpoints; the mirror prunes nothing while it is full (there may
 # be more than it says).
 MAX_RESUMED_BY = 32
+# An hour: a drain that waits longer than that for one checkpoint is a drain that hangs.
+MAX_BEFORE_DISRUPTION_SECONDS = 3600
+# Where the mirror relays a checkpoint request, under the job's mirrored checkpoints (a hidden name: never
+# taken for a checkpoint); the trainer reads it read-only (MULTINODE_CHECKPOINT_REQUEST_FILE).
+CHECKPOINT_REQUEST_FILE = ".multinode-checkpoint-request"
 JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _DATE_TIME: JsonDict = {"format": "date-time"}
 
@@ -83,6 +90,12 @@ class CheckpointingSpec(ApiModel):
                                                         "mirror's final sync before finishing without it.")
     resume_from: ResumeFrom | None = Field(None, description="Resume the first attempt from another job's "
                                                              "checkpoints or a path.")
+    before_disruption_seconds: int = Field(
+        0, ge=0, le=MAX_BEFORE_DISRUPTION_SECONDS,
+        description="When a node of the job is cordoned (kubectl drain, node repair): ask the trainer for a "
+                    "checkpoint and wait up to this long for it to be mirrored before the gang moves off the "
+                    "node; a PodDisruptionBudget holds evictions meanwhile. 0: no wait (evictions go through). "
+                    "Also the wait of `multinode checkpoint` (docs/checkpoints.md).")
 
 
 class MirroredCheckpointStatus(StatusModel):
@@ -130,6 +143,30 @@ class CheckpointsStatus(StatusModel):
         default_factory=list, max_length=MAX_NOT_READY_REPORTED,
         description=f"The newest checkpoint directories of the cache (at most {MAX_NOT_READY_REPORTED}, newest "
                     "first) that are not complete, so not published yet, with the reason; absent when none is.")
+
+
+class CheckpointRequestState(StrEnum):
+    REQUESTED = "Requested"
+    MIRRORED = "Mirrored"
+    TIMED_OUT = "TimedOut"
+
+
+class CheckpointRequestStatus(StatusModel):
+    """The last checkpoint the operator asked the trainer for: before a planned disruption, or on request."""
+
+    id: str = Field(max_length=MAX_NAME_LENGTH, description="What the mirror writes into the request file; a "
+                                                            "trainer checkpoints once per new id.")
+    reason: str = Field(max_length=64, description="NodeCordoned or UserRequested.")
+    message: str = Field("", max_length=1024, description="Which node, or who asked.")
+    attempt: int = Field(ge=0, description="The attempt asked.")
+    step: int | None = Field(None, ge=0, description="The newest step the ranks had reported when asked: the "
+                                                     "checkpoint that answers is of this step or later.")
+    requested_time: str = Field(description="RFC3339 time of the request.", json_schema_extra=_DATE_TIME)
+    state: CheckpointRequestState = Field(description="Requested, Mirrored or TimedOut.")
+    checkpoint: str | None = Field(None, max_length=MAX_NAME_LENGTH,
+                                   description="The mirrored checkpoint that answered it.")
+    done_time: str | None = Field(None, description="RFC3339 time it was mirrored or timed out.",
+                                  json_schema_extra=_DATE_TIME)
 
 
 class ResumedByStatus(StatusModel):

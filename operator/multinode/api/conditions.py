@@ -116,6 +116,14 @@ class Reason(StrEnum):
     WAITING_FOR_PROGRESS = "WaitingForProgress"
     STRAGGLERS_DETECTED = "StragglersDetected"
     NO_STRAGGLERS = "NoStragglers"
+    # A checkpoint asked of the trainer (status.checkpointRequest): why, and how it ended. A node cordoned
+    # (kubectl drain, node repair) moves the gang off it after the checkpoint, or after the wait: NodeDrained.
+    NODE_CORDONED = "NodeCordoned"
+    USER_REQUESTED = "UserRequested"
+    CHECKPOINT_REQUESTED = "CheckpointRequested"
+    CHECKPOINT_MIRRORED = "CheckpointMirrored"
+    CHECKPOINT_REQUEST_TIMED_OUT = "CheckpointRequestTimedOut"
+    NODE_DRAINED = "NodeDrained"
 
 
 # The reasons an attempt's failure carries (reconcile/failures.py's Failure): what failurePolicy.rules[].onReasons
@@ -132,4 +140,5 @@ FAILURE_REASONS: tuple[Reason, ...] = (
     Reason.IMAGE_DIGEST_MISMATCH,
     Reason.HUNG,
     Reason.STRAGGLER,
+    Reason.NODE_DRAINED,
 )

@@ -76,6 +76,8 @@ NAMESPACE_ALLOWANCES = (LABEL_ALLOW_HOST_PATH, LABEL_ALLOW_HOST_NETWORK, LABEL_A
 
 # Multus reads this pod annotation to attach secondary (usually InfiniBand/RoCE) networks.
 ANNOTATION_MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
+# On a TrainingJob: `multinode checkpoint` writes a new value to ask the trainer for a checkpoint now.
+ANNOTATION_CHECKPOINT_REQUEST = f"{GROUP}/checkpoint-request"
 # Label published by NVIDIA GPU Feature Discovery; spec.accelerator selects on it.
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
 
@@ -178,6 +180,7 @@ class EnvName:
     MULTINODE_JOB_CACHE_DIR = "MULTINODE_JOB_CACHE_DIR"
     BT_PROJECT_CACHE_DIR = "BT_PROJECT_CACHE_DIR"
     MULTINODE_CHECKPOINT_DIR = "MULTINODE_CHECKPOINT_DIR"
+    MULTINODE_CHECKPOINT_REQUEST_FILE = "MULTINODE_CHECKPOINT_REQUEST_FILE"
     BT_CHECKPOINT_DIR = "BT_CHECKPOINT_DIR"
     MULTINODE_MIRROR_DIR = "MULTINODE_MIRROR_DIR"
     MULTINODE_RESUME_FROM = "MULTINODE_RESUME_FROM"

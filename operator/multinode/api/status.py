@@ -9,7 +9,7 @@ from pydantic import Field
 from pydantic.config import JsonDict
 
 from multinode.api.base import MAX_PATH_LENGTH, StatusModel
-from multinode.api.checkpointing import MAX_RESUMED_BY, CheckpointsStatus, ResumedByStatus
+from multinode.api.checkpointing import MAX_RESUMED_BY, CheckpointRequestStatus, CheckpointsStatus, ResumedByStatus
 from multinode.api.goodput import GoodputStatus
 from multinode.api.progress import ProgressStatus
 from multinode.api.health_check import MAX_EXCLUDED_NODES, ExcludedNode, NodeHealth
@@ -189,6 +189,9 @@ class TrainingJobStatus(StatusModel):
     checkpoints: CheckpointsStatus | None = Field(
         None, description="What the checkpoint mirror reports; written only by the job's mirror pod."
     )
+    checkpoint_request: CheckpointRequestStatus | None = Field(
+        None, description="The last checkpoint asked of the trainer (a node cordoned, `multinode checkpoint`) "
+                          "and whether it was mirrored in time.")
     resumed_by: list[ResumedByStatus] = Field(
         default_factory=list, max_length=MAX_RESUMED_BY,
         description="This job's mirrored checkpoints that other jobs of the namespace (resumeFrom.trainingJob "

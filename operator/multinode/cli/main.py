@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from multinode import __version__
-from multinode.cli import completion, logs, operator, pod_commands, scaling, status
+from multinode.cli import checkpoint, completion, logs, operator, pod_commands, scaling, status
 
 
 def build_parser(prog: str = "multinode") -> argparse.ArgumentParser:
@@ -17,6 +17,8 @@ def build_parser(prog: str = "multinode") -> argparse.ArgumentParser:
                                                help="a job's phase, conditions, nodes, restarts, checkpoints"))
     logs.add_arguments(sub.add_parser("logs", help="every rank's trainer log as one stream"))
     status.add_wait_arguments(sub.add_parser("wait", help="wait for a phase or condition, progress on stderr"))
+    checkpoint.add_arguments(sub.add_parser("checkpoint", help="ask a job's trainer for a checkpoint now "
+                                                               "(--wait: until it is mirrored)"))
     scaling.add_arguments(sub.add_parser("scaling-test", help="run a job at several sizes: throughput, "
                                                              "scaling efficiency, a verdict and a plot"))
     shells = sub.add_parser("completion", help="print a shell completion script: source <(multinode completion bash)")
@@ -44,6 +46,8 @@ def main(argv: list[str] | None = None, prog: str = "multinode") -> int:
         return logs.run(args)
     if args.command == "wait":
         return status.run_wait(args)
+    if args.command == "checkpoint":
+        return checkpoint.run(args)
     if args.command == "scaling-test":
         return scaling.run(args)
     if args.command == "completion":

@@ -80,6 +80,14 @@ class Kube:
         except _TRANSPORT_ERRORS as e:
             raise _error(f"get TrainingJob {namespace}/{name}", e) from e
 
+    def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> dict[str, Any]:
+        """Merge-patch the job's annotations (its spec and status are not touched)."""
+        try:
+            return cast(dict[str, Any], self._custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, {"metadata": {"annotations": annotations}}))
+        except _TRANSPORT_ERRORS as e:
+            raise _error(f"annotate TrainingJob {namespace}/{name}", e) from e
+
     def list_jobs(self, namespace: str, timeout: float | None = None) -> list[dict[str, Any]]:
         """`timeout` in seconds (None: wait as long as the connection lasts)."""
         try:

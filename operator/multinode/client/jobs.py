@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from multinode.api import API_VERSION, KIND, TrainingJob, read_stored_job
+from multinode.api.constants import ANNOTATION_CHECKPOINT_REQUEST
 from multinode.api.status import TERMINAL_PHASES
 from multinode.client.connection import ClientError, Kube
 from multinode.client.logs import LogLine, LogScope, stream_logs
@@ -143,6 +144,15 @@ class TrainingJobClient:
                                       f"{_goal(phases, condition)}", last)
                 if time.monotonic() >= deadline:
                     break
+
+    def request_checkpoint(self, name: str, request_id: str) -> None:
+        """Ask the job's trainer for a checkpoint now: the operator opens status.checkpointRequest with this id
+        (docs/checkpoints.md). The job must have spec.checkpointing."""
+        job = self.get(name)
+        if job.spec.checkpointing is None:
+            raise ValueError(f"TrainingJob {self.namespace}/{name} has no spec.checkpointing: nothing would be "
+                             "mirrored for the request")
+        self.kube.annotate_job(self.namespace, name, {ANNOTATION_CHECKPOINT_REQUEST: request_id})
 
     def pods(self, name: str) -> dict[int, builtins.list[NodePod]]:  # `list` is the method above
         """The job's node pods that still exist, by attempt, each attempt's by rank."""

@@ -46,6 +46,7 @@ COLLECTIONS = {
     "ServiceAccount": ("/api/v1", "serviceaccounts", "create_namespaced_service_account"),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "create_namespaced_role_binding"),
     "Event": ("/api/v1", "events", "create_namespaced_event"),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", "create_namespaced_pod_disruption_budget"),
 }
 
 

@@ -15,6 +15,7 @@ the CRD's bounds first (a directory name longer than a status field allows would
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import threading
 import time
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from multinode.api.base import MAX_NAME_LENGTH, MAX_PATH_LENGTH
-from multinode.api.checkpointing import MAX_NOT_READY_MESSAGE, MAX_NOT_READY_REPORTED, MAX_RESUMED_BY
+from multinode.api.checkpointing import (CHECKPOINT_REQUEST_FILE, MAX_NOT_READY_MESSAGE, MAX_NOT_READY_REPORTED,
+                                        MAX_RESUMED_BY)
 from multinode.api.conditions import ConditionType, Reason
 from multinode.checkpoints import Completion, IncompleteCheckpoint, Mirror, MirroredCheckpoint, SyncReport
 from multinode.checkpoints.manifest import rfc3339
@@ -62,6 +64,25 @@ def final_sync_requested(status: dict[str, Any]) -> bool:
         if condition.get("type") == ConditionType.CHECKPOINTS_SYNCED:
             return condition.get("status") == "False" and condition.get("reason") == Reason.FINAL_SYNC_REQUESTED
     return False
+
+
+def relay_checkpoint_request(status: dict[str, Any], dest: Path) -> str | None:
+    """Write the id of the job's checkpoint request (status.checkpointRequest, the operator's) into the file
+    the trainers read (CHECKPOINT_REQUEST_FILE in `dest`), when it changed: atomically, so a trainer reads
+    the old id or the new one, never half. Returns the id written, or None."""
+    request_id = str(((status.get("checkpointRequest") or {}).get("id")) or "")
+    if not request_id:
+        return None
+    target = dest / CHECKPOINT_REQUEST_FILE
+    try:
+        if target.read_text(encoding="utf-8") == request_id:
+            return None
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    staged = dest / f"{CHECKPOINT_REQUEST_FILE}.tmp"
+    staged.write_text(request_id, encoding="utf-8")
+    os.replace(staged, target)
+    return request_id
 
 
 def pinned_names(status: dict[str, Any], dest: Path) -> set[str]:
@@ -168,6 +189,11 @@ class MirrorLoop:
             log.warning("cannot read the job status (%s); syncing without it, pruning and replacing nothing", e)
             status, self._pinned, self._pins_unknown = {}, None, f"the job's status could not be read: {e}"
         self._progressed()
+        try:  # first: a trainer asked to checkpoint must not wait for this pass's copies
+            if (relayed := relay_checkpoint_request(status, self.dest)) is not None:
+                log.info("relayed checkpoint request %s to the trainers", relayed)
+        except OSError as e:
+            log.warning("cannot relay the checkpoint request (%s); will try again", e)
         final = final_sync_requested(status)
         report = self.engine.sync_once(final=final)
         self.metrics.record(report)

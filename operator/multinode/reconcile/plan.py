@@ -31,6 +31,7 @@ from multinode.reconcile.attempt_failures import attempt_failure
 from multinode.reconcile.capacity import explain_unschedulable
 from multinode.reconcile.checkpointing import mirror_needs, mirror_on_lost_node, report_mirror, resume_path, resumed_by
 from multinode.reconcile.decision import Decision, fold
+from multinode.reconcile.disruption import checkpoint_before_disruption
 from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names, prune_expired
 from multinode.reconcile.failures import Failure, lost_indices
 from multinode.reconcile.final_sync import hold_for_final_sync
@@ -57,6 +58,7 @@ from multinode.render import (
     render_headless_service,
     render_node_pod,
 )
+from multinode.render.disruption_budget import render_disruption_budget, wants_disruption_budget
 from multinode.render.mirror_pod import render_mirror_objects
 from multinode.render.names import job_name, pod_name
 from multinode.render.pod import PodKeys
@@ -182,6 +184,10 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             take(exclude_unhealthy_nodes(job, status, failed, now))
             take(Decision(status=node_table(status, current, n)))
         return _fail_attempt(p, current, failure)
+    # A node of the gang cordoned (a drain, node repair), or a user's request: a checkpoint first.
+    failure = take(checkpoint_before_disruption(job, status, current, observed.nodes, now)).failure
+    if failure is not None:
+        return _fail_attempt(p, current, failure)
 
     # 9. Not failed: stragglers (which may fail it, their node excluded already), then the judge's verdict.
     take(judge_stragglers(job, status, observed.progress, running, now))
@@ -270,6 +276,8 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]
         missing, lambda i: pod_name(name, i, attempt),
         lambda i: render_node_pod(job, i, attempt, settings, resume_from=resume, image=image,
                                   node_selector=node_selector, excluded_nodes=excluded, keys=keys))
+    if wants_disruption_budget(job):  # before the pods: a drain must never find them unguarded
+        result.objects_to_create.append(render_disruption_budget(job))
     result.attempt_env = render_attempt_env(job, status.attempt, restarts=status.restarts)
     if status.attempt > 0:
         result.stale_attempt_env = attempt_env_name(job, status.attempt - 1)

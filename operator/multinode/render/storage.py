@@ -12,6 +12,7 @@ import posixpath
 from typing import Any
 
 from multinode.api import TrainingJob
+from multinode.api.checkpointing import CHECKPOINT_REQUEST_FILE
 from multinode.api.constants import EnvName
 from multinode.render import names
 
@@ -28,6 +29,12 @@ def job_mirror_dir(job: TrainingJob, job_name: str | None = None) -> str | None:
     """Where the mirror publishes `job_name`'s checkpoints (default: this job's)."""
     ckpt = job.spec.checkpointing
     return posixpath.join(ckpt.mount_path, job_name or names.job_name(job)) if ckpt else None
+
+
+def request_file(job: TrainingJob) -> str | None:
+    """Where the mirror relays the operator's checkpoint requests (docs/checkpoints.md)."""
+    mirror_dir = job_mirror_dir(job)
+    return posixpath.join(mirror_dir, CHECKPOINT_REQUEST_FILE) if mirror_dir else None
 
 
 def storage_volumes(job: TrainingJob) -> list[dict[str, Any]]:
@@ -87,6 +94,8 @@ def storage_env(job: TrainingJob, *, restarts: int, resume_from: str) -> list[tu
             (EnvName.MULTINODE_CHECKPOINT_DIR, cache_dir),
             (EnvName.BT_CHECKPOINT_DIR, cache_dir),
             (EnvName.MULTINODE_MIRROR_DIR, job_mirror_dir(job)),
+            # Where the mirror relays the operator's checkpoint requests (multinode.progress reads it).
+            (EnvName.MULTINODE_CHECKPOINT_REQUEST_FILE, request_file(job)),
             # Empty on a first start with nothing to resume from: scripts test for emptiness.
             (EnvName.MULTINODE_RESUME_FROM, resume_from),
             (EnvName.BT_LOAD_CHECKPOINT_DIR, resume_from),

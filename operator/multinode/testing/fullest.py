@@ -140,6 +140,7 @@ def full_job() -> dict[str, Any]:
                 "intervalSeconds": 30,
                 "settleSeconds": 60,
                 "finalSyncTimeoutSeconds": 1800,
+                "beforeDisruptionSeconds": 120,
                 "resumeFrom": {"trainingJob": "llama-warmup"},
             },
             "failurePolicy": {
@@ -201,6 +202,10 @@ def full_job() -> dict[str, Any]:
             "startTime": "2025-01-02T03:04:06Z",
             "resumedFrom": "/checkpoints/llama-warmup/checkpoint-900",
             "resumedBy": [{"path": "/checkpoints/llama-pretrain/checkpoint-900", "trainingJob": "llama-finetune"}],
+            "checkpointRequest": {"id": "a0-20260101T000000", "reason": Reason.NODE_CORDONED.value,
+                                  "message": "node gpu-17 is cordoned", "attempt": 0, "step": 1000,
+                                  "requestedTime": "2026-01-01T00:00:00Z", "state": "Mirrored",
+                                  "checkpoint": "checkpoint-1000", "doneTime": "2026-01-01T00:00:20Z"},
             "checkpoints": {
                 "latest": {
                     "name": "checkpoint-1000",

@@ -32,6 +32,7 @@ NAMESPACED_RIGHTS = {
     *(("rbac.authorization.k8s.io", "rolebindings", v) for v in ("get", "create")),
     ("rbac.authorization.k8s.io", "clusterroles", "bind"),  # the mirror ClusterRole only (resourceNames)
     ("", "events", "create"),
+    *(("policy", "poddisruptionbudgets", v) for v in ("get", "create")),  # beforeDisruptionSeconds: a drain waits
     *(("scheduling.k8s.io", "podgroups", v) for v in ("get", "list", "watch", "create", "delete")),
     *((g, "podgroups", v) for g in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
       for v in ("get", "list", "create", "delete")),

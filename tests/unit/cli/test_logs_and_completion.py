@@ -57,7 +57,8 @@ def names(namespace: str | None, kubeconfig: str | None, context: str | None) ->
 
 
 @pytest.mark.parametrize(("current", "words", "expected"), [
-    ("", [], ["status", "describe", "logs", "wait", "scaling-test", "completion", "operator", "preflight", "mirror"]),
+    ("", [], ["status", "describe", "logs", "wait", "checkpoint", "scaling-test", "completion", "operator",
+              "preflight", "mirror"]),
     ("st", [], ["status"]),
     ("", ["status"], ["job-default", "llama"]),
     ("l", ["logs", "-n", "ml"], ["llama"]),
