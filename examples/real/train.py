@@ -6,11 +6,14 @@ PET_MASTER_ADDR, PET_MASTER_PORT; see docs/env.md), so on a node this is just:
     python3 -m torch.distributed.run examples/real/train.py
 
 Settings (env): TRAIN_STEPS (20), STEP_SECONDS (0, a sleep per step to make runs long),
-CHECKPOINT_EVERY (5), MULTINODE_CHECKPOINT_DIR (./checkpoints), MULTINODE_RESUME_FROM (empty: fresh start).
+CHECKPOINT_EVERY (5; 0: only when the operator asks), DRAIN_HOLD_SECONDS (60: how long to stop after a
+checkpoint asked for a drain, while the operator moves the gang), MULTINODE_CHECKPOINT_DIR (./checkpoints),
+MULTINODE_RESUME_FROM (empty: fresh start).
 Every rank prints `step=<n> rank=<r> loss=<x>` each step and `done step=<n> rank=<r>` at the end, and a
 progress heartbeat (multinode.progress, for spec.hangDetection) with its own compute time for the step. When
 the operator asks for a checkpoint (a node being drained, `multinode checkpoint`), every rank saves at the end
-of the step it is in: `checkpoint=<path> requested rank=<r>`.
+of the step it is in: `checkpoint=<path> requested rank=<r>`; for a drain it then holds (trains no further)
+until the operator moves the gang.
 """
 
 from __future__ import annotations
@@ -79,10 +82,21 @@ def save(state: dict, path: str, rank: int) -> None:
     dcp.save(state, checkpoint_id=path)
 
 
+def hold(requests: CheckpointRequests, seconds: float, rank: int) -> None:
+    """Train no further while the operator moves the gang (it deletes these pods once the checkpoint is
+    mirrored); go on after `seconds` if it does not (the drain was called off), or at a newer request."""
+    log(f"holding for the move rank={rank}")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not requests.pending():
+        time.sleep(0.5)
+    log(f"holding over rank={rank}")
+
+
 def main() -> int:
     steps = int(env_number("TRAIN_STEPS", 20))
     step_seconds = env_number("STEP_SECONDS", 0)
     every = int(env_number("CHECKPOINT_EVERY", 5))
+    hold_seconds = env_number("DRAIN_HOLD_SECONDS", 60)
     save_root = os.environ.get("MULTINODE_CHECKPOINT_DIR") or "checkpoints"
     resume_from = os.environ.get("MULTINODE_RESUME_FROM", "")  # empty on a first start
 
@@ -135,6 +149,8 @@ def main() -> int:
             requests.saved()
             if asked.item():
                 log(f"checkpoint={path} requested rank={rank}")
+                if requests.moving:  # the gang is about to move off a drained node: later steps would be lost
+                    hold(requests, hold_seconds, rank)
         if step_seconds > 0:
             time.sleep(step_seconds)
 

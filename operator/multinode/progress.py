@@ -32,6 +32,9 @@ from typing import TextIO
 
 MARKER_ENV = "MULTINODE_PROGRESS_MARKER"
 REQUEST_FILE_ENV = "MULTINODE_CHECKPOINT_REQUEST_FILE"
+# The reason of a request made because a node of the job is cordoned (api.conditions.Reason.NODE_CORDONED;
+# this file imports nothing of multinode, and tests/unit/progress checks the two agree).
+DRAIN_REASON = "NodeCordoned"
 # What the operator puts in MARKER_ENV: unlikely to appear in a trainer's own output by accident.
 MARKER = "[multinode-progress]"
 # At most one line per this many seconds from one process: a 20-steps-a-second trainer must not flood its
@@ -112,20 +115,33 @@ class CheckpointRequests:
     def __init__(self, path: str | None = None):
         self.path = path if path is not None else os.environ.get(REQUEST_FILE_ENV, "")
         self._seen = self._read()
+        # Why the newest request was made, as the file says: NodeCordoned (the gang is about to move off a
+        # node: work after the checkpoint is lost) or UserRequested; "" before any.
+        self.reason = ""
 
     def _read(self) -> str:
         if not self.path:
             return ""
         try:
             with open(self.path, encoding="utf-8") as f:
-                return f.read(256).strip()
+                lines = f.read(1024).splitlines()
         except (OSError, UnicodeDecodeError):
             return ""   # no request yet, or the volume is away for a moment: ask again next step
+        if not lines:
+            return ""
+        self.reason = lines[1].strip() if len(lines) > 1 else ""
+        return lines[0].strip()
 
     def pending(self) -> bool:
         """Whether a request came that this process has not saved for yet: one small read, every step is fine."""
         current = self._read()
         return bool(current) and current != self._seen
+
+    @property
+    def moving(self) -> bool:
+        """The newest request came because the gang is about to move (a node of it is being drained): steps
+        after its checkpoint would be lost."""
+        return self.reason == DRAIN_REASON
 
     def saved(self) -> None:
         """A checkpoint was saved: every request up to now is answered."""

@@ -8,6 +8,7 @@ cluster).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,6 +21,7 @@ from multinode.reconcile.checkpointing import Resumer
 from multinode.reconcile.integration import Seen
 from multinode.reconcile.kinds import ApiKind
 from multinode.reconcile.node_loss import NodeDown, node_down
+from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import TERMINAL_PHASES
 from multinode.reconcile.placement import needs_nodes
 
@@ -89,6 +91,7 @@ class Observer:
                         resumers=self._resumers(job),
                         nodes=self.stores.nodes.all() if needs_nodes(job, pods) else (),
                         down_nodes=self._down_nodes([*(p.node for p in pods), mirror.node if mirror else None]),
+                        cordoned_nodes=self._cordoned_nodes(pods),
                         progress=self.probe.progress(key), gone_disruptions=self.disrupted.of_job(key),
                         integrations=integrations)
 
@@ -101,6 +104,15 @@ class Observer:
             if state is not None:
                 down[host] = state
         return down
+
+    def _cordoned_nodes(self, pods: Iterable[ObservedPod]) -> frozenset[str]:
+        """Of the nodes hosting this job's pods, those cordoned: one lookup by name per node, as above."""
+        cordoned = set()
+        for host in {p.node for p in pods if p.node}:
+            node = self.stores.nodes.named(host)
+            if node is not None and not node.schedulable:
+                cordoned.add(host)
+        return frozenset(cordoned)
 
     def _resumers(self, job: TrainingJob) -> tuple[Resumer, ...]:
         """The jobs of this namespace whose resumeFrom.trainingJob names `job` (a checkpointed one): read from

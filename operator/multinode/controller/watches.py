@@ -242,16 +242,17 @@ class NamespacedWatches:
 
 
 def node_informer(kube: KubeApi, nodes: ByName[ObservedNode], pods: PodStore, r: Enqueue, jobs: JobStore) -> Informer:
-    """A node's Ready condition changed (or the node went): reconcile the jobs with pods on it, so a lost
-    node restarts its gangs now rather than at their pods' eviction (reconcile/node_loss.py). Heartbeats
-    that change nothing enqueue nothing."""
-    ready_seen: dict[str, str] = {}
+    """A node's Ready condition changed, it was cordoned or uncordoned, or it went: reconcile the jobs with pods
+    on it, so a lost node restarts its gangs now rather than at their pods' eviction (reconcile/node_loss.py),
+    and a drain finds them asking for a checkpoint (reconcile/disruption.py). Heartbeats that change nothing
+    enqueue nothing."""
+    ready_seen: dict[str, tuple[str, bool]] = {}
 
     def node_event(kind: str, node: dict, entries: dict) -> None:
         # A node deleted while not watched comes with its uid only: its name is its key (ByName.keys_of).
         name = node["metadata"].get("name") or next(iter(entries), "")
-        state = "Gone" if kind == "DELETED" else entries[name].ready_status
-        if kind != "LISTED" and ready_seen.get(name, "True") != state:
+        state = ("Gone", False) if kind == "DELETED" else (entries[name].ready_status, entries[name].schedulable)
+        if kind != "LISTED" and ready_seen.get(name, ("True", True)) != state:
             for key in pods.on_node(name):
                 r.enqueue(key)
         if kind == "DELETED":

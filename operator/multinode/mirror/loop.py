@@ -67,20 +67,23 @@ def final_sync_requested(status: dict[str, Any]) -> bool:
 
 
 def relay_checkpoint_request(status: dict[str, Any], dest: Path) -> str | None:
-    """Write the id of the job's checkpoint request (status.checkpointRequest, the operator's) into the file
-    the trainers read (CHECKPOINT_REQUEST_FILE in `dest`), when it changed: atomically, so a trainer reads
-    the old id or the new one, never half. Returns the id written, or None."""
-    request_id = str(((status.get("checkpointRequest") or {}).get("id")) or "")
+    """Write the id and reason of the job's checkpoint request (status.checkpointRequest, the operator's), one
+    a line, into the file the trainers read (CHECKPOINT_REQUEST_FILE in `dest`), when they changed:
+    atomically, so a trainer reads the old request or the new one, never half. Returns the id written, or
+    None."""
+    request = status.get("checkpointRequest") or {}
+    request_id, reason = str(request.get("id") or ""), str(request.get("reason") or "")
     if not request_id:
         return None
+    content = f"{request_id}\n{reason}\n"
     target = dest / CHECKPOINT_REQUEST_FILE
     try:
-        if target.read_text(encoding="utf-8") == request_id:
+        if target.read_text(encoding="utf-8") == content:
             return None
     except (FileNotFoundError, UnicodeDecodeError):
         pass
     staged = dest / f"{CHECKPOINT_REQUEST_FILE}.tmp"
-    staged.write_text(request_id, encoding="utf-8")
+    staged.write_text(content, encoding="utf-8")
     os.replace(staged, target)
     return request_id
 

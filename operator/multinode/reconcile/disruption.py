@@ -14,7 +14,7 @@ Only while the attempt runs: a gang still starting has nothing to save, so a cor
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
@@ -26,17 +26,15 @@ from multinode.reconcile.decision import Decision
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Event
-from multinode.reconcile.placement import ObservedNode
 
 # A user's request (`multinode checkpoint`) on a job whose beforeDisruptionSeconds is 0 still ends.
 DEFAULT_REQUEST_SECONDS = 300
 MAX_REQUEST_ID = 253
 
 
-def cordoned_nodes(current: Iterable[ObservedPod], nodes: Iterable[ObservedNode]) -> list[str]:
+def cordoned_nodes(current: Iterable[ObservedPod], cordoned: Collection[str]) -> list[str]:
     """The nodes of the attempt's live pods that are cordoned (spec.unschedulable), sorted."""
-    cordoned = {node.name for node in nodes if not node.schedulable}
-    return sorted({p.node for p in current if p.active and p.node in cordoned})
+    return sorted({p.node for p in current if p.active and p.node is not None and p.node in cordoned})
 
 
 def request_seconds(job: TrainingJob) -> int:
@@ -52,14 +50,14 @@ def answers(request: CheckpointRequestStatus, latest: MirroredCheckpointStatus |
 
 
 def checkpoint_before_disruption(job: TrainingJob, status: TrainingJobStatus, current: Mapping[int, ObservedPod],
-                                 nodes: Iterable[ObservedNode], now: datetime) -> Decision:
+                                 cordoned_hosts: Collection[str], now: datetime) -> Decision:
     """Open, answer or time out the job's checkpoint request; a NodeDrained failure once a cordoned node's
     request has ended (or at once when nothing runs to save)."""
     ckpt = job.spec.checkpointing
     if ckpt is None:
         return Decision()
     pods = list(current.values())
-    cordoned = cordoned_nodes(pods, nodes) if ckpt.before_disruption_seconds > 0 else []
+    cordoned = cordoned_nodes(pods, cordoned_hosts) if ckpt.before_disruption_seconds > 0 else []
     request = status.checkpoint_request
     asked = ((job.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST) or "")[:MAX_REQUEST_ID]
     if cordoned and status.phase != Phase.RUNNING:

@@ -29,6 +29,9 @@ class Observed:
     nodes: tuple[ObservedNode, ...] = ()
     # Nodes that host the job's pods (its mirror's too) and are not Ready or are gone, by name (node_loss.py).
     down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
+    # Nodes that host the job's pods and are cordoned (spec.unschedulable: a drain, node repair), by name
+    # (disruption.py).
+    cordoned_nodes: frozenset[str] = frozenset()
     # What the controller's log prober last read of the current attempt's ranks (spec.hangDetection only).
     progress: JobProgress | None = None
     # DisruptionTarget reasons of deleted pods, by name, from their last watch event.

@@ -185,7 +185,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             take(Decision(status=node_table(status, current, n)))
         return _fail_attempt(p, current, failure)
     # A node of the gang cordoned (a drain, node repair), or a user's request: a checkpoint first.
-    failure = take(checkpoint_before_disruption(job, status, current, observed.nodes, now)).failure
+    failure = take(checkpoint_before_disruption(job, status, current, observed.cordoned_nodes, now)).failure
     if failure is not None:
         return _fail_attempt(p, current, failure)
 

@@ -24,6 +24,9 @@ OTHER_MEANINGS = {
     ("Suspended", "api/status.py"),
     ("Restarting", "metrics/operator.py"),
     ("Suspended", "metrics/operator.py"),
+    # The same meaning, in the one module a trainer may copy, which imports nothing of multinode: a test of
+    # its own (tests/unit/progress) holds it to the Reason.
+    ("NodeCordoned", "progress.py"),
 }
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from multinode.api.checkpointing import CHECKPOINT_REQUEST_FILE
 from multinode.checkpoints.manifest import list_mirrored
 from multinode.mirror.loop import relay_checkpoint_request
-from multinode.progress import CheckpointRequests
+from multinode.api.conditions import Reason
+from multinode.progress import DRAIN_REASON, CheckpointRequests
 
 
 def _status(request_id: str | None) -> dict:
@@ -20,7 +21,7 @@ def test_a_new_request_is_written_once_and_atomically(tmp_path: Path) -> None:
     assert not (tmp_path / CHECKPOINT_REQUEST_FILE).exists()
 
     assert relay_checkpoint_request(_status("a0-1"), tmp_path) == "a0-1"
-    assert (tmp_path / CHECKPOINT_REQUEST_FILE).read_text() == "a0-1"
+    assert (tmp_path / CHECKPOINT_REQUEST_FILE).read_text() == "a0-1\n\n"
     assert relay_checkpoint_request(_status("a0-1"), tmp_path) is None, "unchanged: not rewritten"
     assert relay_checkpoint_request(_status("cli-2"), tmp_path) == "cli-2"
     assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_REQUEST_FILE], "no staged file left"
@@ -49,3 +50,13 @@ def test_without_the_variable_or_the_file_there_is_never_a_request(tmp_path: Pat
     assert not missing.pending()
     missing.saved()
     assert not missing.pending()
+
+
+def test_a_trainer_learns_whether_the_request_is_for_a_drain(tmp_path: Path) -> None:
+    requests = CheckpointRequests(str(tmp_path / CHECKPOINT_REQUEST_FILE))
+    relay_checkpoint_request({"checkpointRequest": {"id": "cli-1", "reason": "UserRequested"}}, tmp_path)
+    assert requests.pending() and not requests.moving
+    requests.saved()
+    relay_checkpoint_request({"checkpointRequest": {"id": "a0-2", "reason": Reason.NODE_CORDONED.value}}, tmp_path)
+    assert requests.pending() and requests.moving
+    assert DRAIN_REASON == Reason.NODE_CORDONED, "progress.py spells the reason itself: the two agree"

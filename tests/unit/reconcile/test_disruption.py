@@ -11,11 +11,10 @@ from multinode.api.checkpointing import CheckpointRequestState, CheckpointReques
 from multinode.api.constants import ANNOTATION_CHECKPOINT_REQUEST
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.disruption import DEFAULT_REQUEST_SECONDS, answers, cordoned_nodes
-from multinode.reconcile.placement import ObservedNode
 from multinode.testing import checkpointed_job
 from tests.unit.reconcile.planning import NOW, pod, run
 
-NODES = (ObservedNode("n0"), ObservedNode("n1", schedulable=False), ObservedNode("n2"))
+CORDONED = frozenset({"n1"})
 PODS = [pod(0, node="n0"), pod(1, node="n1")]
 
 
@@ -39,7 +38,7 @@ def _running(job):
 
 def test_a_cordoned_node_of_a_running_gang_opens_a_request_and_holds_the_gang() -> None:
     job = _job()
-    opened = run(job, PODS, previous=_running(job), nodes=NODES)
+    opened = run(job, PODS, previous=_running(job), cordoned_nodes=CORDONED)
 
     request = opened.status.checkpoint_request
     assert request is not None and request.state == CheckpointRequestState.REQUESTED
@@ -51,10 +50,10 @@ def test_a_cordoned_node_of_a_running_gang_opens_a_request_and_holds_the_gang() 
 
 def test_the_mirrored_checkpoint_answers_it_and_the_gang_moves_off_the_node_uncounted() -> None:
     job = _job()
-    opened = run(job, PODS, previous=_running(job), nodes=NODES)
+    opened = run(job, PODS, previous=_running(job), cordoned_nodes=CORDONED)
     later = NOW + timedelta(seconds=5)
     answered_job = _job(checkpoints={"latest": _latest(42, later)})
-    moved = run(answered_job, PODS, previous=opened.status, nodes=NODES, now=later)
+    moved = run(answered_job, PODS, previous=opened.status, cordoned_nodes=CORDONED, now=later)
 
     request = moved.status.checkpoint_request
     assert (request.state, request.checkpoint) == (CheckpointRequestState.MIRRORED, "step-42")
@@ -67,20 +66,20 @@ def test_the_mirrored_checkpoint_answers_it_and_the_gang_moves_off_the_node_unco
 
 def test_a_checkpoint_mirrored_before_the_request_does_not_answer_it() -> None:
     job = _job()
-    opened = run(job, PODS, previous=_running(job), nodes=NODES)
+    opened = run(job, PODS, previous=_running(job), cordoned_nodes=CORDONED)
     old = _job(checkpoints={"latest": _latest(40, NOW - timedelta(seconds=30))})
-    still = run(old, PODS, previous=opened.status, nodes=NODES, now=NOW + timedelta(seconds=5))
+    still = run(old, PODS, previous=opened.status, cordoned_nodes=CORDONED, now=NOW + timedelta(seconds=5))
     assert still.status.checkpoint_request.state == CheckpointRequestState.REQUESTED
     assert still.status.attempt == 0
 
 
 def test_a_trainer_that_ignores_the_request_is_waited_for_only_up_to_the_limit() -> None:
     job = _job(seconds=30)
-    opened = run(job, PODS, previous=_running(job), nodes=NODES)
-    waiting = run(job, PODS, previous=opened.status, nodes=NODES, now=NOW + timedelta(seconds=29))
+    opened = run(job, PODS, previous=_running(job), cordoned_nodes=CORDONED)
+    waiting = run(job, PODS, previous=opened.status, cordoned_nodes=CORDONED, now=NOW + timedelta(seconds=29))
     assert waiting.status.attempt == 0 and waiting.requeue_after is not None and waiting.requeue_after <= 1
 
-    over = run(job, PODS, previous=opened.status, nodes=NODES, now=NOW + timedelta(seconds=30))
+    over = run(job, PODS, previous=opened.status, cordoned_nodes=CORDONED, now=NOW + timedelta(seconds=30))
     assert over.status.checkpoint_request.state == CheckpointRequestState.TIMED_OUT
     assert ("Warning", "CheckpointRequestTimedOut") in [(e.type, e.reason) for e in over.events]
     record = over.status.restart_history[-1]
@@ -89,7 +88,7 @@ def test_a_trainer_that_ignores_the_request_is_waited_for_only_up_to_the_limit()
 
 def test_without_a_wait_or_without_checkpointing_a_cordon_changes_nothing() -> None:
     for job in (_job(seconds=0), checkpointed_job()):
-        result = run(job, PODS, previous=_running(job), nodes=NODES)
+        result = run(job, PODS, previous=_running(job), cordoned_nodes=CORDONED)
         assert result.status.checkpoint_request is None and result.status.attempt == 0
         assert not any(o["kind"] == "PodDisruptionBudget" for o in run(job, []).objects_to_create)
 
@@ -97,7 +96,7 @@ def test_without_a_wait_or_without_checkpointing_a_cordon_changes_nothing() -> N
 def test_a_gang_not_running_yet_moves_off_a_cordoned_node_at_once() -> None:
     job = _job()
     starting = [pod(0, node="n0"), pod(1, "Pending", node="n1")]
-    result = run(job, starting, previous=run(job, starting).status, nodes=NODES)
+    result = run(job, starting, previous=run(job, starting).status, cordoned_nodes=CORDONED)
     assert result.status.checkpoint_request is None
     assert result.status.restart_history[-1].reason == "NodeDrained"
 
@@ -141,19 +140,18 @@ def test_answers_needs_a_checkpoint_published_after_the_request_and_of_its_step_
 
 def test_cordoned_nodes_are_those_of_live_pods() -> None:
     pods = [pod(0, node="n1"), pod(1, "Failed", node="n1"), pod(2, node="n0")]
-    assert cordoned_nodes(pods, NODES) == ["n1"]
-    assert cordoned_nodes([pod(0, node="n0")], NODES) == []
+    assert cordoned_nodes(pods, CORDONED) == ["n1"]
+    assert cordoned_nodes([pod(0, node="n0")], CORDONED) == []
 
 
 def test_a_node_cordoned_again_after_an_uncordon_opens_a_new_request() -> None:
     job = _job(seconds=30)
-    opened = run(job, PODS, previous=_running(job), nodes=NODES)
-    uncordoned = (ObservedNode("n0"), ObservedNode("n1"))
+    opened = run(job, PODS, previous=_running(job), cordoned_nodes=CORDONED)
     later = NOW + timedelta(seconds=30)
-    ended = run(job, PODS, previous=opened.status, nodes=uncordoned, now=later)
+    ended = run(job, PODS, previous=opened.status, cordoned_nodes=frozenset(), now=later)
     assert ended.status.checkpoint_request.state == CheckpointRequestState.TIMED_OUT
     assert ended.status.attempt == 0, "the node is back: the gang stays"
 
-    again = run(job, PODS, previous=ended.status, nodes=NODES, now=later + timedelta(seconds=5))
+    again = run(job, PODS, previous=ended.status, cordoned_nodes=CORDONED, now=later + timedelta(seconds=5))
     request = again.status.checkpoint_request
     assert request.state == CheckpointRequestState.REQUESTED and request.id != opened.status.checkpoint_request.id

@@ -23,3 +23,13 @@ def write_manifests(registry: str, folder: Path) -> Path:
     for path in sorted(EXAMPLE_DIR.glob("*.yaml")):
         (folder / path.name).write_text(manifest_text(path.name, registry))
     return folder
+
+
+def set_env(job: dict, **values: str) -> None:
+    """Set env variables of a TrainingJob manifest's spec.env by name (added when missing), in place."""
+    env = {e["name"]: e for e in job["spec"].setdefault("env", [])}
+    for name, value in values.items():
+        if name in env:
+            env[name]["value"] = value
+        else:
+            job["spec"]["env"].append({"name": name, "value": value})
