@@ -2,9 +2,9 @@
 beforeDisruptionSeconds).
 
 `kubectl drain` cordons the node, then evicts its pods through the Eviction API, retrying every 5 s while a
-budget refuses. No eviction of a node pod is allowed (maxUnavailable 0), so the drain waits while the operator
-asks for a checkpoint (reconcile/disruption.py); once it is mirrored, or the wait is over, the operator
-deletes the gang itself (a delete is not an eviction) and the drain goes on. Pods that are not Ready yet are
+budget refuses. No eviction of a node pod is allowed (minAvailable numNodes), so the drain waits while the
+operator asks for a checkpoint (reconcile/disruption.py); once it is mirrored, or the wait is over, the
+operator deletes the gang itself (a delete is not an eviction) and the drain goes on. Pods that are not Ready yet are
 not training: they may always be evicted (unhealthyPodEvictionPolicy AlwaysAllow). The mirror pod is not
 covered: a drain moves it at once, and it resumes on another node.
 """
@@ -37,7 +37,9 @@ def render_disruption_budget(job: TrainingJob) -> dict[str, Any]:
             "ownerReferences": [owner_reference(job)],
         },
         "spec": {
-            "maxUnavailable": 0,
+            # Every node pod must stay. An integer minAvailable: maxUnavailable (or a percentage) makes the
+            # disruption controller read the owner's scale subresource, which a TrainingJob has not.
+            "minAvailable": job.spec.num_nodes,
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
             "selector": {
                 "matchLabels": selector_labels(identity.name),

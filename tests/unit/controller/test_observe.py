@@ -47,3 +47,15 @@ def test_a_disrupted_pods_reason_is_remembered_until_the_job_is_forgotten() -> N
     assert observed.gone_disruptions == {"llama-0-a0": "PreemptionByScheduler"}
     observer.disrupted.forget(("ml", "llama"))
     assert observer.disrupted.of_job(("ml", "llama")) == {}
+
+
+def test_a_job_sees_which_of_its_nodes_are_cordoned() -> None:
+    stores = Stores()
+    stores.pods.put_pod("ml", observed_pod(0, node="up", owner_uid=UID))
+    stores.pods.put_pod("ml", observed_pod(1, node="drained", owner_uid=UID))
+    stores.pods.put_pod("ml", observed_pod(2, node="other-drained", owner_uid="another-job"))
+    stores.nodes.put("up", ObservedNode(name="up"))
+    stores.nodes.put("drained", ObservedNode(name="drained", schedulable=False))
+    stores.nodes.put("other-drained", ObservedNode(name="other-drained", schedulable=False))
+    observed = asyncio.run(observer_of(stores).observe(checkpointed_job(), ("ml", "llama")))
+    assert observed.cordoned_nodes == frozenset({"drained"})

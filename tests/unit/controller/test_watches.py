@@ -14,6 +14,7 @@ from multinode.controller.kube import ApiError
 from multinode.controller.handlers import namespaced_kinds
 from multinode.controller.stores import JobKey, OnNode, PodStore, Stores
 from multinode.controller.watches import (POD_EVENT_BATCH_SECONDS, NamespacedWatches, job_event, namespace_matcher,
+                                          node_informer,
                                           pod_event, requeue_all)
 from tests.unit.controller.test_informer import until
 
@@ -212,3 +213,32 @@ def test_a_pods_event_marks_its_job_dirty_after_the_batch_window() -> None:
            "spec": {}, "status": {"phase": "Pending"}}
     pod_event(r)("MODIFIED", pod, PodStore.node_pod_keys(pod))
     assert r.queued == [("ns", "llm")] and r.delays == [POD_EVENT_BATCH_SECONDS] and POD_EVENT_BATCH_SECONDS > 0
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.keys: list[JobKey] = []
+
+    def enqueue(self, key: JobKey, delay: float = 0.0) -> None:
+        self.keys.append(key)
+
+
+def test_a_node_cordoned_or_uncordoned_reconciles_its_jobs_and_a_heartbeat_does_not() -> None:
+    stores = Stores()
+    stores.pods.node_pods.put("ml/a", PodStore.node_pod_keys(node_pod("ml", "llama", 0)))
+    recorder = Recorder()
+    informer = node_informer(None, stores.nodes, stores.pods, recorder, stores.jobs)  # type: ignore[arg-type]
+
+    def event(kind: str, unschedulable: bool, heartbeat: str) -> None:
+        node = {"metadata": {"name": "kwok-1", "uid": "n1", "resourceVersion": heartbeat},
+                "spec": {"unschedulable": unschedulable},
+                "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]}}
+        informer.on_event(kind, node, stores.nodes.keys_of(node))
+
+    event("LISTED", False, "1")
+    event("MODIFIED", False, "2")
+    assert recorder.keys == [], "a heartbeat changes nothing the jobs read"
+    event("MODIFIED", True, "3")
+    assert recorder.keys == [("ml", "llama")], "cordoned: its job asks for a checkpoint"
+    event("MODIFIED", False, "4")
+    assert recorder.keys == [("ml", "llama")] * 2

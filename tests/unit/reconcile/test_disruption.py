@@ -118,7 +118,7 @@ def test_a_users_request_opens_once_and_never_restarts_the_gang() -> None:
 def test_the_budget_is_created_with_the_pods_and_holds_only_the_node_pods() -> None:
     created = run(_job(), []).objects_to_create
     (budget,) = [o for o in created if o["kind"] == "PodDisruptionBudget"]
-    assert budget["spec"]["maxUnavailable"] == 0
+    assert budget["spec"]["minAvailable"] == 2
     assert budget["spec"]["selector"] == {"matchLabels": {"multinode.dev/job-name": "llama"},
                                           "matchExpressions": [{"key": "multinode.dev/node-index",
                                                                 "operator": "Exists"}]}
