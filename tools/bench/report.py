@@ -337,7 +337,7 @@ def drain_table(data: dict) -> str:
     return (_table(header, rows, "--- ---: ---: ---: ---: ---:")
             + f"\n\nThe real example on 2 of 4 real nodes (stock timings), periodic DCP checkpoints every "
               f"{data['checkpoint_every']} steps of 1 s, the node of one rank drained 3 steps after a periodic "
-              f"checkpoint; steps lost = the last step attempt 0 trained − the step attempt 1 resumed from. Both "
+              f"checkpoint; steps lost = the last step attempt 0 trained minus the step attempt 1 resumed from. Both "
               f"sides alternate in one run. Command: `{data['command']}`.")
 
 
