@@ -40,8 +40,8 @@ START_WAIT_SECONDS = 30  # how long the first pass waits for named namespaces' o
 
 def job_event(r: Enqueue) -> OnEvent:
     """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it. The watch's echo of
-    the operator's own status patch is reconciled too: a plan may act only on the status it wrote (a job
-    marked Succeeded is deleted by its TTL in the pass after), so that pass is never skipped. A job that
+    the operator's own status patch is reconciled too: a plan acts on the status it wrote only in the pass
+    after (a job marked Succeeded is deleted by its TTL then), so that pass is never skipped. A job that
     resumes from another (resumeFrom.trainingJob) makes that one reconcile too: its status.resumedBy, which
     its mirror pins, follows where this job's attempt resumed from."""
     def on_event(kind: str, job: dict, entries: dict) -> None:

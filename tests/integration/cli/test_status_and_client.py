@@ -5,9 +5,6 @@ tests/integration/realnodes/test_logs.py)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,15 +15,10 @@ from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
 from multinode.api import TrainingJob
 from multinode.client import JobEnded, TrainingJobClient, WaitTimeout
+from tests.support.cli import cli
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER
 
-BIN = Path(sys.executable).parent
 FAST = {"backoff": {"initialSeconds": 0}}
-
-
-def cli(kubeconfig: str, *args: str, command: str = "multinode") -> subprocess.CompletedProcess:
-    env = dict(os.environ, KUBECONFIG=kubeconfig, PATH=f"{BIN}:{os.environ['PATH']}", NO_COLOR="1")
-    return subprocess.run([command, *args], check=False, capture_output=True, text=True, timeout=120, env=env)
 
 
 def fail_pod(core: client.CoreV1Api, namespace: str, pod: str, exit_code: int) -> None:

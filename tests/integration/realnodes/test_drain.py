@@ -2,7 +2,8 @@
 policies: the job's PodDisruptionBudget is one the operator may create). With
 checkpointing.beforeDisruptionSeconds the drain waits while the trainer saves on request; the gang then moves
 off the node and resumes from that checkpoint, losing no step. A trainer that ignores the request holds the
-drain only until the limit, with a reason; a job without checkpointing is not held at all."""
+drain only until the limit, with a reason (and `multinode checkpoint --wait` says so); a job without
+checkpointing is not held at all."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from localcluster.harness.drain import BUDGET_REFUSED, draining
 from localcluster.harness.kube import allow_host_path, kubectl, new_namespace
 from localcluster.harness.waiting import wait_for
 from multinode.api import LABEL_JOB_NAME
+from tests.support.cli import cli
 from tests.support import jobs
 from localcluster.netplan import REAL_NODE_LABEL
 from tests.support.realnodes import (attempt_logs, clients, follow_log, leading_operator, real_job,
@@ -132,6 +134,15 @@ def test_a_trainer_that_ignores_the_request_holds_the_drain_only_to_the_limit_an
             jobs.apply(kc, namespace, body)
         for name in ("ignorer", "plain"):
             jobs.wait_phase(custom, namespace, name, "Running", timeout=180)
+
+        # A user's request first: `multinode checkpoint --wait` says the trainer never answered (exit 2).
+        asked = cli(kc, "checkpoint", "ignorer", "-n", namespace, "--wait", "--timeout", "60")
+        assert asked.returncode == 2 and "timed out" in asked.stderr, asked
+        request = _status(custom, namespace, "ignorer")["checkpointRequest"]
+        assert (request["reason"], request["state"]) == ("UserRequested", "TimedOut"), request
+        assert _status(custom, namespace, "ignorer")["attempt"] == 0, "a user's request restarts nothing"
+        refused = cli(kc, "checkpoint", "plain", "-n", namespace)
+        assert refused.returncode == 1 and "no spec.checkpointing" in refused.stderr, refused
 
         with draining(kc, node) as drain:
             code, output = drain.wait(timeout=120)
