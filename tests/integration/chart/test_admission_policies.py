@@ -179,6 +179,25 @@ def test_the_operator_touches_no_object_that_is_not_a_jobs(policed: Release, as_
         lambda: core.delete_namespaced_pod("tenants", ns))
 
 
+def test_the_operator_holds_evictions_only_of_its_jobs_own_node_pods(policed: Release, as_operator: client.ApiClient,
+                                                                    owner: dict) -> None:
+    policy, ns = client.PolicyV1Api(as_operator), policed.jobs_namespace
+
+    def budget(selector: dict) -> Callable[[], object]:
+        body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": job_metadata("owner", owner),
+                "spec": {"minAvailable": 1, "selector": selector}}
+        return lambda: policy.create_namespaced_pod_disruption_budget(ns, body, dry_run="All")
+
+    assert policed.can("create", "poddisruptionbudgets.policy", ns), "RBAC grants it: the policy is what narrows it"
+    node_pods = [{"key": "multinode.dev/node-index", "operator": "Exists"}]
+    # Every pod of the namespace, or another job's: a drain of them would hang.
+    for selector in ({}, {"matchLabels": {LABEL_JOB_NAME: "someone-else"}, "matchExpressions": node_pods},
+                     {"matchLabels": {LABEL_JOB_NAME: "owner", "app": "db"}, "matchExpressions": node_pods}):
+        assert "may hold evictions only of its job's node pods" in refused(budget(selector)), selector
+    # What the operator does make is admitted (render/disruption_budget.py).
+    budget({"matchLabels": {LABEL_JOB_NAME: "owner"}, "matchExpressions": node_pods})()
+
+
 def test_the_operators_pods_get_no_more_than_the_namespace_allows(
         policed: Release, as_operator: client.ApiClient, core: client.CoreV1Api, owner: dict,
         tenant_namespace: str) -> None:
