@@ -14,6 +14,7 @@ Only while the attempt runs: a gang still starting has nothing to save, so a cor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 
@@ -30,11 +31,20 @@ from multinode.reconcile.outcome import Event
 # A user's request (`multinode checkpoint`) on a job whose beforeDisruptionSeconds is 0 still ends.
 DEFAULT_REQUEST_SECONDS = 300
 MAX_REQUEST_ID = 253
+_NOT_IN_ID = re.compile(r"[^A-Za-z0-9._:+-]")
 
 
 def cordoned_nodes(current: Iterable[ObservedPod], cordoned: Collection[str]) -> list[str]:
     """The nodes of the attempt's live pods that are cordoned (spec.unschedulable), sorted."""
     return sorted({p.node for p in current if p.active and p.node is not None and p.node in cordoned})
+
+
+def request_id_of(job: TrainingJob) -> str:
+    """The id a user asked for in the job's annotation, kept to a word (letters, digits, `._:+-`): the mirror
+    writes it into a file of lines the trainers parse, so a newline in a tenant's value must not become a
+    second line (the request's reason)."""
+    value = (job.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST) or ""
+    return _NOT_IN_ID.sub("", value)[:MAX_REQUEST_ID]
 
 
 def request_seconds(job: TrainingJob) -> int:
@@ -59,7 +69,7 @@ def checkpoint_before_disruption(job: TrainingJob, status: TrainingJobStatus, cu
     pods = list(current.values())
     cordoned = cordoned_nodes(pods, cordoned_hosts) if ckpt.before_disruption_seconds > 0 else []
     request = status.checkpoint_request
-    asked = ((job.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST) or "")[:MAX_REQUEST_ID]
+    asked = request_id_of(job)
     if cordoned and status.phase != Phase.RUNNING:
         return Decision(failure=_drained(cordoned, "the gang was not running yet: nothing to save"))
 
@@ -100,7 +110,9 @@ def checkpoint_before_disruption(job: TrainingJob, status: TrainingJobStatus, cu
 
 
 def _open(status: TrainingJobStatus, request_id: str, reason: str, message: str, now: datetime) -> Decision:
-    step = status.progress.step if status.progress else None
+    # The step the ranks reported in this attempt (hangDetection's heartbeats or log lines), if any.
+    progress = status.progress
+    step = progress.step if progress is not None and progress.attempt == status.attempt else None
     request = CheckpointRequestStatus(id=request_id, reason=reason, message=message, attempt=status.attempt,
                                       step=step, requested_time=rfc3339(now), state=CheckpointRequestState.REQUESTED)
     at = f" at step {step} or later" if step is not None else ""

@@ -10,7 +10,8 @@ from multinode.api import Phase
 from multinode.api.checkpointing import CheckpointRequestState, CheckpointRequestStatus, MirroredCheckpointStatus
 from multinode.api.constants import ANNOTATION_CHECKPOINT_REQUEST
 from multinode.api.timestamps import rfc3339
-from multinode.reconcile.disruption import DEFAULT_REQUEST_SECONDS, answers, cordoned_nodes
+from multinode.api.progress import ProgressStatus
+from multinode.reconcile.disruption import DEFAULT_REQUEST_SECONDS, answers, cordoned_nodes, request_id_of
 from multinode.testing import checkpointed_job
 from tests.unit.reconcile.planning import NOW, pod, run
 
@@ -155,3 +156,18 @@ def test_a_node_cordoned_again_after_an_uncordon_opens_a_new_request() -> None:
     again = run(job, PODS, previous=ended.status, cordoned_nodes=CORDONED, now=later + timedelta(seconds=5))
     request = again.status.checkpoint_request
     assert request.state == CheckpointRequestState.REQUESTED and request.id != opened.status.checkpoint_request.id
+
+
+def test_a_users_request_id_is_kept_to_one_word() -> None:
+    job = _job(annotations={ANNOTATION_CHECKPOINT_REQUEST: "cli-1\nNodeCordoned"})
+    assert request_id_of(job) == "cli-1NodeCordoned", "no second line for the trainers to read as the reason"
+    assert request_id_of(_job(annotations={ANNOTATION_CHECKPOINT_REQUEST: "\n\t "})) == ""
+    assert run(_job(annotations={ANNOTATION_CHECKPOINT_REQUEST: "\n"}), PODS).status.checkpoint_request is None
+
+
+def test_the_requested_step_is_this_attempts() -> None:
+    job = _job()
+    running = _running(job)
+    stale = running.model_copy(update={"progress": ProgressStatus(attempt=0, step=500), "attempt": 1})
+    assert run(job, [pod(0, node="n0", attempt=1), pod(1, node="n1", attempt=1)], previous=stale,
+               cordoned_nodes=CORDONED).status.checkpoint_request.step is None
