@@ -1,14 +1,12 @@
 """`kubectl drain` of a node of a running job, on real nodes with the chart's operator (its RBAC and admission
 policies: the job's PodDisruptionBudget is one the operator may create). With
 checkpointing.beforeDisruptionSeconds the drain waits while the trainer saves on request; the gang then moves
-off the node and resumes from that checkpoint, losing no step. A trainer that ignores the request holds the
-drain only until the limit, with a reason (and `multinode checkpoint --wait` says so); a job without
-checkpointing is not held at all."""
+off the node and resumes from that checkpoint, losing no step. (A trainer that never answers, and a job
+without checkpointing, are tests/integration/controller/test_drain.py, on kwok nodes.)"""
 
 from __future__ import annotations
 
 import re
-import textwrap
 import threading
 from pathlib import Path
 
@@ -21,21 +19,11 @@ from localcluster.harness.drain import BUDGET_REFUSED, draining
 from localcluster.harness.kube import allow_host_path, kubectl, new_namespace
 from localcluster.harness.waiting import wait_for
 from multinode.api import LABEL_JOB_NAME
-from tests.support.cli import cli
 from tests.support import jobs
-from localcluster.netplan import REAL_NODE_LABEL
-from tests.support.realnodes import (attempt_logs, clients, follow_log, leading_operator, real_job,
-                                     real_node_name, node_away_from_leader)
+from tests.support.realnodes import attempt_logs, clients, follow_log, leading_operator
 
 JOB = "real-train"
 STEP = re.compile(r"^step=(\d+) rank=(\d+) loss=", re.M)
-# Trains until deleted; exits at once on SIGTERM, as a trainer does (python as PID 1 ignores it otherwise).
-SLEEPER = textwrap.dedent("""
-    import signal, sys, time
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    print("training", flush=True)
-    time.sleep(3600)
-""")
 
 
 def _status(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict:
@@ -111,56 +99,5 @@ def test_a_drain_waits_for_the_requested_checkpoint_and_training_resumes_from_it
         for log in logs.values():
             assert f"resumed_from={resumed}" in log
             assert int(STEP.findall(log)[0][0]) == saved + 1
-    finally:
-        core.delete_namespace(namespace)
-
-
-def test_a_trainer_that_ignores_the_request_holds_the_drain_only_to_the_limit_and_no_checkpointing_not_at_all(
-        real_operator: tuple[LocalCluster, str], tmp_path: Path) -> None:
-    cluster, operator_namespace = real_operator
-    core, custom = clients(cluster)
-    namespace = new_namespace(core, prefix="realdrain")
-    kc = str(cluster.kubeconfig)
-    node = real_node_name(node_away_from_leader(core, operator_namespace))
-    here = {"nodeSelector": {REAL_NODE_LABEL: "true", "kubernetes.io/hostname": node}}
-    storage = realexample.write_manifests(cluster.registry, tmp_path) / "storage.yaml"
-    try:
-        kubectl(kc, "apply", "-n", namespace, "-f", str(storage))
-        ignorer = real_job("ignorer", 1, SLEEPER, pod_template=here, cache={"claimName": "real-cache"},
-                           checkpointing={"claimName": "real-checkpoints", "intervalSeconds": 2,
-                                          "beforeDisruptionSeconds": 8})
-        plain = real_job("plain", 1, SLEEPER, pod_template=here)
-        for body in (ignorer, plain):
-            jobs.apply(kc, namespace, body)
-        for name in ("ignorer", "plain"):
-            jobs.wait_phase(custom, namespace, name, "Running", timeout=180)
-
-        # A user's request first: `multinode checkpoint --wait` says the trainer never answered (exit 2).
-        asked = cli(kc, "checkpoint", "ignorer", "-n", namespace, "--wait", "--timeout", "60")
-        assert asked.returncode == 2 and "timed out" in asked.stderr, asked
-        request = _status(custom, namespace, "ignorer")["checkpointRequest"]
-        assert (request["reason"], request["state"]) == ("UserRequested", "TimedOut"), request
-        assert _status(custom, namespace, "ignorer")["attempt"] == 0, "a user's request restarts nothing"
-        refused = cli(kc, "checkpoint", "plain", "-n", namespace)
-        assert refused.returncode == 1 and "no spec.checkpointing" in refused.stderr, refused
-
-        with draining(kc, node) as drain:
-            code, output = drain.wait(timeout=120)
-        assert code == 0, output
-        refused = [line for line in output.splitlines() if BUDGET_REFUSED in line]
-        assert any("ignorer-0-a0" in line for line in refused), output
-        assert not any("plain-0-a0" in line for line in refused), output
-
-        request = _status(custom, namespace, "ignorer")["checkpointRequest"]
-        assert (request["reason"], request["state"]) == ("NodeCordoned", "TimedOut"), request
-        record = _status(custom, namespace, "ignorer")["restartHistory"][-1]
-        assert (record["reason"], record["counted"]) == ("NodeDrained", False)
-        assert "CheckpointRequestTimedOut" in record["message"]
-
-        plain_status = _status(custom, namespace, "plain")
-        assert "checkpointRequest" not in plain_status
-        assert plain_status["restartHistory"][-1]["reason"] == "NodeLost", "evicted at once, as before"
-        budgets = client.PolicyV1Api(cluster.api_client()).list_namespaced_pod_disruption_budget(namespace).items
-        assert [b.metadata.name for b in budgets] == ["ignorer"]
     finally:
         core.delete_namespace(namespace)
