@@ -33,7 +33,7 @@ from typing import TextIO
 MARKER_ENV = "MULTINODE_PROGRESS_MARKER"
 REQUEST_FILE_ENV = "MULTINODE_CHECKPOINT_REQUEST_FILE"
 # The reason of a request made because a node of the job is cordoned (api.conditions.Reason.NODE_CORDONED;
-# this file imports nothing of multinode, and tests/unit/progress checks the two agree).
+# this file imports nothing of multinode, and tests/unit/mirror/test_request_relay.py checks the two agree).
 DRAIN_REASON = "NodeCordoned"
 # What the operator puts in MARKER_ENV: unlikely to appear in a trainer's own output by accident.
 MARKER = "[multinode-progress]"
@@ -114,10 +114,10 @@ class CheckpointRequests:
 
     def __init__(self, path: str | None = None):
         self.path = path if path is not None else os.environ.get(REQUEST_FILE_ENV, "")
-        self._seen = self._read()
-        # Why the newest request was made, as the file says: NodeCordoned (the gang is about to move off a
-        # node: work after the checkpoint is lost) or UserRequested; "" before any.
+        # Why the newest request was made, as the file says (each read sets it): NodeCordoned (the gang is about
+        # to move off a node: work after the checkpoint is lost) or UserRequested; "" before any.
         self.reason = ""
+        self._seen = self._read()
 
     def _read(self) -> str:
         if not self.path:

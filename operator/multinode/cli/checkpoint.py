@@ -7,6 +7,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from multinode.api.checkpointing import CheckpointRequestState
 from multinode.cli.output import add_connection_arguments
 from multinode.cli.status import client_error, connect, error
 
@@ -29,7 +30,7 @@ def request_id(now: float) -> str:
 
 def answer(job: TrainingJob, wanted: str) -> dict[str, Any] | None:
     request = job.status.checkpoint_request if job.status else None
-    if request is None or request.id != wanted or request.state == "Requested":
+    if request is None or request.id != wanted or request.state == CheckpointRequestState.REQUESTED:
         return None
     return request.model_dump(by_alias=True, exclude_none=True)
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return client_error(e, args, jobs)
     except (JobEnded, ValueError) as e:
         return error(str(e))
-    if found["state"] == "Mirrored":
+    if found["state"] == CheckpointRequestState.MIRRORED:
         print(f"checkpoint {found.get('checkpoint')} mirrored for request {wanted}")
         return 0
     print(f"request {wanted} timed out: no checkpoint was mirrored in time", file=sys.stderr)
