@@ -87,10 +87,11 @@ def trial(cluster, operator_namespace: str, before_seconds: int, folder: Path) -
         with draining(kc, node) as drain:
             code, output = drain.wait(timeout=400)
             drained = time.monotonic() - started
-        if code != 0:
-            raise AssertionError(f"drain failed ({code}): {output}")
-        wait_for(lambda: past(1, 0), timeout=600, what="attempt 1 training")
-        resumed_s = time.monotonic() - started
+            if code != 0:
+                raise AssertionError(f"drain failed ({code}): {output}")
+            # Still cordoned, as in a maintenance: attempt 1 is placed elsewhere.
+            wait_for(lambda: past(1, 0), timeout=600, what="attempt 1 training")
+            resumed_s = time.monotonic() - started
         for f in followers:
             f.join(timeout=120)
         status = _status(custom, namespace)

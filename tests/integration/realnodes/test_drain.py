@@ -70,24 +70,26 @@ def test_a_drain_waits_for_the_requested_checkpoint_and_training_resumes_from_it
         node = next(n for name, n in sorted(pods.items()) if n != leader.spec.node_name)
         followers, old_logs = _follow(core, namespace, sorted(pods))
 
+        # The node stays cordoned until attempt 1 is placed, as it does for the admin's maintenance: the
+        # move is off it, not back onto it once it is uncordoned.
         with draining(kc, node) as drain:
             request = wait_for(lambda: (r := _status(custom, namespace, JOB).get("checkpointRequest")) and
                                r["state"] != "Requested" and r, timeout=150, what="the checkpoint request answered")
             assert (request["reason"], request["state"]) == ("NodeCordoned", "Mirrored"), request
             code, output = drain.wait(timeout=180)
-        assert code == 0, output
-        assert BUDGET_REFUSED in output, f"the budget held the drain until the gang moved:\n{output}"
+            assert code == 0, output
+            assert BUDGET_REFUSED in output, f"the budget held the drain until the gang moved:\n{output}"
 
-        status = wait_for(lambda: (s := _status(custom, namespace, JOB)).get("attempt") == 1 and s,
-                          timeout=60, what="attempt 1")
-        record = status["restartHistory"][-1]
-        assert (record["reason"], record["counted"]) == ("NodeDrained", False), record
-        resumed = wait_for(lambda: _status(custom, namespace, JOB).get("resumedFrom"), timeout=120,
-                           what="status.resumedFrom")
-        assert resumed.endswith("/" + request["checkpoint"])
-        logs = wait_for(lambda: training(1), timeout=300, what="both ranks of attempt 1 logging steps")
-        assert node not in {p.spec.node_name for p in core.list_namespaced_pod(
-            namespace, label_selector=f"{LABEL_JOB_NAME}={JOB}").items if p.metadata.name.endswith("-a1")}
+            status = wait_for(lambda: (s := _status(custom, namespace, JOB)).get("attempt") == 1 and s,
+                              timeout=60, what="attempt 1")
+            record = status["restartHistory"][-1]
+            assert (record["reason"], record["counted"]) == ("NodeDrained", False), record
+            resumed = wait_for(lambda: _status(custom, namespace, JOB).get("resumedFrom"), timeout=120,
+                               what="status.resumedFrom")
+            assert resumed.endswith("/" + request["checkpoint"])
+            logs = wait_for(lambda: training(1), timeout=300, what="both ranks of attempt 1 logging steps")
+            assert node not in {p.spec.node_name for p in core.list_namespaced_pod(
+                namespace, label_selector=f"{LABEL_JOB_NAME}={JOB}").items if p.metadata.name.endswith("-a1")}
 
         for thread in followers:
             thread.join(timeout=60)
