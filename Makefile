@@ -172,6 +172,8 @@ bench: venv peers bench-smoke
 	$(PY) -P tools/bench/plan_scale.py --nodes 1000 5000 20000
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/huge.py --nodes 10000 --rss-jobs 100 --rss-job-nodes 16
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/restart.py --nodes 1000 --restarts 3
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/drain.py --trials 3
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/in_place.py --trials 3
 	$(PY) -P tools/bench/report.py
 
 clean:

@@ -103,6 +103,8 @@ def main() -> int:
     # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for us (env:// rendezvous).
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    # The operator's attempt: a gang restarted in place (restartStrategy InPlace) reads the new one here.
+    log(f"attempt={os.environ.get('MULTINODE_ATTEMPT', '')} rank={rank} world={world}")
     if not check_allreduce(rank, world):
         dist.destroy_process_group()
         return 1

@@ -10,6 +10,7 @@ import uuid
 from kubernetes import client
 from multinode import __version__
 from multinode.api import LABEL_JOB_NAME
+from multinode.api.constants import ANNOTATION_ATTEMPT
 from localcluster import ClusterConfig, LocalCluster, NodePoolConfig, publish
 from localcluster.images import OPERATOR, TRAINER
 from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
@@ -159,11 +160,14 @@ def follow_log(core: client.CoreV1Api, namespace: str, pod: str, container: str)
 
 
 def attempt_logs(core: client.CoreV1Api, namespace: str, job: str, attempt: int) -> dict[int, str]:
-    """The logs of job `job`'s pods of `attempt` whose trainer has started, by node index."""
+    """The logs of job `job`'s pods that run `attempt` and whose trainer has started, by node index: the pods
+    made for it, or (restartStrategy InPlace) the pods whose annotation names it, restarted into it."""
     logs = {}
     for pod in core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={job}").items:
-        match = re.fullmatch(rf"{job}-(\d+)-a{attempt}", pod.metadata.name)
-        if match and pod.status.phase in ("Running", "Succeeded", "Failed"):
+        match = re.fullmatch(rf"{job}-(\d+)-a(\d+)", pod.metadata.name)
+        told = (pod.metadata.annotations or {}).get(ANNOTATION_ATTEMPT)
+        runs = int(told) if told is not None else int(match.group(2)) if match else None
+        if match and runs == attempt and pod.status.phase in ("Running", "Succeeded", "Failed"):
             try:
                 logs[int(match.group(1))] = pod_log(core, namespace, pod.metadata.name)
             except client.ApiException:

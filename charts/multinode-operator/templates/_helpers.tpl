@@ -62,7 +62,9 @@ The operator's rights on namespaced resources: exactly its API calls (operator/m
   (ttlSecondsAfterFinished), patch (spec.suspend only, for jobs queued in Kueue: started when Kueue
   admits their Workload, stopped when it evicts it).
 - trainingjobs/status: patch (the operator's status).
-- pods: list/watch (index), create and delete (gang creation, restarts, cleanup).
+- pods: list/watch (index), create and delete (gang creation, restarts, cleanup), patch (only the
+  multinode.dev/ annotations of a job's pods: an in-place restart's attempt; admission policy
+  <fullname>-operator-pod-updates holds it to that).
 - pods/log: get, for hang detection only (rbac.readPodLogs).
 - services: list/watch (index), create (the headless Service).
 - configmaps: create and delete (each attempt's shared env, read by its pods through envFrom; the
@@ -79,8 +81,8 @@ The operator's rights on namespaced resources: exactly its API calls (operator/m
 - events: create (phase changes; kopf's warnings).
 - workloads (kueue.x-k8s.io): list/watch (index), create and delete (one per queued job);
   workloads/status: patch (Finished when the job ends, the admission cleared after an eviction).
-No update of anything; patch only of the jobs' status, spec.suspend and Kueue Workloads' status; never
-secrets.
+No update of anything; patch only of the jobs' status, spec.suspend, Kueue Workloads' status and the
+multinode.dev/ annotations of the jobs' pods; never secrets.
 tests/integration/chart runs a job end to end under exactly these rules.
 */}}
 {{- define "multinode-operator.namespacedRules" -}}
@@ -92,7 +94,7 @@ tests/integration/chart runs a job end to end under exactly these rules.
   verbs: ["patch"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
 {{- if .Values.rbac.readPodLogs }}
 {{- /* Hang detection reads the trainers' logs (only of jobs with spec.hangDetection). */}}
 - apiGroups: [""]

@@ -84,6 +84,10 @@ class Reason(StrEnum):
     RESTARTING = "Restarting"
     WAITING_FOR_OLD_PODS = "WaitingForOldPods"
     BACKOFF = "Backoff"
+    # failurePolicy.restartStrategy InPlace: the gang's pods restart in place into the new attempt; and when
+    # one does not within IN_PLACE_TIMEOUT_SECONDS (or one is gone), the gang is recreated instead.
+    RESTARTING_IN_PLACE = "RestartingInPlace"
+    IN_PLACE_RESTART_ABANDONED = "InPlaceRestartAbandoned"
     POD_FORCE_DELETED = "PodForceDeleted"
     # Suspend
     SUSPENDED = "Suspended"

@@ -78,6 +78,14 @@ NAMESPACE_ALLOWANCES = (LABEL_ALLOW_HOST_PATH, LABEL_ALLOW_HOST_NETWORK, LABEL_A
 ANNOTATION_MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
 # On a TrainingJob: `multinode checkpoint` writes a new value to ask the trainer for a checkpoint now.
 ANNOTATION_CHECKPOINT_REQUEST = f"{GROUP}/checkpoint-request"
+# On a node pod of a job with failurePolicy.restartStrategy InPlace (render/in_place.py): the attempt it runs
+# now, the checkpoint that attempt resumes from and the job's counted restarts (its trainer reads these
+# through the downward API at each start), and the trainer restart count the pod reaches once it has
+# restarted into that attempt.
+ANNOTATION_ATTEMPT = f"{GROUP}/attempt"
+ANNOTATION_RESUME_FROM = f"{GROUP}/resume-from"
+ANNOTATION_TRAINER_RESTARTS = f"{GROUP}/trainer-restarts"
+ANNOTATION_RESTART_COUNT = f"{GROUP}/restart-count"
 # Label published by NVIDIA GPU Feature Discovery; spec.accelerator selects on it.
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
 

@@ -39,6 +39,10 @@ class RestartStrategy(StrEnum):
     # the next one: no two pods share a hostname in DNS, and no GPU is held twice.
     BLOCKING_RECREATE = "BlockingRecreate"
     RECREATE = "Recreate"
+    # A trainer that exits non-zero on a healthy node restarts with every container of its pod in place
+    # (container restart rules, RestartAllContainers); its peers' pods follow as their trainers exit. Pods
+    # keep their UIDs and nodes; anything else (a failed pod, a lost node) recreates as Recreate does.
+    IN_PLACE = "InPlace"
 
 
 class CleanPodPolicy(StrEnum):
@@ -89,8 +93,11 @@ class Backoff(ApiModel):
 class FailurePolicy(ApiModel):
     max_restarts: int = Field(3, ge=0, le=1000,
                               description="Counted gang restarts allowed before the job fails.")
-    restart_strategy: RestartStrategy = Field(RestartStrategy.BLOCKING_RECREATE,
-                                              description="BlockingRecreate (default) or Recreate.")
+    restart_strategy: RestartStrategy = Field(
+        RestartStrategy.BLOCKING_RECREATE,
+        description="BlockingRecreate (default), Recreate, or InPlace: a trainer that exits with a code no rule "
+                    "names restarts the gang in the same pods (Kubernetes 1.36's RestartAllContainers; "
+                    "docs/operations.md#in-place-restarts); any other failure recreates, as BlockingRecreate.")
     backoff: Backoff = Field(default_factory=Backoff, description="Exponential backoff between attempts.",
                              json_schema_extra={"default": {}})
     node_loss_toleration_seconds: int = Field(

@@ -179,7 +179,11 @@ class TrainingJobStatus(StatusModel):
                                                              f"than {MAX_NODE_STATUSES} nodes).")
     node_counts: NodeCounts | None = Field(None, description="Nodes by state (nodeStatuses lists at most "
                                                              f"{MAX_NODE_STATUSES}).")
-    attempt: int = Field(0, ge=0, description="Current gang attempt; pods carry it in their name.")
+    attempt: int = Field(0, ge=0, description="Current gang attempt; pods carry it in their name (or, "
+                                          "restarted in place, podsAttempt's, and it in an annotation).")
+    pods_attempt: int | None = Field(
+        None, ge=0, description="Set while the current attempt runs in the pods of an earlier one, restarted in "
+                                "place (failurePolicy.restartStrategy InPlace): the attempt their names carry.")
     restarts: int = Field(0, ge=0, description="Counted gang restarts so far (against failurePolicy.maxRestarts; "
                                                "uncountedRestarts has the others).")
     resumed_from: str | None = Field(
@@ -223,3 +227,9 @@ class TrainingJobStatus(StatusModel):
                     "entry's time.", json_schema_extra={"x-kubernetes-list-type": "map",
                                                         "x-kubernetes-list-map-keys": ["node"]})
     scheduling: SchedulingStatus | None = Field(None, description="How the current attempt is gang-scheduled.")
+
+    @property
+    def attempt_of_pods(self) -> int:
+        """The attempt the current attempt's pods were created for (their names and labels carry it): the
+        current one, or podsAttempt while they run it restarted in place."""
+        return self.pods_attempt if self.pods_attempt is not None else self.attempt

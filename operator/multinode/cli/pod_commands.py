@@ -39,6 +39,11 @@ def add_preflight_arguments(parser: argparse.ArgumentParser) -> None:
                         help="create this directory first (the job's cache dir); repeatable")
     parser.add_argument("--make-dir-mode", type=lambda value: int(value, 8), metavar="OCTAL",
                         help="permissions of a directory --make-dir creates (default: what the umask leaves)")
+    parser.add_argument("--in-place-attempt-file", type=Path, metavar="PATH",
+                        help="failurePolicy InPlace: the pod's attempt (a downward API file); a restarted pod waits "
+                             "here for a newer one")
+    parser.add_argument("--in-place-state-file", type=Path, metavar="PATH",
+                        help="where the attempt last let through is kept (an emptyDir)")
     health = parser.add_argument_group("node health check (spec.healthCheck)")
     health.add_argument("--check-gpus", type=int, default=0, metavar="N", help="N GPUs must be visible")
     health.add_argument("--check-rdma", type=int, default=0, metavar="N", help="N RDMA devices, and memlock")
@@ -82,7 +87,9 @@ def preflight_request(args: argparse.Namespace) -> PreflightRequest:
     return PreflightRequest(timeout=args.timeout, interval=args.interval,
                             peers=args.peers.split(",") if args.peers else None, make_dirs=args.make_dir,
                             make_dir_mode=args.make_dir_mode, health=health_request(args),
-                            collective=collective_request(args))
+                            collective=collective_request(args),
+                            in_place_attempt_file=args.in_place_attempt_file,
+                            in_place_state_file=args.in_place_state_file)
 
 
 def run_preflight(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from multinode.api.constants import LABEL_ATTEMPT, LABEL_NODE_INDEX, TRAINER_CONTAINER
+from multinode.api.constants import ANNOTATION_ATTEMPT, LABEL_ATTEMPT, LABEL_NODE_INDEX, TRAINER_CONTAINER
 
 # A job's log fan-out without --max-streams: enough for every rank of a small job, and far below the
 # connections a 1000-node job would open (one HTTP stream each, through the apiserver to each kubelet).
@@ -44,6 +44,13 @@ class NodePod:
                                                                              "ContainerCreating")))
 
 
+def _attempt(labels: dict[str, str], annotations: dict[str, str]) -> int:
+    """The attempt the pod runs: the one it was made for (its label) or, restarted in place (restartStrategy
+    InPlace), the one its annotation names."""
+    told = annotations.get(ANNOTATION_ATTEMPT, "")
+    return int(told) if told.isdigit() else int(labels.get(LABEL_ATTEMPT, 0))
+
+
 def node_pod(pod: dict[str, Any]) -> NodePod | None:
     """The pod's rank and trainer state; None for a pod that is not a node pod (the mirror)."""
     labels = pod.get("metadata", {}).get("labels") or {}
@@ -60,7 +67,8 @@ def node_pod(pod: dict[str, Any]) -> NodePod | None:
         exit_code = detail.get("exitCode")
         reason = detail.get("reason") or reason
     return NodePod(name=pod["metadata"]["name"], rank=int(labels[LABEL_NODE_INDEX]),
-                   attempt=int(labels.get(LABEL_ATTEMPT, 0)), phase=status.get("phase") or "Pending",
+                   attempt=_attempt(labels, pod["metadata"].get("annotations") or {}),
+                   phase=status.get("phase") or "Pending",
                    node=(pod.get("spec") or {}).get("nodeName"), trainer_state=state_name, exit_code=exit_code,
                    reason=reason, restarts=restarts)
 

@@ -170,6 +170,10 @@ class Applier:
             for group in stale_gang_groups(groups, prune.attempt, job.metadata.uid or ""):
                 await self.kube.delete_object(namespace, prune.kind, group)
         await self._write_status(job, previous or job.status, result)
+        # After the status that declares the attempt they name: a pod told an attempt the status does not
+        # have yet would restart into it unseen (reconcile/in_place.py declares again what did not land).
+        await asyncio.gather(*(self.kube.patch_pod_annotations(namespace, pod, annotations)
+                               for pod, annotations in result.pods_to_annotate.items()))
         if result.job_suspend is not None and result.job_suspend != job.spec.suspend:
             # A queue admitted (false) or evicted (true) the job: after the status that says so.
             await self.kube.patch_job_suspend(namespace, name, result.job_suspend)

@@ -11,8 +11,8 @@ from typing import Any
 
 from multinode.api import GROUP, KIND, VERSION
 from multinode.api.timestamps import rfc3339
-from multinode.controller.kube_calls import (BACKGROUND, COLLECTIONS, HTTP_NOT_FOUND, ApiError, KubeCalls,
-                                             collection_of, lease_path, path_segment)
+from multinode.controller.kube_calls import (BACKGROUND, COLLECTIONS, HTTP_NOT_FOUND, MERGE_PATCH, ApiError,
+                                             KubeCalls, collection_of, lease_path, path_segment)
 
 
 class CoreRequests(KubeCalls):
@@ -44,6 +44,12 @@ class CoreRequests(KubeCalls):
         body: dict[str, Any] = {**BACKGROUND, **({"gracePeriodSeconds": 0} if force else {})}
         await self._call_unless_gone("delete_namespaced_pod", "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
                                      body)
+
+    async def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        """Merge `annotations` into the pod's (an in-place restart's attempt, reconcile/in_place.py); nothing else
+        of a pod is ever written (the chart's admission policy holds the operator to it)."""
+        await self._call_unless_gone("patch_namespaced_pod", "PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}",
+                                     {"metadata": {"annotations": annotations}}, MERGE_PATCH)
 
     async def delete_config_map(self, namespace: str, name: str) -> None:
         await self._call_unless_gone("delete_namespaced_config_map", "DELETE",

@@ -119,7 +119,7 @@ class ProgressProbe:
         if memory is None or memory.attempt != attempt:
             memory = AttemptLog(attempt)
         pods = [p for p in self._pods.of_job(*key, uid)
-                if p.attempt == attempt and p.phase == PodPhase.RUNNING and not p.terminating and p.started_at]
+                if p.runs_attempt == attempt and p.phase == PodPhase.RUNNING and not p.terminating and p.started_at]
         reads = await asyncio.gather(*(self._read(key[0], p, memory) for p in pods))
         got = {p.index: r for p, r in zip(pods, reads, strict=True) if r is not None}
         memory = absorb_sweep(memory, got)

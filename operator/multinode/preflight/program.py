@@ -20,7 +20,7 @@ from pathlib import Path
 
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS, EnvName, node_dns_name
 from multinode.api.health_check import HealthStatus, health_message
-from multinode.preflight import bandwidth, node_checks
+from multinode.preflight import bandwidth, in_place_barrier, node_checks
 from multinode.preflight.bandwidth import BandwidthRequest
 from multinode.preflight.node_checks import HealthRequest, NodeVerdict
 
@@ -42,6 +42,10 @@ class PreflightRequest:
     make_dir_mode: int | None = None
     health: HealthRequest = field(default_factory=HealthRequest)
     collective: BandwidthRequest | None = None
+    # failurePolicy.restartStrategy InPlace (preflight/in_place_barrier.py): the pod's attempt, as the operator
+    # writes it, and where the last attempt let through is kept.
+    in_place_attempt_file: Path | None = None
+    in_place_state_file: Path | None = None
 
 
 def resolves(name: str) -> bool:
@@ -165,6 +169,13 @@ def check_bandwidth(request: BandwidthRequest, names: list[str],
 
 
 def run(request: PreflightRequest) -> int:
+    if request.in_place_attempt_file is not None and request.in_place_state_file is not None:
+        failure = in_place_barrier.wait_for_new_attempt(request.in_place_attempt_file, request.in_place_state_file,
+                                                        request.timeout)
+        if failure:
+            log.error("%s", failure)
+            _write_termination_message(failure)
+            return 1
     # Health first: it takes a moment and fails the node at once, before peers wait on its DNS name.
     healthy, verdict = check_health(request.health)
     message = None if verdict is None else health_message(verdict.status, verdict.reason, verdict.message)

@@ -53,15 +53,15 @@ def failed_pod(a: Attempt) -> Decision:
 
 def lost_pod(a: Attempt) -> Decision:
     name = job_name(a.job)
-    lost = lost_indices(name, a.job.spec.num_nodes, a.before, a.current, a.status.attempt)
+    lost = lost_indices(name, a.job.spec.num_nodes, a.before, a.current, a.status.attempt_of_pods)
     if not lost or a.leader_done:
         return Decision()
     last = next((ns for ns in a.before.node_statuses if ns.index == lost[0]), None)
     # A pod deleted between two passes says why only in its last watch event (preemption, eviction).
-    gone = (a.observed.gone_disruptions.get(pod_name(name, i, a.status.attempt)) for i in lost)
+    gone = (a.observed.gone_disruptions.get(pod_name(name, i, a.status.attempt_of_pods)) for i in lost)
     why = next((g for g in gone if g), None) or (last.reason if last else None)
-    return Decision(failure=lost_failure(lost[0], last.pod if last else pod_name(name, lost[0], a.status.attempt),
-                                         why))
+    pod = last.pod if last else pod_name(name, lost[0], a.status.attempt_of_pods)
+    return Decision(failure=lost_failure(lost[0], pod, why))
 
 
 def evicted_pod(a: Attempt) -> Decision:

@@ -43,6 +43,7 @@ class Decision:
       whose status to write, spec.suspend to write, Events; `stop_creating`: none of the attempt's pods is
       created this pass; `delete_job`: the job itself goes.
     - `requeue_after`: come back within these seconds (a timer); the shortest of the pass wins.
+    - `annotate`: annotations to merge into pods, by pod name.
     """
 
     verdict: Verdict | None = None
@@ -60,6 +61,8 @@ class Decision:
     requeue_after: float | None = None
     stop_creating: bool = False
     delete_job: bool = False
+    # Pods' annotations to merge in, by pod name (an in-place restart's new attempt, reconcile/in_place.py).
+    annotate: tuple[tuple[str, Mapping[str, str]], ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.status) - _STATUS_FIELDS
@@ -82,7 +85,8 @@ class Decision:
             status_writes=self.status_writes + later.status_writes,
             job_suspend=later.job_suspend if later.job_suspend is not None else self.job_suspend,
             events=self.events + later.events, requeue_after=min(timers) if timers else None,
-            stop_creating=self.stop_creating or later.stop_creating, delete_job=self.delete_job or later.delete_job)
+            stop_creating=self.stop_creating or later.stop_creating, delete_job=self.delete_job or later.delete_job,
+            annotate=self.annotate + later.annotate)
 
 
 def fold(result: Plan, decision: Decision, *, now: datetime, generation: int | None) -> None:
@@ -111,3 +115,5 @@ def fold(result: Plan, decision: Decision, *, now: datetime, generation: int | N
     result.events.extend(decision.events)
     result.come_back_in(decision.requeue_after)
     result.delete_job = result.delete_job or decision.delete_job
+    for name, merged in decision.annotate:
+        result.pods_to_annotate[name] = {**result.pods_to_annotate.get(name, {}), **merged}

@@ -30,6 +30,9 @@ class Failure:
     unhealthy_node: bool = False
     # A straggler's node was excluded (stragglers.action Exclude): not the job's fault either.
     straggler: bool = False
+    # A trainer that exited and whose pod restarted in place (restartStrategy InPlace): the gang follows it
+    # in place instead of being recreated.
+    in_place: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ def lost_indices(job_name: str, num_nodes: int, before: TrainingJobStatus, curre
     instead: its peers cannot have started training without every rank."""
     known = {ns.index: ns.pod for ns in before.node_statuses if ns.phase}
     counts = before.node_counts
-    all_seen = (before.attempt == attempt and before.node_statuses_omitted > 0 and counts is not None
+    all_seen = (before.attempt_of_pods == attempt and before.node_statuses_omitted > 0 and counts is not None
                 and counts.no_pod == 0)
     listed = {ns.index for ns in before.node_statuses}
     return [i for i in range(num_nodes) if i not in current

@@ -12,7 +12,14 @@ from typing import Any
 
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_NODE_INDEX
 from multinode.api.conditions import Reason
-from multinode.api.constants import PREFLIGHT_CONTAINER, TRAINER_CONTAINER, EnvName
+from multinode.api.constants import (
+    ANNOTATION_ATTEMPT,
+    ANNOTATION_RESUME_FROM,
+    ANNOTATION_TRAINER_RESTARTS,
+    PREFLIGHT_CONTAINER,
+    TRAINER_CONTAINER,
+    EnvName,
+)
 from multinode.api.health_check import HealthStatus, NodeHealth, parse_health_message
 from multinode.reconcile.ownership import controller_uid
 
@@ -72,9 +79,20 @@ class ObservedPod:
     # The uid of the TrainingJob controlling the pod (None: none does): only the job of that uid counts it.
     owner_uid: str | None = None
 
+    # failurePolicy.restartStrategy InPlace: the trainer's restart count, the attempt the pod's annotations
+    # name (None: not an InPlace pod) and the restart count the pod reaches once it runs that attempt.
+    trainer_restarts: int = 0
+    in_place_attempt: int | None = None
+    in_place_trainer_restarts: int = 0
+
     @property
     def unhealthy(self) -> bool:
         return self.health is not None and self.health.status == HealthStatus.FAILED
+
+    @property
+    def runs_attempt(self) -> int:
+        """The attempt the pod runs: the one it was created for, or the one an in-place restart told it."""
+        return self.in_place_attempt if self.in_place_attempt is not None else self.attempt
 
     @property
     def active(self) -> bool:
@@ -136,8 +154,17 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
                      if cs.get("name") == TRAINER_CONTAINER and cs.get("imageID")), None)
     started_at = next((((cs.get("state") or {}).get("running") or {}).get("startedAt")
                        for cs in status.get("containerStatuses") or [] if cs.get("name") == TRAINER_CONTAINER), None)
+    trainer_restarts = next((cs.get("restartCount") or 0 for cs in status.get("containerStatuses") or []
+                             if cs.get("name") == TRAINER_CONTAINER), 0)
+    annotations = meta.get("annotations") or {}
+    in_place_attempt = _int_label(annotations, ANNOTATION_ATTEMPT)
+    resume_from = (annotations.get(ANNOTATION_RESUME_FROM, "") if in_place_attempt is not None
+                   else _env_value(spec, TRAINER_CONTAINER, EnvName.MULTINODE_RESUME_FROM))
     return ObservedPod(
-        resume_from=_env_value(spec, TRAINER_CONTAINER, EnvName.MULTINODE_RESUME_FROM),
+        resume_from=resume_from,
+        trainer_restarts=trainer_restarts,
+        in_place_attempt=in_place_attempt,
+        in_place_trainer_restarts=_int_label(annotations, ANNOTATION_TRAINER_RESTARTS) or 0,
         disruption=disruption.get("reason") if disruption.get("status") == "True" else None,
         waiting_reason=waiting.reason,
         waiting_message=waiting.message,

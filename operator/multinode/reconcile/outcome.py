@@ -97,6 +97,8 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     delete_job: bool = False
+    # Pod name → annotations to merge into it (an in-place restart declares its attempt this way).
+    pods_to_annotate: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def delete(self, names: Iterable[str]) -> None:
         planned = set(self.pods_to_delete)  # a set: a 20 000-pod gang's deletions must not cost N² lookups

@@ -39,6 +39,7 @@ from multinode.reconcile.goodput import account
 from multinode.reconcile.gang import choose_gang, gang_verdict, ganging, placed_domain
 from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.image_consistency import pinned_image
+from multinode.reconcile.in_place import abandon, declare, in_place_failure, in_place_verdict, recreate
 from multinode.reconcile.integration import Gate
 from multinode.reconcile.node_loss import force_delete_stranded
 from multinode.reconcile.observe import ObservedPod, PodPhase
@@ -131,12 +132,16 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             result.delete([mirror.name])
         take(report_mirror(job, mirror))
 
-    # 3. Pods of earlier attempts never keep running, nor linger on a node that stopped answering.
-    older = [pod for pod in observed.pods if pod.attempt < status.attempt]
+    # 3. Pods of earlier attempts never keep running, nor linger on a node that stopped answering. (An attempt
+    #    restarted in place runs in an earlier attempt's pods, in_place.py: unless it is abandoned first.)
+    current = _current(observed, status.attempt_of_pods, n)
+    if take(abandon(job, status, current, now)).events:
+        current = _current(observed, status.attempt_of_pods, n)
+    older = [pod for pod in observed.pods if pod.attempt < status.attempt_of_pods]
     result.delete(pod.name for pod in older if pod.active)
     forced = set(take(_force_delete_stranded(p, older)).force_delete)
     older = [pod for pod in older if pod.name not in forced]
-    current = {pod.index: pod for pod in observed.pods if pod.attempt == status.attempt and pod.index < n}
+    take(declare(status, current))  # an in-place attempt's pods that were not told it yet (an operator restart)
     take(note_first_bound(status, current, now))
 
     # 4. The gates before suspend: a job a queue has not admitted is held as if suspended.
@@ -184,6 +189,10 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             take(exclude_unhealthy_nodes(job, status, failed, now))
             take(Decision(status=node_table(status, current, n)))
         return _fail_attempt(p, current, failure)
+    # InPlace: a trainer that restarted in place fails the attempt too, and the gang follows it in place.
+    failure = in_place_failure(status, current)
+    if failure is not None:
+        return _fail_attempt(p, current, failure)
     # A node of the gang cordoned (a drain, node repair), or a user's request: a checkpoint first.
     failure = take(checkpoint_before_disruption(job, status, current, observed.cordoned_nodes, now)).failure
     if failure is not None:
@@ -199,6 +208,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
         verdict = blocked
     if verdict.phase in TERMINAL_PHASES:
         return _finish(p, current, verdict)
+    verdict = in_place_verdict(status, current, n) or verdict
     # 10. Still going: the gang's own words, then a partial gang's release (a new attempt: no pods of its own).
     gang = ganging(status, observed.integrations)
     verdict = take(gang_verdict(job, status, current, gang, verdict)).verdict or verdict
@@ -208,6 +218,11 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     if verdict.reason == Reason.PARTIAL_GANG_RELEASED:
         current = {}
     return _report(p, current, verdict)
+
+
+def _current(observed: Observed, attempt: int, n: int) -> dict[int, ObservedPod]:
+    """The pods of `attempt`, by node index."""
+    return {pod.index: pod for pod in observed.pods if pod.attempt == attempt and pod.index < n}
 
 
 def _force_delete_stranded(p: _Pass, pods: list[ObservedPod]) -> Decision:
@@ -228,6 +243,13 @@ def _report(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pas
 def _fail_attempt(p: _Pass, current: dict[int, ObservedPod], failure: Failure) -> _Pass:
     """The failure policy's answer: the gang restarting, or the job failed."""
     failed = p.take(apply_failure_policy(p.job, p.status, failure, current, p.now)).verdict
+    if failed is None and failure.in_place:  # the same pods, told the new attempt and where it resumes
+        status = p.status
+        status.attempt_start_time = rfc3339(p.now)
+        status.resumed_from = resume_path(p.job, status, [], p.observed.resume_source_latest) or None
+        p.take(declare(status, current))
+        p.take(Decision(status=node_table(status, current, p.job.spec.num_nodes)))
+        return p
     if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
         p.take(_force_delete_stranded(p, list(current.values())))
         return p
@@ -238,7 +260,10 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]
     """Render the attempt's missing pods; a Verdict when something keeps them from being created."""
     job, status, observed, now, result = p.job, p.status, p.observed, p.now, p.result
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
-    if not missing or lost_indices(job_name(job), job.spec.num_nodes, p.before, current, status.attempt):
+    if not missing or lost_indices(job_name(job), job.spec.num_nodes, p.before, current, status.attempt_of_pods):
+        return None
+    if status.pods_attempt is not None:  # never a new pod among restarted ones: the gang goes on in new pods
+        p.take(recreate(status, f"the pod of node {missing[0]} is gone"))
         return None
     waiting = next((gate for gate in gates if gate.wait), None)
     if waiting is not None:
@@ -275,7 +300,8 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]
     result.pods_to_create = PodStream(
         missing, lambda i: pod_name(name, i, attempt),
         lambda i: render_node_pod(job, i, attempt, settings, resume_from=resume, image=image,
-                                  node_selector=node_selector, excluded_nodes=excluded, keys=keys))
+                                  node_selector=node_selector, excluded_nodes=excluded, keys=keys,
+                                  restarts=status.restarts))
     if wants_disruption_budget(job):  # before the pods: a drain must never find them unguarded
         result.objects_to_create.append(render_disruption_budget(job))
     result.attempt_env = render_attempt_env(job, status.attempt, restarts=status.restarts)

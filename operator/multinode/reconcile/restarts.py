@@ -48,12 +48,24 @@ def apply_failure_policy(job: TrainingJob, status: TrainingJobStatus, failure: F
                                         f"no restarts left (maxRestarts {job.spec.failure_policy.max_restarts}, "
                                         f"{status.restarts} used); last failure: {failure.message}"))
     edits, message = restart_edits(job, status, failure, ruling, now)
+    if failure.in_place:
+        return _restart_in_place(status, edits, message, failure)
     # The next attempt waits for its backoff (and, blocking, for the old pods' deletion events).
     wait = max(0.0, (parse_time(edits["next_attempt_time"], now) - now).total_seconds())
     return Decision(status=edits, stop_creating=True, delete=tuple(p.name for p in current.values() if p.active),
                     events=(Event("Warning", Reason.RESTARTING, message),),
                     conditions=(SetCondition(ConditionType.RUNNING, "False", failure.reason, message),),
                     requeue_after=wait)
+
+
+def _restart_in_place(status: TrainingJobStatus, edits: dict[str, Any], message: str, failure: Failure) -> Decision:
+    """The next attempt at once, in the same pods (reconcile/in_place.py declares it into them): no backoff
+    (the kubelet restarted the pod already) and the gang's scheduling kept."""
+    edits = {**edits, "next_attempt_time": None, "pods_attempt": status.attempt_of_pods,
+             "scheduling": status.scheduling}
+    message = message.rsplit("; attempt ", 1)[0] + f"; attempt {edits['attempt']} in place, in the same pods"
+    return Decision(status=edits, events=(Event("Warning", Reason.RESTARTING, message),),
+                    conditions=(SetCondition(ConditionType.RUNNING, "False", failure.reason, message),))
 
 
 def restart_history_with(status: TrainingJobStatus, record: RestartRecord) -> list[RestartRecord]:
@@ -88,7 +100,8 @@ def new_attempt(status: TrainingJobStatus) -> dict[str, Any]:
         "node_statuses": [ns for ns in status.node_statuses
                           if ns.health is not None and ns.health.status == HealthStatus.FAILED],
         "node_statuses_omitted": 0, "node_counts": None, "attempt_start_time": None,
-        "attempt_scheduled_time": None, "resumed_from": None, "topology_domain": None, "ready_nodes": 0}
+        "attempt_scheduled_time": None, "resumed_from": None, "topology_domain": None, "ready_nodes": 0,
+        "pods_attempt": None}
     if status.scheduling is not None:  # the mechanism is chosen again for the next attempt's pods
         edits["scheduling"] = status.scheduling.model_copy(update={"pod_group": None, "partial_since": None})
     return edits
@@ -98,7 +111,8 @@ def wait_for_next_attempt(job: TrainingJob, status: TrainingJobStatus, older: li
                           now: datetime) -> Decision:
     """A Restarting job: BlockingRecreate waits until the old attempt's pods are gone; both wait out the
     backoff. A verdict (still Restarting, and why) while it waits; else the next attempt may start."""
-    blocking = job.spec.failure_policy.restart_strategy == RestartStrategy.BLOCKING_RECREATE
+    # InPlace recreates (its fallback) as BlockingRecreate does.
+    blocking = job.spec.failure_policy.restart_strategy in (RestartStrategy.BLOCKING_RECREATE, RestartStrategy.IN_PLACE)
     lingering = [p for p in older if p.active or p.terminating]
     if blocking and lingering:
         message = f"{len(lingering)} pods of earlier attempts are still terminating"

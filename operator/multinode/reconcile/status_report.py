@@ -122,7 +122,7 @@ def fail_job(result: Plan, reason: str, message: str, *, now: datetime, pods: It
     terminal, deletes them.
     """
     status = deep_copied(result.status)  # `result` stays as it was
-    attempt = status.attempt
+    attempt = status.attempt_of_pods
     mark_failed(status, reason, message, now=now)
     events = [*result.events, Event("Warning", reason, message)]
     to_delete = sorted(p.name for p in pods if p.attempt == attempt and p.active)

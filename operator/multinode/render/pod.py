@@ -20,6 +20,16 @@ from multinode.api.constants import (
     node_hostname,
 )
 from multinode.render.attempt_env import env_from_attempt
+from multinode.render.in_place import (
+    IN_PLACE_ENV_NAMES,
+    barrier_args,
+    barrier_mounts,
+    barrier_volumes,
+    in_place_annotations,
+    in_place_env,
+    restarts_in_place,
+    trainer_restart_rules,
+)
 from multinode.render.env import node_env, user_env
 from multinode.render.health_check_pod import (
     checked_device_limits,
@@ -94,6 +104,7 @@ def _trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: li
     spec = job.spec
     mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}, *node_storage_mounts(job)]
     mounts.extend(_dump_all(spec.pod_template.volume_mounts))
+    rules = trainer_restart_rules(job) if restarts_in_place(job) else []
     return _without_empty(
         {
             "name": TRAINER_CONTAINER,
@@ -109,6 +120,9 @@ def _trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: li
             "resources": _trainer_resources(job),
             "volumeMounts": mounts,
             "securityContext": trainer_security_context(job),
+            # InPlace: the exit codes no failure policy rule names restart the whole pod in place.
+            "restartPolicy": "Never" if rules else None,
+            "restartPolicyRules": rules,
         }
     )
 
@@ -118,6 +132,9 @@ def _preflight_container(job: TrainingJob, index: int, env_from: list[dict[str, 
     args = ["--timeout", str(settings.preflight_timeout_seconds), *health_args(job), *collective_args(job, index)]
     cache_dir = job_cache_dir(job)
     mounts = []
+    if restarts_in_place(job):  # restarted in place, it holds the trainer until the operator's new attempt
+        args += barrier_args()
+        mounts += barrier_mounts()
     if checks_shm(job):  # the health check measures the trainer's /dev/shm
         mounts.append({"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH})
     if cache_dir is not None:
@@ -196,6 +213,14 @@ def _affinity(job: TrainingJob, attempt: int, excluded_nodes: Sequence[str]) -> 
     return merged
 
 
+def _node_env(job: TrainingJob, index: int, resume_from: str, in_place: bool) -> list[dict[str, Any]]:
+    """The node's own variables; InPlace: those an in-place attempt changes read from the pod's annotations."""
+    env = node_env(job, index, resume_from=resume_from)
+    if not in_place:
+        return env
+    return [var for var in env if var["name"] not in IN_PLACE_ENV_NAMES] + in_place_env(job)
+
+
 def _node_selector(job: TrainingJob) -> dict[str, str]:
     selector = dict(job.spec.pod_template.node_selector or {})
     if job.spec.accelerator is not None:
@@ -214,6 +239,7 @@ def render_node_pod(
     node_selector: dict[str, str] | None = None,
     excluded_nodes: Sequence[str] = (),
     keys: PodKeys = PodKeys(),
+    restarts: int = 0,
 ) -> dict[str, Any]:
     """The pod of node `index` in gang attempt `attempt`. It reads the attempt's shared env from the
     attempt's ConfigMap (render_attempt_env), which must exist before the pod starts.
@@ -222,9 +248,11 @@ def render_node_pod(
     spec.image (the pinned digest); `node_selector` is added to the job's (the chosen topology domain);
     `excluded_nodes` are nodes the pod must not run on (status.excludedNodes).
     `keys` is what the integrations add (reconcile/integration.py pod_keys): the attempt's gang group.
+    `restarts` is the job's counted restarts so far (an InPlace pod's annotation; the ConfigMap has it too).
     """
     check_node(job, index, attempt)
     settings = settings or RenderSettings()
+    in_place = restarts_in_place(job)
     identity = job_identity(job)
     spec = job.spec
     template = spec.pod_template
@@ -239,7 +267,8 @@ def render_node_pod(
             "name": pod_name(identity.name, index, attempt),
             "namespace": identity.namespace,
             "labels": labels,
-            "annotations": {**_annotations(job), **keys.annotations},
+            "annotations": {**_annotations(job), **keys.annotations,
+                            **(in_place_annotations(attempt, resume_from, restarts, 0) if in_place else {})},
             "ownerReferences": [owner_reference(job)],
         }
     )
@@ -251,9 +280,10 @@ def render_node_pod(
             # rejoin a torch rendezvous that has moved on.
             "restartPolicy": "Never",
             "initContainers": [_preflight_container(job, index, env_from, settings)],
-            "containers": [_trainer_container(job, env_from, [*node_env(job, index, resume_from=resume_from),
+            "containers": [_trainer_container(job, env_from, [*_node_env(job, index, resume_from, in_place),
                                                               *user_env(job)], image or spec.image)],
-            "volumes": [_shm_volume(job), *storage_volumes(job), *_dump_all(template.volumes)],
+            "volumes": [_shm_volume(job), *storage_volumes(job), *(barrier_volumes() if in_place else []),
+                        *_dump_all(template.volumes)],
             "nodeSelector": {**_node_selector(job), **(node_selector or {})},
             "tolerations": pod_tolerations(job),
             "affinity": _affinity(job, attempt, excluded_nodes),

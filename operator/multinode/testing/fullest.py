@@ -247,6 +247,7 @@ def full_job() -> dict[str, Any]:
             "nodeCounts": {"noPod": 0, "pending": 0, "running": 3, "succeeded": 0, "failed": 1, "unknown": 0,
                            "notFine": 1},
             "attempt": 0,
+            "podsAttempt": 0,
             "restarts": 1,
             "uncountedRestarts": 1,
             "restartHistory": [

@@ -198,6 +198,27 @@ def test_the_operator_holds_evictions_only_of_its_jobs_own_node_pods(policed: Re
     budget({"matchLabels": {LABEL_JOB_NAME: "owner"}, "matchExpressions": node_pods})()
 
 
+def test_the_operator_changes_nothing_of_a_pod_but_its_multinode_annotations(
+        policed: Release, as_operator: client.ApiClient, api: client.ApiClient, owner: dict) -> None:
+    operator, admin, ns = client.CoreV1Api(as_operator), client.CoreV1Api(api), policed.jobs_namespace
+    admin.create_namespaced_pod(ns, pod(job_metadata("owner-0-a0", owner, annotations={"team": "a"})))
+    admin.create_namespaced_pod(ns, pod({"name": "tenants-own"}))
+
+    def patch(name: str, body: dict) -> Callable[[], object]:
+        return lambda: operator.patch_namespaced_pod(name, ns, body, dry_run="All")
+
+    assert policed.can("patch", "pods", ns), "RBAC grants it: the policy is what narrows it"
+    # What an in-place restart writes (reconcile/in_place.py) is admitted.
+    patch("owner-0-a0", {"metadata": {"annotations": {"multinode.dev/attempt": "1"}}})()
+    for body in ({"metadata": {"annotations": {"team": "b"}}}, {"metadata": {"annotations": {"team": None}}}):
+        assert "only the multinode.dev/ annotations" in refused(patch("owner-0-a0", body))
+    assert "not its spec, labels" in refused(patch("owner-0-a0", {"metadata": {"labels": {"app": "db"}}}))
+    assert "not its spec, labels" in refused(
+        patch("owner-0-a0", {"spec": {"containers": [{"name": "c", "image": "registry.example/evil:1"}]}}))
+    assert "only pods controlled by a TrainingJob" in refused(
+        patch("tenants-own", {"metadata": {"annotations": {"multinode.dev/attempt": "1"}}}))
+
+
 def test_the_operators_pods_get_no_more_than_the_namespace_allows(
         policed: Release, as_operator: client.ApiClient, core: client.CoreV1Api, owner: dict,
         tenant_namespace: str) -> None:

@@ -12,7 +12,8 @@ from tests.support.chart import of_kind, render
 
 OPERATOR_USER = "system:serviceaccount:mn-system:mn-multinode-operator"
 POLICIES = {f"mn-multinode-operator-{suffix}" for suffix in
-            ("operator-objects", "operator-rolebindings", "operator-pods", "trainingjobs", "mirror")}
+            ("operator-objects", "operator-rolebindings", "operator-pods", "operator-pod-updates",
+                                 "trainingjobs", "mirror")}
 
 
 def policies(objects: list[dict]) -> dict[str, dict]:
@@ -44,7 +45,7 @@ def test_the_operators_policies_match_its_own_service_account_only() -> None:
                           (render("serviceAccount.create=false", "serviceAccount.name=ops", namespace="infra"),
                            "system:serviceaccount:infra:ops")):
         operators = [p for name, p in policies(objects).items() if name.startswith("mn-multinode-operator-operator-")]
-        assert len(operators) == 3
+        assert len(operators) == 4
         for policy in operators:
             assert policy["spec"]["matchConditions"] == [
                 {"name": "the-operator", "expression": f"request.userInfo.username == '{user}'"}]

@@ -23,7 +23,7 @@ REPOSITORY = OPERATOR_IMAGE_REPOSITORY
 NAMESPACED_RIGHTS = {
     *(("multinode.dev", "trainingjobs", v) for v in ("list", "watch", "delete", "patch")),
     ("multinode.dev", "trainingjobs/status", "patch"),
-    *(("", "pods", v) for v in ("get", "list", "watch", "create", "delete")),
+    *(("", "pods", v) for v in ("get", "list", "watch", "create", "delete", "patch")),
     ("", "pods/log", "get"),
     *(("", "services", v) for v in ("get", "list", "watch", "create")),
     # get: only after a create got 409, to see whether the object there is the job's own (controller/ownership.py)

@@ -42,6 +42,13 @@ def test_the_mirror_pod_and_a_waiting_trainer() -> None:
     assert no_status == NodePod(name="j-0-a0", rank=0, attempt=0, phase="Pending")
 
 
+def test_a_pod_restarted_in_place_is_of_the_attempt_its_annotation_names() -> None:
+    restarted = pod_json(1, 0, restarts=2)
+    restarted["metadata"]["annotations"] = {"multinode.dev/attempt": "2"}
+    parsed = node_pod(restarted)
+    assert parsed is not None and (parsed.name, parsed.attempt) == ("j-1-a0", 2)
+
+
 def test_pods_are_grouped_by_attempt_in_rank_order() -> None:
     pods = node_pods([pod_json(1, 1), pod_json(0, 0), pod_json(0, 1), pod_json(1, 0)])
     assert [(p.attempt, p.rank) for p in pods] == [(0, 0), (0, 1), (1, 0), (1, 1)]

@@ -20,6 +20,7 @@ class FakeKube:
         self.statuses: list[dict] = []
         self.made: list[tuple[str, str]] = []  # (kind, name) of every create that went through
         self.reads: list[tuple[str, str]] = []
+        self.annotated: list[tuple[str, dict[str, str]]] = []
 
     async def create(self, namespace: str, body: dict) -> None:
         key = (body["kind"], body["metadata"]["name"])
@@ -41,6 +42,9 @@ class FakeKube:
 
     async def delete_config_map(self, namespace: str, name: str) -> None:
         pass
+
+    async def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.annotated.append((name, annotations))
 
     async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
         self.statuses.append(status)

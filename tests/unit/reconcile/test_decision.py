@@ -13,6 +13,7 @@ import pytest
 from multinode.api import Phase, TrainingJobStatus
 from multinode.api.health_check import HealthStatus, NodeHealth
 from multinode.api.status import SchedulingStatus
+from multinode.reconcile.in_place import abandon, declare, in_place_failure, in_place_verdict
 from multinode.reconcile import lifecycle
 from multinode.reconcile.attempt_failures import attempt_failure
 from multinode.reconcile.checkpointing import mirror_on_lost_node, report_mirror
@@ -57,6 +58,13 @@ def test_folding_sets_fields_and_conditions_and_adds_the_actions() -> None:
     assert result.pods_to_delete == ["b", "c"] and result.pods_to_force_delete == ["a"]
     assert result.requeue_after == 30.0 and result.events == [Event("Normal", "R", "m")]
     assert result.objects_to_create == [{"kind": "PodGroup"}] and not result.delete_job
+
+
+def test_annotations_merge_by_pod_and_the_later_wins() -> None:
+    result = Plan()
+    fold(result, Decision(annotate=(("p", {"a": "1", "b": "1"}),)), now=NOW, generation=None)
+    fold(result, Decision(annotate=(("p", {"b": "2"}), ("q", {"a": "3"}))), now=NOW, generation=None)
+    assert result.pods_to_annotate == {"p": {"a": "1", "b": "2"}, "q": {"a": "3"}}
 
 
 def test_stop_creating_empties_the_pods_to_create() -> None:
@@ -105,6 +113,7 @@ PROGRESS = JobProgress(1, (RankProgress(0, "n0", 5, NOW - timedelta(hours=1), st
                            RankProgress(1, "n1", 5, NOW - timedelta(hours=1), step_seconds=9.0)), None, checked=NOW)
 
 TOPOLOGY = stored_job(2, topology={"sameDomainLabel": "block"})
+IN_PLACE = stored_job(2, failurePolicy={"restartStrategy": "InPlace"})
 NODES = tuple(ObservedNode(name=f"b{i}", labels={"block": "b"}) for i in range(2))
 
 # Every policy, called with the shared inputs above (and a failure where it takes one).
@@ -139,6 +148,12 @@ POLICIES: dict[str, Callable[[TrainingJobStatus, dict[int, Any]], Any]] = {
     "node_table": lambda s, c: node_table(s, c, 2),
     "verdict_conditions": lambda s, c: verdict_conditions(s, Verdict(Phase.FAILED, "R", "m"), created=2, num_nodes=2),
     "phase_change": lambda s, c: phase_change(s, Verdict(Phase.FAILED, "R", "m")),
+    "in_place_failure": lambda s, c: in_place_failure(s, c),
+    "in_place_restart": lambda s, c: apply_failure_policy(IN_PLACE, s, Failure("PodFailed", "x", in_place=True), c,
+                                                          NOW),
+    "declare": lambda s, c: declare(s.model_copy(update={"pods_attempt": 0}), c),
+    "abandon": lambda s, c: abandon(IN_PLACE, s.model_copy(update={"pods_attempt": 0}), c, NOW),
+    "in_place_verdict": lambda s, c: in_place_verdict(s, c, 2),
 }
 # And every integration's extension points (reconcile/integration.py), each served, for a job queued in Kueue.
 # A job each integration has a say over: queued in Kueue, naming Volcano or coscheduling.

@@ -130,3 +130,25 @@ def test_a_blocked_container_is_named_with_its_image_init_containers_first() -> 
                                       "state": {"waiting": {"reason": "ErrImagePull"}}}]}})
     assert mirror is not None
     assert mirror.waiting == Wait("ErrImagePull", None, "mirror", "ghcr.io/multinode/operator:0.1.0")
+
+
+def test_an_in_place_pod_reads_its_attempt_resume_path_and_restarts_from_its_annotations() -> None:
+    # As the kubelet reports a pod restarted in place (RestartAllContainers): the trainer's restart counted, its
+    # last state a removal without an exit code.
+    pod = observe_pod({
+        "metadata": {"name": "llama-3-a1", "labels": LABELS, "annotations": {
+            "multinode.dev/attempt": "4", "multinode.dev/resume-from": "/ckpt/step-7",
+            "multinode.dev/trainer-restarts": "2"}},
+        "spec": {"containers": [{"name": "trainer", "env": [{"name": "MULTINODE_RESUME_FROM", "valueFrom": {}}]}]},
+        "status": {"phase": "Pending", "containerStatuses": [{
+            "name": "trainer", "restartCount": 3, "state": {"waiting": {"reason": "PodInitializing"}},
+            "lastState": {"terminated": {"exitCode": 137, "reason": "RestartingAllContainers"}}}]},
+    })
+    assert (pod.attempt, pod.in_place_attempt, pod.runs_attempt) == (1, 4, 4)
+    assert (pod.trainer_restarts, pod.in_place_trainer_restarts, pod.resume_from) == (3, 2, "/ckpt/step-7")
+    assert pod.exit_code is None, "restarted in place: not a failed pod"
+
+
+def test_a_pod_without_in_place_annotations_runs_the_attempt_it_was_made_for() -> None:
+    pod = observe_pod({"metadata": {"name": "llama-3-a1", "labels": LABELS}})
+    assert (pod.in_place_attempt, pod.runs_attempt, pod.trainer_restarts) == (None, 1, 0)

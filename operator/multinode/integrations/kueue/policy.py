@@ -228,7 +228,7 @@ def kueue_gate(job: TrainingJob, status: TrainingJobStatus, workload: ObservedWo
     if not job.spec.suspend:
         gate.set_suspend = True
     # This pass stops an attempt that ran: a restart that does not count, with Kueue's reason.
-    ran = status.attempt_start_time is not None or any(p.attempt == status.attempt for p in pods)
+    ran = status.attempt_start_time is not None or any(p.attempt == status.attempt_of_pods for p in pods)
     stops_attempt = status.phase not in (None, Phase.SUSPENDED) and ran
     if workload.evicted is None and not stops_attempt:
         waiting = f": {workload.waiting}" if workload.waiting else ""

@@ -94,7 +94,7 @@ def delete_old_pod_groups(status: TrainingJobStatus, seen: Seen) -> Decision:
     """Earlier attempts' groups go (the protection finalizer keeps each until its pods are gone)."""
     return Decision(objects_to_delete=tuple(
         ObjectRef(POD_GROUP, name)
-        for name in sorted(g.name for g in _groups(seen) if g.attempt < status.attempt and not g.terminating)))
+        for name in sorted(g.name for g in _groups(seen) if g.attempt < status.attempt_of_pods and not g.terminating)))
 
 
 class NativePodGroup(Integration):

@@ -1,0 +1,113 @@
+"""In-place gang restarts (failurePolicy.restartStrategy InPlace; the pods' side is render/in_place.py).
+
+A trainer that exits with a code no failure policy rule names restarts its whole pod in place (the kubelet's
+RestartAllContainers): same pod, same node, preflight first. The operator sees the trainer's restart count
+pass what the pod's annotation expects, and declares the next attempt: counted as any restart (restarts,
+restartHistory, maxRestarts), but the pods stay, and the new attempt's values (attempt, resume path, restart
+count) are written into every pod's annotations, where the restarted trainers read them. The peers' trainers
+exit when their collectives fail and follow through their own restart rule; preflight holds each restarted
+pod until its annotations name the new attempt.
+
+Each pod's annotations also say which trainer restart count it has once it runs the declared attempt: the
+count it had, plus one if it had not restarted yet. A count past that is a new failure. Everything is read
+from the pods and the status, so an operator restarted halfway through carries on.
+
+The recreate of today is the fallback: a pod gone, a pod failed (preflight, eviction: attempt_failures.py),
+or pods that have not restarted within IN_PLACE_TIMEOUT_SECONDS (a trainer hung in a collective never
+exits) → the gang is recreated as the same attempt, in new pods.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from multinode.api import Phase, TrainingJob, TrainingJobStatus
+from multinode.api.conditions import ConditionType, Reason
+from multinode.api.timestamps import parse_time
+from multinode.reconcile.decision import Decision, SetCondition
+from multinode.reconcile.failures import Failure
+from multinode.reconcile.observe import ObservedPod
+from multinode.reconcile.outcome import Event, Verdict
+from multinode.render.in_place import in_place_annotations
+
+# From the new attempt's declaration until every pod has restarted into it; past it the gang is recreated.
+IN_PLACE_TIMEOUT_SECONDS = 120.0
+
+# The kubelet's reason on a container it removed to restart every container of the pod in place.
+RESTARTING_ALL_CONTAINERS = "RestartingAllContainers"
+
+
+def in_place_failure(status: TrainingJobStatus, current: dict[int, ObservedPod]) -> Failure | None:
+    """A pod of the current attempt whose trainer restarted in place after it started the attempt. Read from
+    the pods (their restart rule and annotations), not the spec: a job switched away from InPlace while it
+    runs still has pods that restart in place, and they must not wait at their barrier for ever."""
+    restarted = [p for p in current.values()
+                 if p.in_place_attempt == status.attempt and p.trainer_restarts > p.in_place_trainer_restarts]
+    if not restarted:
+        return None
+    p = min(restarted, key=lambda pod: pod.index)
+    more = f" ({len(restarted) - 1} more pods too)" if len(restarted) > 1 else ""
+    return Failure(Reason.POD_FAILED, f"pod {p.name} (node {p.index}): its trainer exited with a code no failure "
+                                      f"policy rule names, and the pod restarted in place{more}",
+                   reasons=frozenset({Reason.POD_FAILED, RESTARTING_ALL_CONTAINERS}), in_place=True)
+
+
+def _expected_restarts(pod: ObservedPod) -> int:
+    """The trainer restart count `pod` has once it runs a newly declared attempt."""
+    already = pod.trainer_restarts > pod.in_place_trainer_restarts
+    return pod.trainer_restarts if already else pod.trainer_restarts + 1
+
+
+def declare(status: TrainingJobStatus, current: dict[int, ObservedPod]) -> Decision:
+    """Write the current attempt into the pods that do not name it yet (all of them, the pass an in-place
+    restart is declared; the rest, after an operator restart in between)."""
+    if status.pods_attempt is None:
+        return Decision()
+    resume = status.resumed_from or ""
+    return Decision(annotate=tuple(
+        (p.name, in_place_annotations(status.attempt, resume, status.restarts, _expected_restarts(p)))
+        for p in sorted(current.values(), key=lambda pod: pod.index) if p.in_place_attempt != status.attempt))
+
+
+def _not_back(status: TrainingJobStatus, current: dict[int, ObservedPod]) -> list[ObservedPod]:
+    return [p for p in current.values()
+            if p.in_place_attempt != status.attempt or p.trainer_restarts < p.in_place_trainer_restarts]
+
+
+def abandon(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod], now: datetime) -> Decision:
+    """Recreate the gang (as the same attempt, in new pods) when pods have not restarted into an in-place
+    attempt within IN_PLACE_TIMEOUT_SECONDS (a trainer hung in a collective never exits)."""
+    if status.pods_attempt is None or status.phase in (Phase.SUCCEEDED, Phase.FAILED):
+        return Decision()
+    n = job.spec.num_nodes
+    since = parse_time(status.attempt_start_time, now) if status.attempt_start_time else now
+    waiting = (now - since).total_seconds()
+    late = _not_back(status, current)
+    if not late:
+        return Decision()
+    if waiting < IN_PLACE_TIMEOUT_SECONDS:
+        return Decision(requeue_after=IN_PLACE_TIMEOUT_SECONDS - waiting)
+    return recreate(status, f"{len(late)} of {n} pods did not restart into attempt {status.attempt} within "
+                            f"{IN_PLACE_TIMEOUT_SECONDS:.0f}s (first: {min(late, key=lambda p: p.index).name})")
+
+
+def recreate(status: TrainingJobStatus, why: str) -> Decision:
+    """The in-place attempt goes on in new pods (the old ones are an earlier attempt's now, and go)."""
+    message = f"in-place restart of attempt {status.attempt} abandoned: {why}; recreating the gang"
+    return Decision(status={"phase": Phase.RESTARTING, "pods_attempt": None, "attempt_start_time": None,
+                            "attempt_scheduled_time": None, "node_statuses": [], "node_counts": None,
+                            "resumed_from": None},
+                    events=(Event("Warning", Reason.IN_PLACE_RESTART_ABANDONED, message),),
+                    conditions=(SetCondition(ConditionType.RUNNING, "False", Reason.IN_PLACE_RESTART_ABANDONED,
+                                             message),))
+
+
+def in_place_verdict(status: TrainingJobStatus, current: dict[int, ObservedPod], n: int) -> Verdict | None:
+    """Restarting, while pods of an in-place attempt have not restarted into it yet."""
+    if status.pods_attempt is None:
+        return None
+    late = _not_back(status, current)
+    if not late:
+        return None
+    return Verdict(Phase.RESTARTING, Reason.RESTARTING_IN_PLACE,
+                   f"attempt {status.attempt} restarting in place: {n - len(late)} of {n} pods restarted")

@@ -1,0 +1,168 @@
+"""In-place gang restarts (in_place.py), through the planner: a trainer restarted in place declares the next
+attempt into the same pods; a second failure is a new attempt; an operator restart carries on; the gang is
+recreated when a pod is gone or the pods do not come back in time."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from multinode.api import Phase
+from multinode.api.constants import ANNOTATION_ATTEMPT, ANNOTATION_RESUME_FROM, ANNOTATION_TRAINER_RESTARTS
+from multinode.reconcile.in_place import IN_PLACE_TIMEOUT_SECONDS
+from multinode.testing import checkpointed_job, stored_job
+from tests.unit.reconcile.planning import LATEST, NOW, pod, run
+
+IN_PLACE = {"restartStrategy": "InPlace"}
+
+
+def _job(**policy):
+    return stored_job(2, failurePolicy={**IN_PLACE, **policy})
+
+
+def _pod(index, *, told=0, restarts=0, expected=0, phase="Running", attempt=0, **fields):
+    """A pod of `attempt` whose annotations name attempt `told` and `expected` trainer restarts."""
+    return pod(index, phase, attempt=attempt, in_place_attempt=told, trainer_restarts=restarts,
+               in_place_trainer_restarts=expected, started_at="2026-11-20T11:00:00Z", **fields)
+
+
+def _running(job, pods):
+    result = run(job, pods)
+    assert result.status.phase == Phase.RUNNING, result.status
+    return result.status
+
+
+def test_a_trainer_restarted_in_place_declares_the_next_attempt_into_the_same_pods() -> None:
+    job = _job()
+    before = _running(job, [_pod(0), _pod(1)])
+    result = run(job, [_pod(0), _pod(1, restarts=1, phase="Pending")], previous=before)
+
+    status = result.status
+    assert (status.attempt, status.pods_attempt, status.restarts, status.phase) == (1, 0, 1, Phase.RESTARTING)
+    record = status.restart_history[-1]
+    assert record.reason == "PodFailed" and "restarted in place" in record.message
+    assert status.next_attempt_time is None, "no backoff: the kubelet restarted the pod already"
+    assert result.pods_to_delete == [] and list(result.pods_to_create) == []
+    assert result.pods_to_annotate == {
+        "llama-0-a0": {ANNOTATION_ATTEMPT: "1", ANNOTATION_RESUME_FROM: "", "multinode.dev/restart-count": "1",
+                       ANNOTATION_TRAINER_RESTARTS: "1"},  # still running attempt 0: it restarts once more
+        "llama-1-a0": {ANNOTATION_ATTEMPT: "1", ANNOTATION_RESUME_FROM: "", "multinode.dev/restart-count": "1",
+                       ANNOTATION_TRAINER_RESTARTS: "1"},  # restarted already
+    }
+    assert [(e.type, e.reason) for e in result.events] == [("Warning", "Restarting")]
+    assert "in place" in result.events[0].message
+
+
+def test_the_new_attempt_resumes_from_the_latest_mirrored_checkpoint() -> None:
+    job = checkpointed_job({"latest": LATEST}, claimName="ckpt")
+    job.spec.failure_policy.restart_strategy = "InPlace"
+    before = _running(job, [_pod(0), _pod(1)])
+    result = run(job, [_pod(0), _pod(1, restarts=1)], previous=before)
+    assert result.status.resumed_from == LATEST["path"]
+    assert {a[ANNOTATION_RESUME_FROM] for a in result.pods_to_annotate.values()} == {LATEST["path"]}
+
+
+def test_the_gang_is_restarting_until_every_pod_restarted_into_the_attempt_then_runs() -> None:
+    job = _job()
+    declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
+    told = [_pod(0, told=1, expected=1), _pod(1, told=1, restarts=1, expected=1)]
+    waiting = run(job, told, previous=declared)
+    assert (waiting.status.phase, waiting.status.attempt) == (Phase.RESTARTING, 1)
+    running_cond = next(c for c in waiting.status.conditions if c.type == "Running")
+    assert running_cond.status == "False"
+    assert waiting.pods_to_annotate == {} and waiting.requeue_after is not None
+
+    back = [_pod(0, told=1, restarts=1, expected=1), _pod(1, told=1, restarts=1, expected=1)]
+    result = run(job, back, previous=waiting.status)
+    assert (result.status.phase, result.status.attempt, result.status.restarts) == (Phase.RUNNING, 1, 1)
+
+
+def test_a_peer_restarting_as_the_gang_follows_is_not_a_new_failure_but_a_second_restart_is() -> None:
+    job = _job()
+    declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
+    followed = run(job, [_pod(0, told=1, restarts=1, expected=1), _pod(1, told=1, restarts=1, expected=1)],
+                   previous=declared)
+    assert followed.status.attempt == 1
+
+    again = run(job, [_pod(0, told=1, restarts=1, expected=1), _pod(1, told=1, restarts=2, expected=1)],
+                previous=followed.status)
+    assert (again.status.attempt, again.status.restarts, again.status.pods_attempt) == (2, 2, 0)
+    assert again.pods_to_annotate["llama-1-a0"][ANNOTATION_TRAINER_RESTARTS] == "2"
+    assert again.pods_to_annotate["llama-0-a0"][ANNOTATION_TRAINER_RESTARTS] == "2"
+
+
+def test_pods_not_told_the_attempt_are_told_by_the_next_pass_after_an_operator_restart() -> None:
+    job = _job()
+    declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
+    # The annotation of pod 1 landed, pod 0's did not (the operator stopped in between); pod 0 restarted since.
+    result = run(job, [_pod(0, restarts=1), _pod(1, told=1, restarts=1, expected=1)], previous=declared)
+    assert result.status.attempt == 1, "no new attempt: pod 0 restarted for attempt 1"
+    assert result.pods_to_annotate == {"llama-0-a0": {ANNOTATION_ATTEMPT: "1", ANNOTATION_RESUME_FROM: "",
+                                                      "multinode.dev/restart-count": "1",
+                                                      ANNOTATION_TRAINER_RESTARTS: "1"}}
+
+
+def test_pods_that_do_not_come_back_in_time_are_recreated_as_the_same_attempt() -> None:
+    job = _job()
+    declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
+    hung = [_pod(0, told=1, expected=1), _pod(1, told=1, restarts=1, expected=1)]  # pod 0's trainer never exits
+    later = NOW + timedelta(seconds=IN_PLACE_TIMEOUT_SECONDS + 1)
+    result = run(job, hung, previous=declared, now=later)
+
+    assert result.status.pods_attempt is None and result.status.attempt == 1 and result.status.restarts == 1
+    assert sorted(result.pods_to_delete) == ["llama-0-a0", "llama-1-a0"]
+    assert [(e.type, e.reason) for e in result.events] == [("Warning", "InPlaceRestartAbandoned")]
+    assert "llama-0-a0" in result.events[0].message
+    # BlockingRecreate's wait: the new pods come once the old are gone.
+    gone = run(job, [], previous=result.status, now=later)
+    assert sorted(gone.pods_to_create.names) == ["llama-0-a1", "llama-1-a1"]
+
+
+def test_a_pod_gone_from_an_in_place_gang_is_a_lost_node_and_the_gang_is_recreated() -> None:
+    job = _job()
+    declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
+    result = run(job, [_pod(1, told=1, restarts=1, expected=1)], previous=declared)
+    status = result.status
+    assert (status.attempt, status.pods_attempt, status.uncounted_restarts) == (2, None, 1)
+    assert status.restart_history[-1].reason == "NodeLost"
+    assert result.pods_to_delete == ["llama-1-a0"]
+
+
+def test_a_pod_missing_without_a_trace_recreates_the_gang_never_adds_a_pod_to_it() -> None:
+    job = _job()
+    declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
+    unknown = declared.model_copy(update={"node_statuses": []})  # no row says pod 0 was seen
+    result = run(job, [_pod(1, told=1, restarts=1, expected=1)], previous=unknown)
+    assert result.status.pods_attempt is None and list(result.pods_to_create) == []
+    assert "node 0 is gone" in result.events[0].message
+
+
+def test_a_code_a_rule_names_fails_the_pod_and_the_rule_decides() -> None:
+    job = _job(rules=[{"action": "FailJob", "onExitCodes": [{"min": 2, "max": 2}]}])
+    before = _running(job, [_pod(0), _pod(1)])
+    result = run(job, [_pod(0), _pod(1, phase="Failed", exit_code=2, reason="Error")], previous=before)
+    assert result.status.phase == Phase.FAILED
+    assert any("rules[0]: FailJob" in c.message for c in result.status.conditions), result.status.conditions
+
+
+def test_no_restarts_left_fails_the_job_in_place_as_elsewhere() -> None:
+    job = _job(maxRestarts=0)
+    before = _running(job, [_pod(0), _pod(1)])
+    result = run(job, [_pod(0), _pod(1, restarts=1)], previous=before)
+    assert result.status.phase == Phase.FAILED
+    assert sorted(result.pods_to_delete) == ["llama-0-a0", "llama-1-a0"]
+
+
+def test_pods_without_the_restart_rule_ignore_restart_counts() -> None:
+    job = stored_job(2)
+    before = _running(job, [pod(0), pod(1)])
+    result = run(job, [pod(0), pod(1, trainer_restarts=3)], previous=before)
+    assert result.status.attempt == 0 and result.status.phase == Phase.RUNNING
+
+
+def test_a_job_switched_away_from_in_place_still_restarts_its_in_place_pods_in_place() -> None:
+    job = _job()
+    before = _running(job, [_pod(0), _pod(1)])
+    job.spec.failure_policy.restart_strategy = "BlockingRecreate"  # failurePolicy may change while the job runs
+    result = run(job, [_pod(0), _pod(1, restarts=1)], previous=before)
+    assert (result.status.attempt, result.status.pods_attempt) == (1, 0)
+    assert set(result.pods_to_annotate) == {"llama-0-a0", "llama-1-a0"}, "their barrier waits for it"
