@@ -30,7 +30,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel
 
-from multinode.progress import CheckpointRequests, heartbeat
+from multinode.progress import CheckpointRequests, heartbeat, leave_on_new_attempt
 
 FEATURES = 16
 BATCH = 32
@@ -100,6 +100,9 @@ def main() -> int:
     save_root = os.environ.get("MULTINODE_CHECKPOINT_DIR") or "checkpoints"
     resume_from = os.environ.get("MULTINODE_RESUME_FROM", "")  # empty on a first start
 
+    # restartStrategy InPlace: leave this attempt as soon as the operator declares the next (a peer failed),
+    # even from the middle of a collective or the rendezvous; the pod then restarts in place.
+    leave_on_new_attempt()
     # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for us (env:// rendezvous).
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -16,6 +16,10 @@ so a script runs unchanged on a laptop.
         loss = train_step(batch)          # this rank's own compute, before it waits for the others
         heartbeat(step, step_seconds=time.monotonic() - t0)
 
+With restartStrategy InPlace, `leave_on_new_attempt()` at the start of a trainer ends its process as soon as
+the operator declares a new attempt (a peer's process failed): the pod restarts in place at once, instead of
+when a collective notices the peer is gone (seconds, or NCCL's watchdog timeout).
+
 The operator may also ask for a checkpoint now (a node of the job is being drained, or `multinode checkpoint`):
 `CheckpointRequests` tells a trainer so (docs/checkpoints.md). Ranks must agree before a collective save, as
 each reads the file on its own: all-reduce the answer (max) first, as examples/real/train.py does.
@@ -26,12 +30,18 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
 MARKER_ENV = "MULTINODE_PROGRESS_MARKER"
 REQUEST_FILE_ENV = "MULTINODE_CHECKPOINT_REQUEST_FILE"
+# failurePolicy.restartStrategy InPlace: the file the pod's current attempt is in (a downward API file of its
+# annotation), and the exit code `leave_on_new_attempt` ends the process with (EX_TEMPFAIL).
+ATTEMPT_FILE_ENV = "MULTINODE_ATTEMPT_FILE"
+NEW_ATTEMPT_EXIT_CODE = 75
 # The reason of a request made because a node of the job is cordoned (api.conditions.Reason.NODE_CORDONED;
 # this file imports nothing of multinode, and tests/unit/mirror/test_request_relay.py checks the two agree).
 DRAIN_REASON = "NodeCordoned"
@@ -146,3 +156,38 @@ class CheckpointRequests:
     def saved(self) -> None:
         """A checkpoint was saved: every request up to now is answered."""
         self._seen = self._read() or self._seen
+
+
+def _attempt_in(path: str) -> int | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(32).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def leave_on_new_attempt(*, poll_seconds: float = 0.5,
+                         leave: Callable[[int], object] = os._exit) -> threading.Thread | None:
+    """Watch the pod's attempt (MULTINODE_ATTEMPT_FILE, set with restartStrategy InPlace) from a daemon thread,
+    and end the process with NEW_ATTEMPT_EXIT_CODE when it moves past this process's MULTINODE_ATTEMPT: the
+    operator declared a new attempt, so this one is over, even if the main thread waits in a collective for a
+    peer that is gone. The pod then restarts in place into the new attempt. None (nothing watched) outside such
+    a pod."""
+    path = os.environ.get(ATTEMPT_FILE_ENV, "")
+    mine = os.environ.get("MULTINODE_ATTEMPT", "")
+    if not path or not mine.isdigit():
+        return None
+
+    def watch() -> None:
+        while True:
+            current = _attempt_in(path)
+            if current is not None and current > int(mine):
+                print(f"multinode: attempt {current} declared; leaving attempt {mine}", file=sys.stderr, flush=True)
+                leave(NEW_ATTEMPT_EXIT_CODE)
+                return
+            time.sleep(poll_seconds)
+
+    thread = threading.Thread(target=watch, name="multinode-attempt", daemon=True)
+    thread.start()
+    return thread

@@ -6,7 +6,7 @@ cannot drift apart on a label key or an environment variable name.
 
 from __future__ import annotations
 
-from multinode.progress import MARKER, MARKER_ENV
+from multinode.progress import ATTEMPT_FILE_ENV, MARKER, MARKER_ENV
 
 GROUP = "multinode.dev"
 VERSION = "v1alpha1"
@@ -189,6 +189,8 @@ class EnvName:
     BT_PROJECT_CACHE_DIR = "BT_PROJECT_CACHE_DIR"
     MULTINODE_CHECKPOINT_DIR = "MULTINODE_CHECKPOINT_DIR"
     MULTINODE_CHECKPOINT_REQUEST_FILE = "MULTINODE_CHECKPOINT_REQUEST_FILE"
+    # restartStrategy InPlace: the pod's current attempt, a downward API file (multinode.progress reads it).
+    MULTINODE_ATTEMPT_FILE = ATTEMPT_FILE_ENV
     BT_CHECKPOINT_DIR = "BT_CHECKPOINT_DIR"
     MULTINODE_MIRROR_DIR = "MULTINODE_MIRROR_DIR"
     MULTINODE_RESUME_FROM = "MULTINODE_RESUME_FROM"

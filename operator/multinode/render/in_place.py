@@ -81,7 +81,8 @@ def _from_annotation(name: str, annotation: str) -> dict[str, Any]:
 def in_place_env(job: TrainingJob) -> list[dict[str, Any]]:
     """The trainer's variables that change with an in-place attempt, read from the pod's annotations. Inline
     `env` wins over the attempt ConfigMap's envFrom, which the pods keep from their creation."""
-    env = [_from_annotation(EnvName.MULTINODE_ATTEMPT, ANNOTATION_ATTEMPT),
+    env = [{"name": EnvName.MULTINODE_ATTEMPT_FILE, "value": BARRIER_ATTEMPT_FILE},
+           _from_annotation(EnvName.MULTINODE_ATTEMPT, ANNOTATION_ATTEMPT),
            _from_annotation(EnvName.MULTINODE_RESTART_COUNT, ANNOTATION_RESTART_COUNT),
            _from_annotation(EnvName.BT_RETRY_COUNT, ANNOTATION_RESTART_COUNT)]
     if job.spec.checkpointing is not None:
@@ -90,7 +91,8 @@ def in_place_env(job: TrainingJob) -> list[dict[str, Any]]:
     return env
 
 
-IN_PLACE_ENV_NAMES = frozenset({EnvName.MULTINODE_ATTEMPT, EnvName.MULTINODE_RESTART_COUNT, EnvName.BT_RETRY_COUNT,
+IN_PLACE_ENV_NAMES = frozenset({EnvName.MULTINODE_ATTEMPT_FILE, EnvName.MULTINODE_ATTEMPT,
+                                EnvName.MULTINODE_RESTART_COUNT, EnvName.BT_RETRY_COUNT,
                                 EnvName.MULTINODE_RESUME_FROM, EnvName.BT_LOAD_CHECKPOINT_DIR})
 
 
@@ -104,8 +106,12 @@ def barrier_volumes() -> list[dict[str, Any]]:
 
 
 def barrier_mounts() -> list[dict[str, Any]]:
-    return [{"name": BARRIER_VOLUME, "mountPath": BARRIER_MOUNT_PATH, "readOnly": True},
-            {"name": BARRIER_STATE_VOLUME, "mountPath": BARRIER_STATE_MOUNT_PATH}]
+    return [trainer_attempt_mount(), {"name": BARRIER_STATE_VOLUME, "mountPath": BARRIER_STATE_MOUNT_PATH}]
+
+
+def trainer_attempt_mount() -> dict[str, Any]:
+    """The pod's attempt file, read-only, where multinode.progress.leave_on_new_attempt watches it."""
+    return {"name": BARRIER_VOLUME, "mountPath": BARRIER_MOUNT_PATH, "readOnly": True}
 
 
 def barrier_args() -> list[str]:

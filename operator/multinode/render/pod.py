@@ -28,6 +28,7 @@ from multinode.render.in_place import (
     in_place_annotations,
     in_place_env,
     restarts_in_place,
+    trainer_attempt_mount,
     trainer_restart_rules,
 )
 from multinode.render.env import node_env, user_env
@@ -105,6 +106,8 @@ def _trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: li
     mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}, *node_storage_mounts(job)]
     mounts.extend(_dump_all(spec.pod_template.volume_mounts))
     rules = trainer_restart_rules(job) if restarts_in_place(job) else []
+    if restarts_in_place(job):
+        mounts.append(trainer_attempt_mount())
     return _without_empty(
         {
             "name": TRAINER_CONTAINER,

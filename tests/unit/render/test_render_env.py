@@ -84,7 +84,8 @@ def test_reserved_names_are_exactly_the_names_we_set() -> None:
     job = stored_job(network={"nccl": nccl}, cache={"claimName": "c"}, checkpointing={"claimName": "k"})
     names = [var["name"] for var in operator_env(job, 0, 0)]
     assert len(names) == len(set(names)), "a variable is set twice"
-    assert set(names) == RESERVED_ENV_NAMES
+    # Only an InPlace job's pods carry the attempt file (tests/unit/render/test_render_in_place.py).
+    assert set(names) | {"MULTINODE_ATTEMPT_FILE"} == RESERVED_ENV_NAMES
 
 
 @pytest.mark.parametrize("index", [-1, 2])
@@ -139,7 +140,7 @@ def test_the_pod_carries_only_what_differs_between_nodes_and_reads_the_rest_from
             assert c["envFrom"] == [{"configMapRef": {"name": attempt_env_name(job, 2)}}]
     # The ConfigMap and the inline part together are the whole contract, each name once.
     assert not set(config_map["data"]) & per_node
-    assert set(config_map["data"]) | per_node == RESERVED_ENV_NAMES
+    assert set(config_map["data"]) | per_node | {"MULTINODE_ATTEMPT_FILE"} == RESERVED_ENV_NAMES
     assert all(isinstance(v, str) for v in config_map["data"].values())
 
 

@@ -51,6 +51,10 @@ def test_the_attempt_and_resume_path_are_annotations_the_trainer_reads_at_each_s
             "fieldPath": f"metadata.annotations['{annotation}']"}}}
     names = [var["name"] for var in trainer(pod)["env"]]
     assert len(names) == len(set(names)), "each variable once: the annotation's replaces the inline value"
+    # multinode.progress.leave_on_new_attempt watches the attempt file, mounted read-only into the trainer.
+    assert env["MULTINODE_ATTEMPT_FILE"] == {"name": "MULTINODE_ATTEMPT_FILE", "value": BARRIER_ATTEMPT_FILE}
+    mount = next(m for m in trainer(pod)["volumeMounts"] if BARRIER_ATTEMPT_FILE.startswith(m["mountPath"]))
+    assert mount["readOnly"] is True
 
 
 def test_preflight_waits_at_the_barrier_with_the_attempt_file_and_its_state() -> None:
