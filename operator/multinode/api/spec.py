@@ -92,7 +92,12 @@ class PodTemplate(ApiModel):
         description="Extra pod labels; multinode's own labels win on conflict.",
     )
     annotations: dict[str, AnnotationValue] | None = Field(
-        None, max_length=MAX_MAP_ENTRIES, description="Extra pod annotations."
+        None, max_length=MAX_MAP_ENTRIES,
+        description="Extra pod annotations; not multinode.dev/ ones, which the operator writes and reads back.",
+        json_schema_extra={"x-kubernetes-validations": [cel_rule(
+            "self.all(k, !k.startsWith('multinode.dev/'))",
+            "spec.podTemplate.annotations: multinode.dev/ annotations are the operator's own (an in-place "
+            "restart's attempt and resume path live there)")]},
     )
     node_selector: dict[str, LabelValue] | None = Field(
         None,

@@ -12,9 +12,10 @@ Each pod's annotations also say which trainer restart count it has once it runs 
 count it had, plus one if it had not restarted yet. A count past that is a new failure. Everything is read
 from the pods and the status, so an operator restarted halfway through carries on.
 
-The recreate of today is the fallback: a pod gone, a pod failed (preflight, eviction: attempt_failures.py),
-or pods that have not restarted within IN_PLACE_TIMEOUT_SECONDS (a trainer hung in a collective never
-exits) → the gang is recreated as the same attempt, in new pods.
+The recreate of today is the fallback. A pod that fails (preflight, an exit code a rule names) or is lost
+(attempt_failures.py) ends the attempt as in any job: the next one is recreated in new pods. Pods that have
+not restarted within IN_PLACE_TIMEOUT_SECONDS (a trainer hung in a collective never exits), or a pod missing
+that no status row saw go, recreate the gang as the same attempt, in new pods.
 """
 
 from __future__ import annotations

@@ -63,7 +63,6 @@ def _restart_in_place(status: TrainingJobStatus, edits: dict[str, Any], message:
     (the kubelet restarted the pod already) and the gang's scheduling kept."""
     edits = {**edits, "next_attempt_time": None, "pods_attempt": status.attempt_of_pods,
              "scheduling": status.scheduling}
-    message = message.rsplit("; attempt ", 1)[0] + f"; attempt {edits['attempt']} in place, in the same pods"
     return Decision(status=edits, events=(Event("Warning", Reason.RESTARTING, message),),
                     conditions=(SetCondition(ConditionType.RUNNING, "False", failure.reason, message),))
 
@@ -88,8 +87,9 @@ def restart_edits(job: TrainingJob, status: TrainingJobStatus, failure: Failure,
              "phase": Phase.RESTARTING, "next_attempt_time": rfc3339(now + timedelta(seconds=delay)),
              **new_attempt(status)}
     budget = f"restart {restarts}/{job.spec.failure_policy.max_restarts}" if counted else "not counted"
+    when = "in place, in the same pods" if failure.in_place else f"in {delay:.0f}s"
     return edits, (f"attempt {record.attempt} failed: {failure.message}; {budget} ({ruling.why}); "
-                   f"attempt {attempt} in {delay:.0f}s")
+                   f"attempt {attempt} {when}")
 
 
 def new_attempt(status: TrainingJobStatus) -> dict[str, Any]:

@@ -245,6 +245,8 @@ CASES = [
     rejected("resumeFrom-job-shell", job(cache={"claimName": "c"}, checkpointing={
         "claimName": "k", "resumeFrom": {"trainingJob": "$(rm -rf /)"}}),
              "spec.checkpointing.resumeFrom.trainingJob", "should match"),
+    rejected("pod-annotation-of-the-operator", job(**template(annotations={"multinode.dev/attempt": "9"})),
+             "spec.podTemplate.annotations", "the operator's own"),
     rejected("env-reserved-after-valueFrom", job(env=[{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "x"}}},
                                                       {"name": "MASTER_PORT", "value": "$(A)"}]),
              "spec.env[1].name", "MASTER_PORT is reserved"),
