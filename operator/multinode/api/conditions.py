@@ -29,6 +29,9 @@ class ConditionType(StrEnum):
     GANG_SCHEDULED = "GangScheduled"
     # With the label kueue.x-k8s.io/queue-name: whether Kueue admitted the job's Workload.
     KUEUE_ADMITTED = "KueueAdmitted"
+    # With failurePolicy.restartStrategy InPlace: whether the cluster kept the pods' container restart rules
+    # (False: it dropped them, and every failure recreates the gang).
+    IN_PLACE_RESTARTS = "InPlaceRestarts"
 
 
 class Reason(StrEnum):
@@ -88,6 +91,9 @@ class Reason(StrEnum):
     # one does not within IN_PLACE_TIMEOUT_SECONDS (or one is gone), the gang is recreated instead.
     RESTARTING_IN_PLACE = "RestartingInPlace"
     IN_PLACE_RESTART_ABANDONED = "InPlaceRestartAbandoned"
+    # InPlaceRestarts: the pods carry their restart rules, or the apiserver dropped them.
+    RESTART_RULES_KEPT = "RestartRulesKept"
+    RESTART_RULES_DROPPED = "RestartRulesDropped"
     POD_FORCE_DELETED = "PodForceDeleted"
     # Suspend
     SUSPENDED = "Suspended"

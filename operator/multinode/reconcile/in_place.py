@@ -29,7 +29,7 @@ from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Event, Verdict
-from multinode.render.in_place import in_place_annotations
+from multinode.render.in_place import in_place_annotations, restarts_in_place, trainer_restart_rules
 
 # From the new attempt's declaration until every pod has restarted into it; past it the gang is recreated.
 IN_PLACE_TIMEOUT_SECONDS = 120.0
@@ -101,6 +101,25 @@ def recreate(status: TrainingJobStatus, why: str) -> Decision:
                     events=(Event("Warning", Reason.IN_PLACE_RESTART_ABANDONED, message),),
                     conditions=(SetCondition(ConditionType.RUNNING, "False", Reason.IN_PLACE_RESTART_ABANDONED,
                                              message),))
+
+
+def rules_kept(job: TrainingJob, current: dict[int, ObservedPod]) -> Decision:
+    """InPlaceRestarts: whether the attempt's pods kept the trainer's restart rule. An apiserver without
+    Kubernetes 1.36's container restart rules (or with their feature gates off) drops the field: the pods are
+    created, and every failure recreates the gang, which the condition says."""
+    if not restarts_in_place(job) or not current or not trainer_restart_rules(job):
+        return Decision()
+    dropped = [p for p in current.values() if not p.restart_rules]
+    if dropped:
+        return Decision(conditions=(SetCondition(
+            ConditionType.IN_PLACE_RESTARTS, "False", Reason.RESTART_RULES_DROPPED,
+            f"the apiserver dropped the trainer's restartPolicyRules from {len(dropped)} of {len(current)} pods "
+            f"(first: {min(dropped, key=lambda p: p.index).name}): it serves no container restart rules "
+            "(Kubernetes 1.36, feature gates ContainerRestartRules and RestartAllContainersOnContainerExits); a "
+            "failure recreates the gang, as BlockingRecreate"),))
+    return Decision(conditions=(SetCondition(
+        ConditionType.IN_PLACE_RESTARTS, "True", Reason.RESTART_RULES_KEPT,
+        "the pods carry their restart rules: a trainer that exits restarts the gang in place"),))
 
 
 def in_place_verdict(status: TrainingJobStatus, current: dict[int, ObservedPod], n: int) -> Verdict | None:

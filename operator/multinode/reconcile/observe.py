@@ -84,6 +84,8 @@ class ObservedPod:
     trainer_restarts: int = 0
     in_place_attempt: int | None = None
     in_place_trainer_restarts: int = 0
+    # The trainer container carries restartPolicyRules (the apiserver drops them where they are not served).
+    restart_rules: bool = False
 
     @property
     def unhealthy(self) -> bool:
@@ -165,6 +167,8 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         trainer_restarts=trainer_restarts,
         in_place_attempt=in_place_attempt,
         in_place_trainer_restarts=_int_label(annotations, ANNOTATION_TRAINER_RESTARTS) or 0,
+        restart_rules=any(c.get("name") == TRAINER_CONTAINER and bool(c.get("restartPolicyRules"))
+                          for c in spec.get("containers") or []),
         disruption=disruption.get("reason") if disruption.get("status") == "True" else None,
         waiting_reason=waiting.reason,
         waiting_message=waiting.message,

@@ -39,7 +39,7 @@ from multinode.reconcile.goodput import account
 from multinode.reconcile.gang import choose_gang, gang_verdict, ganging, placed_domain
 from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.image_consistency import pinned_image
-from multinode.reconcile.in_place import abandon, declare, in_place_failure, in_place_verdict, recreate
+from multinode.reconcile.in_place import abandon, declare, in_place_failure, in_place_verdict, recreate, rules_kept
 from multinode.reconcile.integration import Gate
 from multinode.reconcile.node_loss import force_delete_stranded
 from multinode.reconcile.observe import ObservedPod, PodPhase
@@ -142,6 +142,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     forced = set(take(_force_delete_stranded(p, older)).force_delete)
     older = [pod for pod in older if pod.name not in forced]
     take(declare(status, current))  # an in-place attempt's pods that were not told it yet (an operator restart)
+    take(rules_kept(job, current))
     take(note_first_bound(status, current, now))
 
     # 4. The gates before suspend: a job a queue has not admitted is held as if suspended.

@@ -13,7 +13,7 @@ import pytest
 from multinode.api import Phase, TrainingJobStatus
 from multinode.api.health_check import HealthStatus, NodeHealth
 from multinode.api.status import SchedulingStatus
-from multinode.reconcile.in_place import abandon, declare, in_place_failure, in_place_verdict
+from multinode.reconcile.in_place import abandon, declare, in_place_failure, in_place_verdict, rules_kept
 from multinode.reconcile import lifecycle
 from multinode.reconcile.attempt_failures import attempt_failure
 from multinode.reconcile.checkpointing import mirror_on_lost_node, report_mirror
@@ -154,6 +154,7 @@ POLICIES: dict[str, Callable[[TrainingJobStatus, dict[int, Any]], Any]] = {
     "declare": lambda s, c: declare(s.model_copy(update={"pods_attempt": 0}), c),
     "abandon": lambda s, c: abandon(IN_PLACE, s.model_copy(update={"pods_attempt": 0}), c, NOW),
     "in_place_verdict": lambda s, c: in_place_verdict(s, c, 2),
+    "rules_kept": lambda s, c: rules_kept(IN_PLACE, c),
 }
 # And every integration's extension points (reconcile/integration.py), each served, for a job queued in Kueue.
 # A job each integration has a say over: queued in Kueue, naming Volcano or coscheduling.

@@ -21,6 +21,7 @@ def _job(**policy):
 
 def _pod(index, *, told=0, restarts=0, expected=0, phase="Running", attempt=0, **fields):
     """A pod of `attempt` whose annotations name attempt `told` and `expected` trainer restarts."""
+    fields.setdefault("restart_rules", True)
     return pod(index, phase, attempt=attempt, in_place_attempt=told, trainer_restarts=restarts,
                in_place_trainer_restarts=expected, started_at="2026-11-20T11:00:00Z", **fields)
 
@@ -166,3 +167,15 @@ def test_a_job_switched_away_from_in_place_still_restarts_its_in_place_pods_in_p
     result = run(job, [_pod(0), _pod(1, restarts=1)], previous=before)
     assert (result.status.attempt, result.status.pods_attempt) == (1, 0)
     assert set(result.pods_to_annotate) == {"llama-0-a0", "llama-1-a0"}, "their barrier waits for it"
+
+
+def test_the_condition_says_whether_the_cluster_kept_the_restart_rules() -> None:
+    job = _job()
+    kept = run(job, [_pod(0), _pod(1)]).status
+    assert [(c.status, c.reason) for c in kept.conditions if c.type == "InPlaceRestarts"] == [
+        ("True", "RestartRulesKept")]
+    dropped = run(job, [_pod(0, restart_rules=False), _pod(1, restart_rules=False)]).status
+    (condition,) = [c for c in dropped.conditions if c.type == "InPlaceRestarts"]
+    assert (condition.status, condition.reason) == ("False", "RestartRulesDropped")
+    assert "2 of 2 pods" in condition.message and "recreates the gang" in condition.message
+    assert not [c for c in run(stored_job(2), [pod(0), pod(1)]).status.conditions if c.type == "InPlaceRestarts"]

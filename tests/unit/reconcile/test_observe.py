@@ -139,7 +139,8 @@ def test_an_in_place_pod_reads_its_attempt_resume_path_and_restarts_from_its_ann
         "metadata": {"name": "llama-3-a1", "labels": LABELS, "annotations": {
             "multinode.dev/attempt": "4", "multinode.dev/resume-from": "/ckpt/step-7",
             "multinode.dev/trainer-restarts": "2"}},
-        "spec": {"containers": [{"name": "trainer", "env": [{"name": "MULTINODE_RESUME_FROM", "valueFrom": {}}]}]},
+        "spec": {"containers": [{"name": "trainer", "env": [{"name": "MULTINODE_RESUME_FROM", "valueFrom": {}}],
+                                 "restartPolicyRules": [{"action": "RestartAllContainers"}]}]},
         "status": {"phase": "Pending", "containerStatuses": [{
             "name": "trainer", "restartCount": 3, "state": {"waiting": {"reason": "PodInitializing"}},
             "lastState": {"terminated": {"exitCode": 137, "reason": "RestartingAllContainers"}}}]},
@@ -147,8 +148,9 @@ def test_an_in_place_pod_reads_its_attempt_resume_path_and_restarts_from_its_ann
     assert (pod.attempt, pod.in_place_attempt, pod.runs_attempt) == (1, 4, 4)
     assert (pod.trainer_restarts, pod.in_place_trainer_restarts, pod.resume_from) == (3, 2, "/ckpt/step-7")
     assert pod.exit_code is None, "restarted in place: not a failed pod"
+    assert pod.restart_rules
 
 
 def test_a_pod_without_in_place_annotations_runs_the_attempt_it_was_made_for() -> None:
     pod = observe_pod({"metadata": {"name": "llama-3-a1", "labels": LABELS}})
-    assert (pod.in_place_attempt, pod.runs_attempt, pod.trainer_restarts) == (None, 1, 0)
+    assert (pod.in_place_attempt, pod.runs_attempt, pod.trainer_restarts, pod.restart_rules) == (None, 1, 0, False)
