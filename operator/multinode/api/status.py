@@ -137,6 +137,9 @@ class RestartRecord(StatusModel):
     message: str = Field("", max_length=4096, description="What failed, naming the pod and exit code.")
     counted: bool = Field(description="Whether it used up one of failurePolicy.maxRestarts.")
     time: str = Field(description="RFC3339 time the restart was decided.", json_schema_extra=_DATE_TIME)
+    index: int | None = Field(None, ge=0, description="The node whose pod was the cause, when one was (with "
+                                                      "restartStrategy InPlace, the one pod a lost or unhealthy "
+                                                      "node's restart replaces).")
 
 
 class TrainingJobStatus(StatusModel):

@@ -53,7 +53,7 @@ def failed_pod(a: Attempt) -> Decision:
 
 def lost_pod(a: Attempt) -> Decision:
     name = job_name(a.job)
-    lost = lost_indices(name, a.job.spec.num_nodes, a.before, a.current, a.status.attempt_of_pods)
+    lost = lost_indices(name, a.job.spec.num_nodes, a.before, a.current, a.status.attempt_of_pods, a.status.attempt)
     if not lost or a.leader_done:
         return Decision()
     last = next((ns for ns in a.before.node_statuses if ns.index == lost[0]), None)

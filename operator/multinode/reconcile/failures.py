@@ -33,6 +33,9 @@ class Failure:
     # A trainer that exited and whose pod restarted in place (restartStrategy InPlace): the gang follows it
     # in place instead of being recreated.
     in_place: bool = False
+    # The node index whose pod is the cause, when one is (a failed, lost or evicted pod): restartStrategy
+    # InPlace replaces only that pod when its node is lost or unhealthy (in_place.py).
+    index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def pod_failure(failed: list[ObservedPod]) -> Failure:
     where = f" on {p.node}" if p.unhealthy and p.node else ""
     return Failure(reason, f"pod {p.name} (node {p.index}){where} failed: {detail}{why}{words}{more}",
                    exit_code=p.exit_code, reasons=frozenset(reasons), node_loss=node_loss,
-                   unhealthy_node=p.unhealthy)
+                   unhealthy_node=p.unhealthy, index=p.index)
 
 
 # The DisruptionTarget reason the scheduler gives a pod it preempts (the whole gang, with a PodGroup).
@@ -75,27 +78,29 @@ def lost_failure(index: int, pod: str | None, last_reason: str | None) -> Failur
     if last_reason == PREEMPTION_BY_SCHEDULER:
         return Failure(Reason.PREEMPTED, f"pod {pod or '?'} of node {index} was preempted by the scheduler for a "
                                          "higher-priority job; the gang restarts when it fits again",
-                       reasons=reasons | {Reason.PREEMPTED}, node_loss=True)
+                       reasons=reasons | {Reason.PREEMPTED}, node_loss=True, index=index)
     return Failure(Reason.NODE_LOST, f"pod {pod or '?'} of node {index} was deleted before it finished{seen}; "
                                "the gang cannot continue without it",
-                   reasons=reasons, node_loss=True)
+                   reasons=reasons, node_loss=True, index=index)
 
 
 def lost_indices(job_name: str, num_nodes: int, before: TrainingJobStatus, current: dict[int, ObservedPod],
-                 attempt: int) -> list[int]:
+                 attempt: int, up_to: int | None = None) -> list[int]:
     """Indices whose pod of this attempt was seen before and is gone now (deleted, evicted).
 
     A node listed in the last status says so by its row. One it left out (a job of more than
     MAX_NODE_STATUSES nodes) had a pod of this attempt when the last status counted none without one
     (nodeCounts.noPod 0). While a big gang is still being created a pod deleted unlisted is created again
-    instead: its peers cannot have started training without every rank."""
+    instead: its peers cannot have started training without every rank. A gang restarted in place has pods of
+    the attempts `attempt` to `up_to` (a pod replaced on another node is of a later one than its peers)."""
     known = {ns.index: ns.pod for ns in before.node_statuses if ns.phase}
     counts = before.node_counts
     all_seen = (before.attempt_of_pods == attempt and before.node_statuses_omitted > 0 and counts is not None
                 and counts.no_pod == 0)
     listed = {ns.index for ns in before.node_statuses}
+    attempts = range(attempt, (attempt if up_to is None else up_to) + 1)
     return [i for i in range(num_nodes) if i not in current
-            and (known.get(i) == pod_name(job_name, i, attempt) or (all_seen and i not in listed))]
+            and (any(known.get(i) == pod_name(job_name, i, a) for a in attempts) or (all_seen and i not in listed))]
 
 
 def _matches(rule: FailureRule, failure: Failure) -> bool:

@@ -20,6 +20,7 @@ that no status row saw go, recreate the gang as the same attempt, in new pods.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
@@ -38,6 +39,22 @@ IN_PLACE_TIMEOUT_SECONDS = 120.0
 RESTARTING_ALL_CONTAINERS = "RestartingAllContainers"
 
 
+def current_pods(pods: Iterable[ObservedPod], status: TrainingJobStatus, n: int) -> dict[int, ObservedPod]:
+    """The current attempt's pods, by node index: the pods made for it; or, restarted in place, the pods made
+    for the attempts since status.podsAttempt, the newest of each index (a pod replaced on another node is of
+    a later attempt than its peers), but for the old pod of the node the attempt replaces."""
+    lo, hi, replaced = status.attempt_of_pods, status.attempt, replaced_index(status)
+    if lo == hi:
+        return {pod.index: pod for pod in pods if pod.attempt == hi and pod.index < n}
+    current: dict[int, ObservedPod] = {}
+    for pod in pods:
+        if not lo <= pod.attempt <= hi or pod.index >= n or (pod.index == replaced and pod.attempt < hi):
+            continue
+        if pod.index not in current or pod.attempt > current[pod.index].attempt:
+            current[pod.index] = pod
+    return current
+
+
 def in_place_failure(status: TrainingJobStatus, current: dict[int, ObservedPod]) -> Failure | None:
     """A pod of the current attempt whose trainer restarted in place after it started the attempt. Read from
     the pods (their restart rule and annotations), not the spec: a job switched away from InPlace while it
@@ -51,6 +68,27 @@ def in_place_failure(status: TrainingJobStatus, current: dict[int, ObservedPod])
     return Failure(Reason.POD_FAILED, f"pod {p.name} (node {p.index}): its trainer exited with a code no failure "
                                       f"policy rule names, and the pod restarted in place{more}",
                    reasons=frozenset({Reason.POD_FAILED, RESTARTING_ALL_CONTAINERS}), in_place=True)
+
+
+# The failures whose one pod is replaced while the rest of the gang restarts in place: its node is gone or
+# failed its health check, the others are fine. (Preemption takes the whole gang; a drain moves it.)
+REPLACED_FOR = (Reason.NODE_LOST, Reason.NODE_UNHEALTHY)
+
+
+def replaces_one_pod(job: TrainingJob, failure: Failure) -> bool:
+    """Whether the failure policy's restart replaces only the failure's pod (restartStrategy InPlace)."""
+    return (restarts_in_place(job) and not failure.in_place and failure.index is not None
+            and failure.reason in REPLACED_FOR)
+
+
+def replaced_index(status: TrainingJobStatus) -> int | None:
+    """The node whose pod the current in-place attempt replaces (its last restart record says which)."""
+    if status.pods_attempt is None or not status.restart_history:
+        return None
+    record = status.restart_history[-1]
+    if record.attempt != status.attempt - 1 or record.reason not in REPLACED_FOR:
+        return None
+    return record.index
 
 
 def _expected_restarts(pod: ObservedPod) -> int:
@@ -67,7 +105,8 @@ def declare(status: TrainingJobStatus, current: dict[int, ObservedPod]) -> Decis
     resume = status.resumed_from or ""
     return Decision(annotate=tuple(
         (p.name, in_place_annotations(status.attempt, resume, status.restarts, _expected_restarts(p)))
-        for p in sorted(current.values(), key=lambda pod: pod.index) if p.in_place_attempt != status.attempt))
+        for p in sorted(current.values(), key=lambda pod: pod.index)
+        if p.in_place_attempt != status.attempt and not p.terminating))
 
 
 def _not_back(status: TrainingJobStatus, current: dict[int, ObservedPod]) -> list[ObservedPod]:
@@ -126,8 +165,8 @@ def in_place_verdict(status: TrainingJobStatus, current: dict[int, ObservedPod],
     """Restarting, while pods of an in-place attempt have not restarted into it yet."""
     if status.pods_attempt is None:
         return None
-    late = _not_back(status, current)
+    late = len(_not_back(status, current)) + n - len(current)  # a replaced pod not made yet counts too
     if not late:
         return None
     return Verdict(Phase.RESTARTING, Reason.RESTARTING_IN_PLACE,
-                   f"attempt {status.attempt} restarting in place: {n - len(late)} of {n} pods restarted")
+                   f"attempt {status.attempt} restarting in place: {n - late} of {n} pods restarted")

@@ -95,7 +95,7 @@ def judge_down_nodes(job: TrainingJob, current: Iterable[ObservedPod], down: Map
         return Decision(requeue_after=min(timers, default=None), failure=Failure(
             Reason.NODE_LOST, f"pod {p.name} (node {p.index}): its node {p.node} {node.words}; "
                               "the gang cannot continue without it",
-            reasons=frozenset({Reason.NODE_LOST}), node_loss=True))
+            reasons=frozenset({Reason.NODE_LOST}), node_loss=True, index=p.index))
     return Decision(requeue_after=min(timers, default=None))
 
 

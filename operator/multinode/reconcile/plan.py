@@ -39,7 +39,15 @@ from multinode.reconcile.goodput import account
 from multinode.reconcile.gang import choose_gang, gang_verdict, ganging, placed_domain
 from multinode.reconcile.gang_fallback import release_partial_gang, wait_before_retry
 from multinode.reconcile.image_consistency import pinned_image
-from multinode.reconcile.in_place import abandon, declare, in_place_failure, in_place_verdict, recreate, rules_kept
+from multinode.reconcile.in_place import (
+    abandon,
+    current_pods,
+    declare,
+    in_place_failure,
+    in_place_verdict,
+    replaced_index,
+    rules_kept,
+)
 from multinode.reconcile.integration import Gate
 from multinode.reconcile.node_loss import force_delete_stranded
 from multinode.reconcile.observe import ObservedPod, PodPhase
@@ -134,10 +142,13 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
 
     # 3. Pods of earlier attempts never keep running, nor linger on a node that stopped answering. (An attempt
     #    restarted in place runs in an earlier attempt's pods, in_place.py: unless it is abandoned first.)
-    current = _current(observed, status.attempt_of_pods, n)
+    current = current_pods(observed.pods, status, n)
     if take(abandon(job, status, current, now)).events:
-        current = _current(observed, status.attempt_of_pods, n)
-    older = [pod for pod in observed.pods if pod.attempt < status.attempt_of_pods]
+        current = current_pods(observed.pods, status, n)
+    older = [pod for pod in observed.pods
+             if pod.attempt < status.attempt_of_pods or (pod.index in current and pod is not current[pod.index]
+                                                          and pod.attempt <= status.attempt)
+             or (pod.index == replaced_index(status) and pod.attempt < status.attempt)]
     result.delete(pod.name for pod in older if pod.active)
     forced = set(take(_force_delete_stranded(p, older)).force_delete)
     older = [pod for pod in older if pod.name not in forced]
@@ -221,11 +232,6 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     return _report(p, current, verdict)
 
 
-def _current(observed: Observed, attempt: int, n: int) -> dict[int, ObservedPod]:
-    """The pods of `attempt`, by node index."""
-    return {pod.index: pod for pod in observed.pods if pod.attempt == attempt and pod.index < n}
-
-
 def _force_delete_stranded(p: _Pass, pods: list[ObservedPod]) -> Decision:
     if not p.observed.down_nodes:  # no set of a 20 000-pod gang's deletions built for nothing
         return Decision()
@@ -244,12 +250,14 @@ def _report(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pas
 def _fail_attempt(p: _Pass, current: dict[int, ObservedPod], failure: Failure) -> _Pass:
     """The failure policy's answer: the gang restarting, or the job failed."""
     failed = p.take(apply_failure_policy(p.job, p.status, failure, current, p.now)).verdict
-    if failed is None and failure.in_place:  # the same pods, told the new attempt and where it resumes
+    if failed is None and p.status.pods_attempt is not None:  # in place: told the new attempt, where it resumes
         status = p.status
         status.attempt_start_time = rfc3339(p.now)
         status.resumed_from = resume_path(p.job, status, [], p.observed.resume_source_latest) or None
-        p.take(declare(status, current))
-        p.take(Decision(status=node_table(status, current, p.job.spec.num_nodes)))
+        staying = {i: pod for i, pod in current.items() if i != replaced_index(status)}
+        p.take(declare(status, staying))
+        p.take(_force_delete_stranded(p, [pod for i, pod in current.items() if i not in staying]))
+        p.take(Decision(status=node_table(status, staying, p.job.spec.num_nodes)))
         return p
     if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
         p.take(_force_delete_stranded(p, list(current.values())))
@@ -261,10 +269,11 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]
     """Render the attempt's missing pods; a Verdict when something keeps them from being created."""
     job, status, observed, now, result = p.job, p.status, p.observed, p.now, p.result
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
-    if not missing or lost_indices(job_name(job), job.spec.num_nodes, p.before, current, status.attempt_of_pods):
+    if not missing or lost_indices(job_name(job), job.spec.num_nodes, p.before, current, status.attempt_of_pods,
+                                   status.attempt):
         return None
-    if status.pods_attempt is not None:  # never a new pod among restarted ones: the gang goes on in new pods
-        p.take(recreate(status, f"the pod of node {missing[0]} is gone"))
+    if status.pods_attempt is not None:  # restarted in place: the pod a lost or unhealthy node's took
+        _replace(p, current, missing, gates)
         return None
     waiting = next((gate for gate in gates if gate.wait), None)
     if waiting is not None:
@@ -309,6 +318,28 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]
     if status.attempt > 0:
         result.stale_attempt_env = attempt_env_name(job, status.attempt - 1)
     return None
+
+
+def _replace(p: _Pass, current: dict[int, ObservedPod], missing: list[int], gates: list[Gate]) -> None:
+    """New pods for `missing` nodes of a gang restarted in place, of the current attempt: the gang's own
+    ConfigMap (its rendezvous port and id), its checkpoint and domain; no gang group (the rest of the gang is
+    placed already); kept off the nodes of the other pods, whatever attempt they were made for."""
+    job, status, now = p.job, p.status, p.now
+    assert status.pods_attempt is not None
+    p.take(prune_expired(status, now))
+    excluded = excluded_node_names(status, now)
+    node_selector, placed = attempt_node_selector(job, status, p.observed.nodes)
+    p.take(placed)
+    for gate in gates:
+        if gate.node_selector:
+            node_selector = {**(node_selector or {}), **gate.node_selector}
+    gang = (status.pods_attempt, *sorted({pod.attempt for pod in current.values()} - {status.pods_attempt}))
+    image, resume, attempt, name = pinned_image(job, status), status.resumed_from or "", status.attempt, job_name(job)
+    p.result.pods_to_create = PodStream(
+        missing, lambda i: pod_name(name, i, attempt),
+        lambda i: render_node_pod(job, i, attempt, p.settings, resume_from=resume, image=image,
+                                  node_selector=node_selector, excluded_nodes=excluded, restarts=status.restarts,
+                                  gang=gang))
 
 
 def _finish(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pass:

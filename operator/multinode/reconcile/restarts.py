@@ -18,6 +18,7 @@ from multinode.api.status import RestartRecord
 from multinode.api.timestamps import parse_time, rfc3339
 from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.failures import MAX_UNCOUNTED_RESTARTS, Failure, Ruling, rule_on
+from multinode.reconcile.in_place import replaces_one_pod
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Event, Verdict
 
@@ -48,8 +49,9 @@ def apply_failure_policy(job: TrainingJob, status: TrainingJobStatus, failure: F
                                         f"no restarts left (maxRestarts {job.spec.failure_policy.max_restarts}, "
                                         f"{status.restarts} used); last failure: {failure.message}"))
     edits, message = restart_edits(job, status, failure, ruling, now)
-    if failure.in_place:
-        return _restart_in_place(status, edits, message, failure)
+    if failure.in_place or replaces_one_pod(job, failure):
+        replaced = current.get(failure.index) if failure.index is not None and not failure.in_place else None
+        return _restart_in_place(status, edits, message, failure, replaced)
     # The next attempt waits for its backoff (and, blocking, for the old pods' deletion events).
     wait = max(0.0, (parse_time(edits["next_attempt_time"], now) - now).total_seconds())
     return Decision(status=edits, stop_creating=True, delete=tuple(p.name for p in current.values() if p.active),
@@ -58,12 +60,15 @@ def apply_failure_policy(job: TrainingJob, status: TrainingJobStatus, failure: F
                     requeue_after=wait)
 
 
-def _restart_in_place(status: TrainingJobStatus, edits: dict[str, Any], message: str, failure: Failure) -> Decision:
+def _restart_in_place(status: TrainingJobStatus, edits: dict[str, Any], message: str, failure: Failure,
+                      replaced: ObservedPod | None) -> Decision:
     """The next attempt at once, in the same pods (reconcile/in_place.py declares it into them): no backoff
-    (the kubelet restarted the pod already) and the gang's scheduling kept."""
+    (the kubelet restarted the pod already) and the gang's scheduling and domain kept; a lost or unhealthy
+    node's pod (`replaced`) goes, and a new one takes its place on another node."""
     edits = {**edits, "next_attempt_time": None, "pods_attempt": status.attempt_of_pods,
-             "scheduling": status.scheduling}
-    return Decision(status=edits, events=(Event("Warning", Reason.RESTARTING, message),),
+             "scheduling": status.scheduling, "topology_domain": status.topology_domain}
+    gone = (replaced.name,) if replaced is not None and replaced.active else ()
+    return Decision(status=edits, delete=gone, events=(Event("Warning", Reason.RESTARTING, message),),
                     conditions=(SetCondition(ConditionType.RUNNING, "False", failure.reason, message),))
 
 
@@ -79,7 +84,7 @@ def restart_edits(job: TrainingJob, status: TrainingJobStatus, failure: Failure,
     previous_restarts = status.restarts + status.uncounted_restarts
     delay = backoff_seconds(job, previous_restarts)
     record = RestartRecord(attempt=status.attempt, reason=failure.reason, message=failure.message[:4096],
-                           counted=counted, time=rfc3339(now))
+                           counted=counted, time=rfc3339(now), index=failure.index)
     restarts = status.restarts + counted
     attempt = status.attempt + 1
     edits = {"restart_history": restart_history_with(status, record), "restarts": restarts,
@@ -87,7 +92,11 @@ def restart_edits(job: TrainingJob, status: TrainingJobStatus, failure: Failure,
              "phase": Phase.RESTARTING, "next_attempt_time": rfc3339(now + timedelta(seconds=delay)),
              **new_attempt(status)}
     budget = f"restart {restarts}/{job.spec.failure_policy.max_restarts}" if counted else "not counted"
-    when = "in place, in the same pods" if failure.in_place else f"in {delay:.0f}s"
+    when = f"in {delay:.0f}s"
+    if failure.in_place:
+        when = "in place, in the same pods"
+    elif replaces_one_pod(job, failure):
+        when = f"in place, node {failure.index}'s pod replaced on another node"
     return edits, (f"attempt {record.attempt} failed: {failure.message}; {budget} ({ruling.why}); "
                    f"attempt {attempt} {when}")
 

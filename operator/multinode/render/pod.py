@@ -198,21 +198,29 @@ class PodKeys:
                        self.scheduler_name or other.scheduler_name, self.scheduling_group or other.scheduling_group)
 
 
-def one_pod_per_node(job_name: str, attempt: int) -> dict[str, Any]:
+def one_pod_per_node(job_name: str, attempt: int, also: Sequence[int] = ()) -> dict[str, Any]:
     """The required pod anti-affinity term that keeps an attempt's node pods on different machines, whatever
     their resources ask (a 1-GPU node pod would otherwise share an 8-GPU machine). Only the same attempt's
-    pods count: the previous attempt's, still terminating after a restart, must not block the new gang."""
-    return {"labelSelector": {"matchLabels": {LABEL_JOB_NAME: job_name, LABEL_ATTEMPT: str(attempt)}},
+    pods count: the previous attempt's, still terminating after a restart, must not block the new gang.
+    `also`: the attempts the rest of the gang's pods were made for (a pod replaced into a gang restarted in
+    place, reconcile/in_place.py)."""
+    if not also:
+        return {"labelSelector": {"matchLabels": {LABEL_JOB_NAME: job_name, LABEL_ATTEMPT: str(attempt)}},
+                "topologyKey": LABEL_HOSTNAME}
+    attempts = [str(a) for a in sorted({attempt, *also})]
+    return {"labelSelector": {"matchLabels": {LABEL_JOB_NAME: job_name},
+                              "matchExpressions": [{"key": LABEL_ATTEMPT, "operator": "In", "values": attempts}]},
             "topologyKey": LABEL_HOSTNAME}
 
 
-def _affinity(job: TrainingJob, attempt: int, excluded_nodes: Sequence[str]) -> dict[str, Any]:
+def _affinity(job: TrainingJob, attempt: int, excluded_nodes: Sequence[str], also: Sequence[int]) -> dict[str, Any]:
     """The user's affinity, plus the nodes the attempt must stay off and one pod per node."""
     user = job.spec.pod_template.affinity
     merged = exclude_nodes(user.model_dump(by_alias=True, exclude_none=True) if user else None, excluded_nodes) or {}
     anti = merged.setdefault("podAntiAffinity", {})
     anti["requiredDuringSchedulingIgnoredDuringExecution"] = [
-        *(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []), one_pod_per_node(job_name(job), attempt)]
+        *(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []),
+        one_pod_per_node(job_name(job), attempt, also)]
     return merged
 
 
@@ -243,6 +251,7 @@ def render_node_pod(
     excluded_nodes: Sequence[str] = (),
     keys: PodKeys = PodKeys(),
     restarts: int = 0,
+    gang: Sequence[int] = (),
 ) -> dict[str, Any]:
     """The pod of node `index` in gang attempt `attempt`. It reads the attempt's shared env from the
     attempt's ConfigMap (render_attempt_env), which must exist before the pod starts.
@@ -252,6 +261,8 @@ def render_node_pod(
     `excluded_nodes` are nodes the pod must not run on (status.excludedNodes).
     `keys` is what the integrations add (reconcile/integration.py pod_keys): the attempt's gang group.
     `restarts` is the job's counted restarts so far (an InPlace pod's annotation; the ConfigMap has it too).
+    `gang`: for a pod replaced into a gang restarted in place (reconcile/in_place.py), the attempts the other
+    pods were made for, the first being the one whose ConfigMap (rendezvous port and id) the gang shares.
     """
     check_node(job, index, attempt)
     settings = settings or RenderSettings()
@@ -260,7 +271,7 @@ def render_node_pod(
     spec = job.spec
     template = spec.pod_template
     host_network = spec.network.host_network
-    env_from = env_from_attempt(job, attempt)
+    env_from = env_from_attempt(job, gang[0] if gang else attempt)
 
     # User labels first: multinode's labels drive the Service selector and the
     # controller's bookkeeping, so they must win.
@@ -289,7 +300,7 @@ def render_node_pod(
                         *_dump_all(template.volumes)],
             "nodeSelector": {**_node_selector(job), **(node_selector or {})},
             "tolerations": pod_tolerations(job),
-            "affinity": _affinity(job, attempt, excluded_nodes),
+            "affinity": _affinity(job, attempt, excluded_nodes, gang),
             "priorityClassName": template.priority_class_name,
             "schedulerName": template.scheduler_name or keys.scheduler_name,
             "serviceAccountName": template.service_account_name,

@@ -253,7 +253,7 @@ def full_job() -> dict[str, Any]:
             "restartHistory": [
                 {"attempt": 0, "reason": Reason.NODE_LOST.value,
                  "message": "pod llama-pretrain-2-a0 of node 2 was deleted", "counted": False,
-                 "time": "2025-01-02T03:20:00Z"},
+                 "time": "2025-01-02T03:20:00Z", "index": 2},
                 {"attempt": 1, "reason": Reason.POD_FAILED.value,
                  "message": "pod llama-pretrain-3-a1 (node 3) failed: exit code 1", "counted": True,
                  "time": "2025-01-02T03:40:00Z"},

@@ -9,6 +9,8 @@ from datetime import timedelta
 from multinode.api import Phase
 from multinode.api.constants import ANNOTATION_ATTEMPT, ANNOTATION_RESUME_FROM, ANNOTATION_TRAINER_RESTARTS
 from multinode.reconcile.in_place import IN_PLACE_TIMEOUT_SECONDS
+from multinode.reconcile.node_loss import NodeDown
+from multinode.render import attempt_env_name
 from multinode.testing import checkpointed_job, stored_job
 from tests.unit.reconcile.planning import LATEST, NOW, pod, run
 
@@ -118,23 +120,24 @@ def test_pods_that_do_not_come_back_in_time_are_recreated_as_the_same_attempt() 
     assert sorted(gone.pods_to_create.names) == ["llama-0-a1", "llama-1-a1"]
 
 
-def test_a_pod_gone_from_an_in_place_gang_is_a_lost_node_and_the_gang_is_recreated() -> None:
+def test_a_pod_deleted_from_an_in_place_gang_is_a_lost_node_and_only_it_is_replaced() -> None:
     job = _job()
     declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
     result = run(job, [_pod(1, told=1, restarts=1, expected=1)], previous=declared)
     status = result.status
-    assert (status.attempt, status.pods_attempt, status.uncounted_restarts) == (2, None, 1)
-    assert status.restart_history[-1].reason == "NodeLost"
-    assert result.pods_to_delete == ["llama-1-a0"]
+    assert (status.attempt, status.pods_attempt, status.uncounted_restarts) == (2, 0, 1)
+    assert (status.restart_history[-1].reason, status.restart_history[-1].index) == ("NodeLost", 0)
+    assert result.pods_to_delete == [] and set(result.pods_to_annotate) == {"llama-1-a0"}
+    assert run(job, [_pod(1, told=2, restarts=1, expected=2)], previous=status).pods_to_create.names == [
+        "llama-0-a2"]
 
 
-def test_a_pod_missing_without_a_trace_recreates_the_gang_never_adds_a_pod_to_it() -> None:
+def test_a_pod_missing_without_a_trace_is_made_again_into_the_gang() -> None:
     job = _job()
     declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
     unknown = declared.model_copy(update={"node_statuses": []})  # no row says pod 0 was seen
     result = run(job, [_pod(1, told=1, restarts=1, expected=1)], previous=unknown)
-    assert result.status.pods_attempt is None and list(result.pods_to_create) == []
-    assert "node 0 is gone" in result.events[0].message
+    assert result.status.pods_attempt == 0 and result.pods_to_create.names == ["llama-0-a1"]
 
 
 def test_a_code_a_rule_names_fails_the_pod_and_the_rule_decides() -> None:
@@ -179,3 +182,57 @@ def test_the_condition_says_whether_the_cluster_kept_the_restart_rules() -> None
     assert (condition.status, condition.reason) == ("False", "RestartRulesDropped")
     assert "2 of 2 pods" in condition.message and "recreates the gang" in condition.message
     assert not [c for c in run(stored_job(2), [pod(0), pod(1)]).status.conditions if c.type == "InPlaceRestarts"]
+
+
+DEAD = {"dead": NodeDown("Unknown", "2026-11-20T11:58:00Z")}
+
+
+def test_a_lost_nodes_pod_is_replaced_elsewhere_while_the_others_restart_in_place() -> None:
+    job = _job()
+    before = _running(job, [_pod(0, node="n0"), _pod(1, node="dead")])
+    lost = run(job, [_pod(0, node="n0"), _pod(1, node="dead")], previous=before, down_nodes=DEAD)
+
+    status = lost.status
+    assert (status.attempt, status.pods_attempt, status.restarts, status.uncounted_restarts) == (1, 0, 0, 1)
+    record = status.restart_history[-1]
+    assert (record.reason, record.index, record.counted) == ("NodeLost", 1, False)
+    assert lost.pods_to_force_delete == ["llama-1-a0"] and lost.pods_to_delete == []
+    assert set(lost.pods_to_annotate) == {"llama-0-a0"}, "only the pod that stays is told the attempt"
+    assert list(lost.pods_to_create) == []
+
+    # The lost pod gone: its replacement, of attempt 1, joins the gang's attempt-0 ConfigMap and stays off
+    # the nodes of the pods made for attempt 0 too.
+    told = _pod(0, node="n0", told=1, expected=1)
+    replaced = run(job, [told], previous=lost.status, down_nodes=DEAD)
+    assert replaced.pods_to_create.names == ["llama-1-a1"]
+    (new,) = list(replaced.pods_to_create)
+    assert new["metadata"]["annotations"]["multinode.dev/attempt"] == "1"
+    container = new["spec"]["containers"][0]
+    assert container["envFrom"] == [{"configMapRef": {"name": attempt_env_name(job, 0)}}]
+    terms = new["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[-1]["labelSelector"]["matchExpressions"] == [
+        {"key": "multinode.dev/attempt", "operator": "In", "values": ["0", "1"]}]
+    assert "schedulingGroup" not in new["spec"], "the rest of the gang is placed: no gang group for one pod"
+    assert replaced.attempt_env is None and replaced.stale_attempt_env is None
+    assert replaced.status.phase == Phase.RESTARTING
+
+    # Both back: the gang runs attempt 1 in pods of attempts 0 and 1.
+    back = [_pod(0, node="n0", told=1, restarts=1, expected=1),
+            _pod(1, node="n2", attempt=1, told=1)]
+    running = run(job, back, previous=replaced.status)
+    assert (running.status.phase, running.status.attempt) == (Phase.RUNNING, 1)
+    assert running.pods_to_create == [] and running.pods_to_delete == []
+    # A later failure of the replacement is a new in-place attempt like any other.
+    again = run(job, [back[0], _pod(1, node="n2", attempt=1, told=1, restarts=1)], previous=running.status)
+    assert (again.status.attempt, again.status.pods_attempt) == (2, 0)
+    assert set(again.pods_to_annotate) == {"llama-0-a0", "llama-1-a1"}
+
+
+def test_a_replaced_pod_that_vanishes_is_a_lost_node_again() -> None:
+    job = _job()
+    before = _running(job, [_pod(0, node="n0"), _pod(1, node="dead")])
+    lost = run(job, [_pod(0, node="n0"), _pod(1, node="dead")], previous=before, down_nodes=DEAD)
+    back = [_pod(0, node="n0", told=1, restarts=1, expected=1), _pod(1, node="n2", attempt=1, told=1)]
+    running = run(job, back, previous=run(job, back, previous=lost.status).status)
+    gone = run(job, back[:1], previous=running.status)
+    assert gone.status.attempt == 2 and gone.status.restart_history[-1].reason == "NodeLost"
