@@ -145,10 +145,11 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     current = current_pods(observed.pods, status, n)
     if take(abandon(job, status, current, now)).events:
         current = current_pods(observed.pods, status, n)
+    lo, replaced = status.attempt_of_pods, replaced_index(status)
     older = [pod for pod in observed.pods
-             if pod.attempt < status.attempt_of_pods or (pod.index in current and pod is not current[pod.index]
-                                                          and pod.attempt <= status.attempt)
-             or (pod.index == replaced_index(status) and pod.attempt < status.attempt)]
+             if pod.attempt < lo or (pod.index in current and pod is not current[pod.index]
+                                     and pod.attempt <= status.attempt)
+             or (pod.index == replaced and pod.attempt < status.attempt)]
     result.delete(pod.name for pod in older if pod.active)
     forced = set(take(_force_delete_stranded(p, older)).force_delete)
     older = [pod for pod in older if pod.name not in forced]

@@ -126,6 +126,40 @@ def test_node_lost_evicts_and_restarts_without_counting(
     assert lost_node not in {p.spec.node_name for p in attempt_pods(core, ns, "lossy", 1)}
 
 
+def test_in_place_a_lost_node_costs_only_its_pod_replaced_on_another_node(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str, lossy_pool: str
+) -> None:
+    """restartStrategy InPlace: node loss replaces the one pod (stock toleration: the operator acts when the
+    node has been NotReady nodeLossTolerationSeconds). kwok runs no containers, so the pod that stays is not
+    restarted here: that half is tests/integration/realnodes/test_real_training.py."""
+    ns = job_namespace
+    manifest = training_job("spared", 2, failurePolicy={"restartStrategy": "InPlace"},
+                            podTemplate={"nodeSelector": {"localcluster.multinode.dev/pool": lossy_pool}})
+    jobs.apply(kubeconfig, ns, manifest)
+    jobs.wait_phase(custom, ns, "spared", "Running")
+    stays = core.read_namespaced_pod("spared-0-a0", ns)
+    lost_node = core.read_namespaced_pod("spared-1-a0", ns).spec.node_name
+
+    core.patch_node(lost_node, {"metadata": {"labels": {"node-not-ready.stage.kwok.x-k8s.io": "true"}}})
+
+    replacement = wait_for(lambda: next((p for p in jobs.job_pods(core, ns, "spared")
+                                         if p.metadata.name == "spared-1-a1" and p.spec.node_name), None),
+                           timeout=120, what="node 1's pod replaced on another node")
+    assert replacement.spec.node_name not in (lost_node, stays.spec.node_name)
+    status = jobs.get_job(custom, ns, "spared")["status"]
+    assert (status["attempt"], status["podsAttempt"], status["uncountedRestarts"]) == (1, 0, 1)
+    record = status["restartHistory"][-1]
+    assert (record["reason"], record["index"], record["counted"]) == ("NodeLost", 1, False)
+    again = core.read_namespaced_pod("spared-0-a0", ns)
+    assert again.metadata.uid == stays.metadata.uid, "the pod on the healthy node stays"
+    assert again.metadata.annotations["multinode.dev/attempt"] == "1", "and is told the new attempt"
+    assert replacement.metadata.annotations["multinode.dev/attempt"] == "1"
+    config_maps = {e.config_map_ref.name for e in replacement.spec.containers[0].env_from}
+    assert config_maps == {e.config_map_ref.name for e in again.spec.containers[0].env_from}, "one rendezvous"
+    wait_for(lambda: "spared-1-a0" not in {p.metadata.name for p in jobs.job_pods(core, ns, "spared")},
+             timeout=60, what="the lost node's pod deleted")
+
+
 def test_suspend_deletes_pods_keeps_counters_and_resume_starts_a_new_attempt(
     core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str
 ) -> None:
