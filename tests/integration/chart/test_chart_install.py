@@ -74,6 +74,9 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
                            ("create", "services"), ("create", "serviceaccounts"),
                            ("create", "rolebindings.rbac.authorization.k8s.io"), ("create", "events"),
                            ("get", "pods/log"),
+                           # an in-place restart's annotations; the admission policy -operator-pod-updates holds
+                           # it to those (tests/integration/chart/test_admission_policies.py)
+                           ("patch", "pods"),
                            *((v, "podgroups.scheduling.k8s.io") for v in ("list", "watch", "create", "delete")),
                            ("patch", "trainingjobs.multinode.dev"),
                            *((v, "workloads.kueue.x-k8s.io") for v in ("list", "watch", "create", "delete")),
@@ -96,7 +99,7 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
                            ("get", "trainingjobs.multinode.dev"), ("update", "trainingjobs.multinode.dev/status"),
                            ("get", "trainingjobs.multinode.dev/status"), ("create", "roles.rbac.authorization.k8s.io"),
                            ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
-                           ("update", "pods"), ("patch", "pods"), ("delete", "services"), ("get", "nodes"),
+                           ("update", "pods"), ("delete", "services"), ("get", "nodes"),
                            ("list", "namespaces"), ("create", "clusterroles.rbac.authorization.k8s.io"),
                            ("escalate", "roles.rbac.authorization.k8s.io"), ("bind", "roles.rbac.authorization.k8s.io"),
                            ("update", "deployments.apps"), ("patch", "podgroups.scheduling.k8s.io"),
