@@ -50,6 +50,10 @@ def node_labels(pool: NodePoolConfig, index: int, kind: str) -> dict[str, str]:
     return {k: v for k, v in labels.items() if v}
 
 
+# k8s.io/component-helpers nodedeclaredfeatures/features/restartallcontainers: the feature's name.
+RESTART_ALL_CONTAINERS_FEATURE = "RestartAllContainersOnContainerExits"
+
+
 def render_fake_gpu_node(pool: NodePoolConfig, index: int) -> dict:
     name = node_name(pool, index)
     capacity = {"cpu": pool.cpu, "memory": pool.memory, "pods": str(pool.max_pods), "ephemeral-storage": "2Ti"}
@@ -68,5 +72,8 @@ def render_fake_gpu_node(pool: NodePoolConfig, index: int) -> dict:
             "labels": labels,
         },
         "spec": {},
-        "status": {"capacity": capacity, "allocatable": dict(capacity)},
+        # What a 1.36 kubelet declares with its default feature gates (NodeDeclaredFeatures): the scheduler
+        # places a pod whose container restart rules restart all containers only on a node that declares it.
+        "status": {"capacity": capacity, "allocatable": dict(capacity),
+                   "declaredFeatures": [RESTART_ALL_CONTAINERS_FEATURE]},
     }
