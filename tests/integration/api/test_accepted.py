@@ -155,8 +155,9 @@ def test_apiserver_serves_the_committed_schema_with_every_cel_rule(api: client.A
     # distinct cache/checkpoint mount paths, resumeFrom one-of, a failure rule sets a matcher; and the gang
     # scheduler's five: podGroup or a gang scheduler, podTemplate.schedulerName or one, volcano or
     # coscheduling, each of them frozen; a seccomp or AppArmor profile names a localhostProfile exactly when
-    # its type is Localhost, in the pod's and the trainer's security context (four).
-    assert rules(served) == immutable + 18
+    # its type is Localhost, in the pod's and the trainer's security context (four); no multinode.dev/
+    # podTemplate annotation (the operator's own).
+    assert rules(served) == immutable + 19
 
 
 def test_committed_crd_compiles_within_the_cel_cost_budget(kubeconfig: str, crd: str) -> None:

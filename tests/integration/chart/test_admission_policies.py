@@ -237,8 +237,9 @@ def test_the_operators_pods_get_no_more_than_the_namespace_allows(
     assert "privileged, capabilities beyond baseline" in refused(create(containers=privileged))
     assert "never shares a node's process or IPC namespace" in refused(create(hostPID=True))
     core.patch_namespace(ns, {"metadata": {"labels": {LABEL_ALLOW_HOST_PATH: "true", LABEL_ALLOW_PRIVILEGED: "true"}}})
-    create(volumes=host_path)()
-    create(containers=privileged)()
+    # The policy reads the namespace's labels through the apiserver's own watch: admitted a moment later.
+    admitted_once_settled(create(volumes=host_path), "hostPath admitted once the namespace is labelled")
+    admitted_once_settled(create(containers=privileged), "privileged admitted once the namespace is labelled")
     assert "never shares" in refused(create(hostIPC=True))
 
 

@@ -369,8 +369,10 @@ def test_without_the_gang_api_a_partial_gang_is_released_and_the_job_runs_once_i
     assert released["restarts"] == 0 and released.get("uncountedRestarts", 0) == 0
     wait_for(lambda: not [p for p in jobs.job_pods(core, ns, "half") if p.metadata.name.endswith("-a0")],
              timeout=60, what="attempt 0's pods deleted")
-    events = core.list_namespaced_event(ns, field_selector="reason=PartialGangReleased").items
-    assert events and "released them all" in events[0].message
+    # Posted after the status that says so, without holding the operator's worker: waited for.
+    events = wait_for(lambda: core.list_namespaced_event(ns, field_selector="reason=PartialGangReleased").items,
+                      timeout=30, what="the PartialGangReleased Event")
+    assert "released them all" in events[0].message
 
     grow_pool(cluster, pool, 3, 1)
     done = jobs.wait_phase(custom, ns, "half", "Running", timeout=120)

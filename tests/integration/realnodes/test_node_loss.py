@@ -49,9 +49,12 @@ def _attempt_pods(core: client.CoreV1Api, namespace: str, attempt: int) -> list[
 def _training(core: client.CoreV1Api, namespace: str, attempt: int) -> dict[str, tuple[str, str]] | None:
     """Pod name → (uid, node) once every rank trains `attempt`."""
     pods = _attempt_pods(core, namespace, attempt)
-    if len(pods) == ALL_BUT_ONE and all(p.status.phase == "Running" and f"training attempt={attempt}"
-                                        in pod_log(core, namespace, p.metadata.name) for p in pods):
-        return {p.metadata.name: (p.metadata.uid, p.spec.node_name) for p in pods}
+    try:
+        if len(pods) == ALL_BUT_ONE and all(p.status.phase == "Running" and f"training attempt={attempt}"
+                                            in pod_log(core, namespace, p.metadata.name) for p in pods):
+            return {p.metadata.name: (p.metadata.uid, p.spec.node_name) for p in pods}
+    except client.ApiException:
+        pass  # a container the kubelet is restarting in place has no log for a moment (400)
     return None
 
 
