@@ -95,6 +95,10 @@ class Reason(StrEnum):
     RESTART_RULES_KEPT = "RestartRulesKept"
     RESTART_RULES_DROPPED = "RestartRulesDropped"
     POD_FORCE_DELETED = "PodForceDeleted"
+    # spec.spareNodes: a spare took a lost node's rank (an Event); a spare that failed or lost its node was
+    # replaced (an Event).
+    SPARE_TOOK_RANK = "SpareTookRank"
+    SPARE_REPLACED = "SpareReplaced"
     # Suspend
     SUSPENDED = "Suspended"
     RESUMED = "Resumed"

@@ -26,6 +26,8 @@ LABEL_ATTEMPT = f"{GROUP}/attempt"
 # The mirror pod is labelled apart from node pods, so the headless Service (which selects
 # LABEL_JOB_NAME) never lists it among the rendezvous peers.
 LABEL_MIRROR_OF = f"{GROUP}/mirror-of"
+# A hot spare's pod (spec.spareNodes): its serial number, which its name and hostname carry.
+LABEL_SPARE = f"{GROUP}/spare"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 # The well-known node label whose value is the node's own: a topology key of one machine.
 LABEL_HOSTNAME = "kubernetes.io/hostname"
@@ -86,6 +88,18 @@ ANNOTATION_ATTEMPT = f"{GROUP}/attempt"
 ANNOTATION_RESUME_FROM = f"{GROUP}/resume-from"
 ANNOTATION_TRAINER_RESTARTS = f"{GROUP}/trainer-restarts"
 ANNOTATION_RESTART_COUNT = f"{GROUP}/restart-count"
+# ... and where the attempt's rendezvous is: the leader's DNS name (rank 0's pod, which a spare may hold), the
+# port and the id. New with each attempt, so a pod cut off by a partition never rejoins a later one.
+ANNOTATION_LEADER = f"{GROUP}/leader"
+ANNOTATION_RENDEZVOUS_PORT = f"{GROUP}/rendezvous-port"
+ANNOTATION_RENDEZVOUS_ID = f"{GROUP}/rendezvous-id"
+# On a hot spare (spec.spareNodes, render/spare.py), once the operator gives it a lost node's rank: that node's
+# index and the attempt it joined in. A spare without them waits, warm, in its preflight.
+ANNOTATION_NODE_INDEX = f"{GROUP}/node-index"
+ANNOTATION_JOINED_IN = f"{GROUP}/joined-in"
+# Where each kubelet renews its node's Lease (every leaseDurationSeconds/4: 10 s on stock settings). A job with
+# hot spares reads them: a node whose lease stops renewing loses its rank to a spare (reconcile/lease_loss.py).
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 # Label published by NVIDIA GPU Feature Discovery; spec.accelerator selects on it.
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
 
@@ -109,10 +123,20 @@ def node_hostname(job: str, index: int) -> str:
     return f"{job}-{index}"
 
 
+def spare_hostname(job: str, serial: int) -> str:
+    """The hostname of hot spare `serial` (spec.spareNodes): never a node's, whose suffix is digits only."""
+    return f"{job}-s{serial}"
+
+
+def dns_name(hostname: str, service: str, namespace: str) -> str:
+    """A pod's name under the job's headless Service (the pod's subdomain)."""
+    return f"{hostname}.{service}.{namespace}.svc"
+
+
 def node_dns_name(job: str, index: int, service: str, namespace: str) -> str:
     """Node `index` answers at this name (its hostname under the headless Service, the pod's subdomain)
     whatever its pod's name: the renderer publishes it and `multinode preflight` waits for it."""
-    return f"{node_hostname(job, index)}.{service}.{namespace}.svc"
+    return dns_name(node_hostname(job, index), service, namespace)
 
 
 # How long a node's preflight waits for its peers' DNS names: the operator's setting and the CLI's

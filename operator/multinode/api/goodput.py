@@ -52,6 +52,9 @@ class GoodputStatus(StatusModel):
     lost: LostSeconds = Field(default_factory=LostSeconds, description="Seconds lost, by cause.")
     percent: int | None = Field(None, ge=0, le=100, description="productiveSeconds out of productive + lost, "
                                                                 "rounded down; for the printer column.")
+    spare_seconds: int = Field(0, ge=0, description="Pod-seconds the job's hot spares (spec.spareNodes) waited: "
+                                                    "machines held idle beyond numNodes. Not in lostSeconds or "
+                                                    "percent, which are the gang's wall time.")
     attempt_productive_seconds: int = Field(0, ge=0, description="Productive seconds of the current attempt: what "
                                                                  "its restart turns into redone or hang.")
     accounted_until: str | None = Field(None, description="RFC3339 time up to which the seconds are counted; the "

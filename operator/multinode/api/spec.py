@@ -52,6 +52,7 @@ from multinode.api.pod_fields import (
 _DEFAULT_EMPTY_OBJECT: JsonDict = {"default": {}}
 
 MAX_NUM_NODES = 20000
+MAX_SPARE_NODES = 1000
 
 def _list_map(*keys: str) -> dict[str, Any]:
     """Schema markers for a list merged by key (server-side apply; duplicates rejected)."""
@@ -176,6 +177,13 @@ CROSS_FIELD_RULES = [
     cel_rule(f"!has(self.podGroup) || {_NO_GANG_SCHEDULER}",
              "spec.podGroup is deprecated and cannot be combined with spec.scheduling.volcano or "
              "spec.scheduling.coscheduling: remove spec.podGroup", field_path=".podGroup"),
+    # A spare joins a gang whose other pods restart in place; a gang recreated whole has no use for one.
+    cel_rule("!has(self.spareNodes) || self.spareNodes == 0 || (has(self.failurePolicy) && "
+             "has(self.failurePolicy.restartStrategy) && self.failurePolicy.restartStrategy == 'InPlace')",
+             "spec.spareNodes needs spec.failurePolicy.restartStrategy InPlace: a spare takes a lost node's rank "
+             "while the other pods restart in place", field_path=".spareNodes"),
+    cel_rule("!has(self.spareNodes) || self.spareNodes <= self.numNodes",
+             "spec.spareNodes must be at most spec.numNodes", field_path=".spareNodes"),
     cel_rule(f"!has(self.podTemplate) || !has(self.podTemplate.schedulerName) || {_NO_GANG_SCHEDULER}",
              "spec.podTemplate.schedulerName cannot be combined with a gang scheduler: set "
              "spec.scheduling.volcano.schedulerName or spec.scheduling.coscheduling.schedulerName",
@@ -209,6 +217,12 @@ class TrainingJobSpec(ApiModel):
     # Bounded so a typo (10^9) cannot make the operator render a billion pods. The status does not grow with
     # it: status.nodeStatuses holds at most MAX_NODE_STATUSES rows, status.nodeCounts counts the rest.
     num_nodes: int = Field(ge=1, le=MAX_NUM_NODES, description="Number of nodes (one pod per node).")
+    spare_nodes: int = Field(
+        0, ge=0, le=MAX_SPARE_NODES,
+        description="Hot spares: this many extra pods, each on a node of its own, scheduled, pulled and past "
+                    "their health check, waiting. When a node of the gang is lost, a spare takes its rank (rank "
+                    "0's too) while the other pods restart in place, and a new spare is made. At most numNodes; "
+                    "needs failurePolicy.restartStrategy InPlace (docs/operations.md#hot-spares).")
     num_proc_per_node: int | None = Field(
         None,
         ge=1,

@@ -129,6 +129,16 @@ class NodeCounts(StatusModel):
                                                "reason, a non-zero exit code or a failed health check.")
 
 
+class SpareCounts(StatusModel):
+    """The job's hot spares (spec.spareNodes)."""
+
+    wanted: int = Field(0, ge=0, description="spec.spareNodes.")
+    warm: int = Field(0, ge=0, description="Spares waiting on a Ready node, past their pull and health check: "
+                                           "ready to take a lost node's rank.")
+    starting: int = Field(0, ge=0, description="Spares made but not warm yet (scheduling, pulling, checking).")
+    taken: int = Field(0, ge=0, description="Ranks spares have taken over the job's life.")
+
+
 class RestartRecord(StatusModel):
     """Why one gang attempt ended in a restart."""
 
@@ -140,6 +150,8 @@ class RestartRecord(StatusModel):
     index: int | None = Field(None, ge=0, description="The node whose pod was the cause, when one was (with "
                                                       "restartStrategy InPlace, the one pod a lost or unhealthy "
                                                       "node's restart replaces).")
+    spare: int | None = Field(None, ge=0, description="The hot spare (its serial: pod <job>-s<serial>) that took "
+                                                      "that node's rank (spec.spareNodes).")
 
 
 class TrainingJobStatus(StatusModel):
@@ -230,6 +242,7 @@ class TrainingJobStatus(StatusModel):
                     "entry's time.", json_schema_extra={"x-kubernetes-list-type": "map",
                                                         "x-kubernetes-list-map-keys": ["node"]})
     scheduling: SchedulingStatus | None = Field(None, description="How the current attempt is gang-scheduled.")
+    spares: SpareCounts | None = Field(None, description="The job's hot spares (spec.spareNodes).")
 
     @property
     def attempt_of_pods(self) -> int:

@@ -23,9 +23,11 @@ from multinode.api.status import TrainingJobStatus
 JOB_NAME_RULE = cel_rule(
     f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}') && "
     "(!has(self.spec) || !has(self.spec.numNodes) || "
-    "size(self.metadata.name) + 1 + size(string(self.spec.numNodes - 1)) <= 63)",
+    "size(self.metadata.name) + 1 + size(string(self.spec.numNodes - 1)) <= 63) && "
+    "(!has(self.spec) || !has(self.spec.spareNodes) || self.spec.spareNodes == 0 || !has(self.spec.numNodes) || "
+    "size(self.metadata.name) + 2 + size(string(self.spec.numNodes + 2 * self.spec.spareNodes)) <= 63)",
     "metadata.name: must be a DNS-1035 label (lowercase letters, digits and '-', starting "
-    "with a letter) short enough that '<name>-<index>' fits 63 characters",
+    "with a letter) short enough that '<name>-<index>' (and a spare's '<name>-s<serial>') fits 63 characters",
     field_path=".metadata.name",
 )
 

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from multinode.api import GROUP, KIND, VERSION
+from multinode.api.constants import NODE_LEASE_NAMESPACE
 from multinode.api.timestamps import rfc3339
 from multinode.controller.kube_calls import (BACKGROUND, COLLECTIONS, HTTP_NOT_FOUND, MERGE_PATCH, ApiError,
                                              KubeCalls, collection_of, lease_path, path_segment)
@@ -102,6 +103,14 @@ class CoreRequests(KubeCalls):
             raise
         lease: dict = json.loads(data)
         return lease
+
+    async def node_leases(self) -> list[dict[str, Any]]:
+        """The kubelets' Leases (kube-node-lease), as the apiserver's watch cache has them (resourceVersion 0:
+        no read of etcd, whatever the cluster's size)."""
+        data = await self._call("list_namespaced_lease", "GET",
+                                lease_path(NODE_LEASE_NAMESPACE, "") + "?resourceVersion=0", None)
+        items: list[dict[str, Any]] = json.loads(data).get("items") or []
+        return items
 
     async def create_lease(self, namespace: str, name: str, spec: dict) -> None:
         """Create the Lease; 409 (another replica was faster) is raised for the caller."""

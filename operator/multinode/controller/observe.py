@@ -14,6 +14,7 @@ from typing import Any
 
 from multinode.api import TrainingJob
 from multinode.controller.kube import KubeApi
+from multinode.controller.node_leases import NodeLeases
 from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.stores import JobKey, Stores
 from multinode.reconcile import Observed
@@ -77,21 +78,27 @@ class Observer:
         # start); an integration whose API is not served observes nothing.
         self.integrations = integrations
         self.disrupted = DisruptedPods()
+        self.leases = NodeLeases(kube)
 
     async def observe(self, job: TrainingJob, key: JobKey) -> Observed:
         namespace, name = key
         uid = job.metadata.uid
         pods = self.stores.pods.of_job(namespace, name, uid)
+        spares = [p for p in pods if p.waiting_spare]
+        pods = [p for p in pods if not p.waiting_spare]
         mirror = self.stores.pods.mirror_of(namespace, name, uid)
         reads = JobReads(self.stores, self.kube, key, uid)
+        leases = await self.leases.current() if job.spec.spare_nodes and spares else {}
         integrations = tuple([replace(seen, observed=await seen.integration.observe(job, reads)) if seen.served
                               else seen for seen in self.integrations])
         return Observed(pods=tuple(pods), service_exists=bool(self.stores.services.of_job(namespace, name, uid)),
                         mirror=mirror, resume_source_latest=self._resume_source_latest(job),
                         resumers=self._resumers(job),
                         nodes=self.stores.nodes.all() if needs_nodes(job, pods) else (),
-                        down_nodes=self._down_nodes([*(p.node for p in pods), mirror.node if mirror else None]),
-                        cordoned_nodes=self._cordoned_nodes(pods),
+                        down_nodes=self._down_nodes([*(p.node for p in [*pods, *spares]),
+                                                     mirror.node if mirror else None]),
+                        cordoned_nodes=self._cordoned_nodes([*pods, *spares]), spares=tuple(spares),
+                        node_leases={p.node: leases[p.node] for p in pods if p.node and p.node in leases},
                         progress=self.probe.progress(key), gone_disruptions=self.disrupted.of_job(key),
                         integrations=integrations)
 

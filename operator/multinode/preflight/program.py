@@ -46,6 +46,9 @@ class PreflightRequest:
     # writes it, and where the last attempt let through is kept.
     in_place_attempt_file: Path | None = None
     in_place_state_file: Path | None = None
+    # A hot spare (spec.spareNodes): the node is checked first, then the pod waits, without a deadline, until
+    # the operator gives it a rank through the same attempt file; it has no peers to resolve.
+    spare: bool = False
 
 
 def resolves(name: str) -> bool:
@@ -168,14 +171,28 @@ def check_bandwidth(request: BandwidthRequest, names: list[str],
     return True, health_message(HealthStatus.PASSED, verdict.reason, words, figures)
 
 
+def _barrier(request: PreflightRequest) -> str | None:
+    """The in-place barrier (None: passed, or not asked for); a spare's first wait has no deadline."""
+    if request.in_place_attempt_file is None or request.in_place_state_file is None:
+        return None
+    timeout = request.timeout
+    if request.spare and not request.in_place_state_file.exists():
+        log.info("hot spare: the node passed its checks; waiting for a rank")
+        timeout = float("inf")
+    return in_place_barrier.wait_for_new_attempt(request.in_place_attempt_file, request.in_place_state_file,
+                                                 timeout)
+
+
+def _fail(message: str) -> int:
+    log.error("%s", message)
+    _write_termination_message(message)
+    return 1
+
+
 def run(request: PreflightRequest) -> int:
-    if request.in_place_attempt_file is not None and request.in_place_state_file is not None:
-        failure = in_place_barrier.wait_for_new_attempt(request.in_place_attempt_file, request.in_place_state_file,
-                                                        request.timeout)
-        if failure:
-            log.error("%s", failure)
-            _write_termination_message(failure)
-            return 1
+    failure = None if request.spare else _barrier(request)
+    if failure:
+        return _fail(failure)
     # Health first: it takes a moment and fails the node at once, before peers wait on its DNS name.
     healthy, verdict = check_health(request.health)
     message = None if verdict is None else health_message(verdict.status, verdict.reason, verdict.message)
@@ -184,9 +201,14 @@ def run(request: PreflightRequest) -> int:
         return 1
     failure = make_dirs(request.make_dirs, request.make_dir_mode)
     if failure:
-        log.error("%s", failure)
-        _write_termination_message(failure)
-        return 1
+        return _fail(failure)
+    if request.spare:  # warm now: the node is checked and the trainer's image is pulled
+        failure = _barrier(request)
+        if failure:
+            return _fail(failure)
+        if message is not None:
+            _write_termination_message(message)
+        return 0
     names = request.peers or peers_from_env(dict(os.environ))
     log.info("waiting up to %.0fs for %d peers to resolve: %s", request.timeout, len(names), describe(names))
     missing = wait_for_peers(names, timeout=request.timeout, interval=request.interval)

@@ -13,6 +13,7 @@ from multinode.api.conditions import Reason
 from multinode.api.lifecycle import FailureAction, FailurePolicy, FailureRule
 from multinode.reconcile.observe import ObservedPod
 from multinode.render import pod_name
+from multinode.render.spare import spare_name
 
 # Uncounted restarts still end somewhere: a job whose nodes keep vanishing fails after this many.
 MAX_UNCOUNTED_RESTARTS = 100
@@ -99,8 +100,16 @@ def lost_indices(job_name: str, num_nodes: int, before: TrainingJobStatus, curre
                 and counts.no_pod == 0)
     listed = {ns.index for ns in before.node_statuses}
     attempts = range(attempt, (attempt if up_to is None else up_to) + 1)
+    same_pods = before.attempt_of_pods == attempt  # a spare's name carries no attempt: its row must be this gang's
     return [i for i in range(num_nodes) if i not in current
-            and (any(known.get(i) == pod_name(job_name, i, a) for a in attempts) or (all_seen and i not in listed))]
+            and (any(known.get(i) == pod_name(job_name, i, a) for a in attempts)
+                 or (same_pods and _a_spare(job_name, known.get(i))) or (all_seen and i not in listed))]
+
+
+def _a_spare(job_name: str, pod: str | None) -> bool:
+    """Whether `pod` is the name of one of the job's hot spares (render/spare.py)."""
+    prefix = spare_name(job_name, 0)[:-1]
+    return pod is not None and pod.startswith(prefix) and pod[len(prefix):].isdigit()
 
 
 def _matches(rule: FailureRule, failure: Failure) -> bool:

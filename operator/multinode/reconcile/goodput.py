@@ -79,10 +79,12 @@ def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime)
         until = since
     seconds = int((until - since).total_seconds()) if since is not None and was != Clock.STOPPED else 0
     new_attempt = status.attempt != before.attempt
-    if not (was != is_ or new_attempt or since is None or seconds >= GOODPUT_COMMIT_SECONDS):
+    spares_changed = _spares(before) != _spares(status)  # each interval has one count of spares throughout
+    if not (was != is_ or new_attempt or spares_changed or since is None or seconds >= GOODPUT_COMMIT_SECONDS):
         return Decision(requeue_after=come_back)  # status.goodput stays the copy of before's: nothing to write
     if seconds and since is not None:
         _credit(goodput, was, since, until, _attempt_progress(before, status, now))
+        goodput.spare_seconds += seconds * _spares(before)
     if new_attempt:
         record = _restart_record(before, status)
         if record is not None:
@@ -91,6 +93,11 @@ def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime)
     goodput.accounted_until = rfc3339(until)
     _totals(goodput)
     return Decision(status={"goodput": goodput}, requeue_after=come_back)
+
+
+def _spares(status: TrainingJobStatus) -> int:
+    """The hot spares a status counts (waiting: warm or starting)."""
+    return status.spares.warm + status.spares.starting if status.spares else 0
 
 
 def _credit(goodput: GoodputStatus, was: Clock, since: datetime, until: datetime,

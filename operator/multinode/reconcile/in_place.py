@@ -30,7 +30,9 @@ from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Event, Verdict
+from multinode.reconcile.spares import promised_spare
 from multinode.render.in_place import in_place_annotations, restarts_in_place, trainer_restart_rules
+from multinode.render.names import leader_dns_name
 
 # From the new attempt's declaration until every pod has restarted into it; past it the gang is recreated.
 IN_PLACE_TIMEOUT_SECONDS = 120.0
@@ -97,14 +99,23 @@ def _expected_restarts(pod: ObservedPod) -> int:
     return pod.trainer_restarts if already else pod.trainer_restarts + 1
 
 
-def declare(status: TrainingJobStatus, current: dict[int, ObservedPod]) -> Decision:
+def leader(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod]) -> str:
+    """Rank 0's DNS name in the current attempt: node 0's, or the hot spare's that holds (or is taking) its
+    rank (spares.py)."""
+    pod = current.get(0)
+    if pod is not None:
+        return leader_dns_name(job, pod.spare)
+    return leader_dns_name(job, promised_spare(status, 0))
+
+
+def declare(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod]) -> Decision:
     """Write the current attempt into the pods that do not name it yet (all of them, the pass an in-place
     restart is declared; the rest, after an operator restart in between)."""
     if status.pods_attempt is None:
         return Decision()
-    resume = status.resumed_from or ""
+    resume, rank0 = status.resumed_from or "", leader(job, status, current)
     return Decision(annotate=tuple(
-        (p.name, in_place_annotations(status.attempt, resume, status.restarts, _expected_restarts(p)))
+        (p.name, in_place_annotations(job, status.attempt, resume, status.restarts, _expected_restarts(p), rank0))
         for p in sorted(current.values(), key=lambda pod: pod.index)
         if p.in_place_attempt != status.attempt and not p.terminating))
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_NODE_INDEX
+from multinode.api.constants import ANNOTATION_JOINED_IN, ANNOTATION_NODE_INDEX, LABEL_SPARE
 from multinode.api.conditions import Reason
 from multinode.api.constants import (
     ANNOTATION_ATTEMPT,
@@ -86,6 +87,14 @@ class ObservedPod:
     in_place_trainer_restarts: int = 0
     # The trainer container carries restartPolicyRules (the apiserver drops them where they are not served).
     restart_rules: bool = False
+    # A hot spare's serial (spec.spareNodes): None for a node pod. A spare that took a node's rank has that
+    # node's index and the attempt it joined in as `index` and `attempt`; one still waiting has -1 for both.
+    spare: int | None = None
+
+    @property
+    def waiting_spare(self) -> bool:
+        """A spare that has not taken a rank: not a pod of any attempt."""
+        return self.spare is not None and self.index < 0
 
     @property
     def unhealthy(self) -> bool:
@@ -120,9 +129,15 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     """Project a raw pod onto what planning needs; None for pods without our labels."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
     job_name = labels.get(LABEL_JOB_NAME)
-    index = _int_label(labels, LABEL_NODE_INDEX)
-    attempt = _int_label(labels, LABEL_ATTEMPT)
+    spare = _int_label(labels, LABEL_SPARE)
+    if spare is None:
+        index, attempt = _int_label(labels, LABEL_NODE_INDEX), _int_label(labels, LABEL_ATTEMPT)
+    else:  # a rank taken (both annotations, written in one patch) or none yet
+        index, attempt = _int_label(annotations, ANNOTATION_NODE_INDEX), _int_label(annotations, ANNOTATION_JOINED_IN)
+        if index is None or attempt is None:
+            index = attempt = -1
     if job_name is None or index is None or attempt is None:
         return None
     spec = pod.get("spec") or {}
@@ -158,7 +173,6 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
                        for cs in status.get("containerStatuses") or [] if cs.get("name") == TRAINER_CONTAINER), None)
     trainer_restarts = next((cs.get("restartCount") or 0 for cs in status.get("containerStatuses") or []
                              if cs.get("name") == TRAINER_CONTAINER), 0)
-    annotations = meta.get("annotations") or {}
     in_place_attempt = _int_label(annotations, ANNOTATION_ATTEMPT)
     resume_from = (annotations.get(ANNOTATION_RESUME_FROM, "") if in_place_attempt is not None
                    else _env_value(spec, TRAINER_CONTAINER, EnvName.MULTINODE_RESUME_FROM))
@@ -169,6 +183,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         in_place_trainer_restarts=_int_label(annotations, ANNOTATION_TRAINER_RESTARTS) or 0,
         restart_rules=any(c.get("name") == TRAINER_CONTAINER and bool(c.get("restartPolicyRules"))
                           for c in spec.get("containers") or []),
+        spare=spare,
         disruption=disruption.get("reason") if disruption.get("status") == "True" else None,
         waiting_reason=waiting.reason,
         waiting_message=waiting.message,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from multinode.reconcile.checkpointing import Resumer
 from multinode.reconcile.integration import Seen
+from multinode.reconcile.lease_loss import NodeLease
 from multinode.reconcile.node_loss import NodeDown
 from multinode.reconcile.observe import ObservedMirror, ObservedPod
 from multinode.reconcile.placement import ObservedNode
@@ -18,6 +19,8 @@ class Observed:
     """What the controller's indices hold for one job."""
 
     pods: tuple[ObservedPod, ...] = ()
+    # Hot spares (spec.spareNodes) that have not taken a rank; one that has is among `pods`.
+    spares: tuple[ObservedPod, ...] = ()
     service_exists: bool = False
     mirror: ObservedMirror | None = None
     # Latest mirrored checkpoint of the job named in spec.checkpointing.resumeFrom.trainingJob.
@@ -29,6 +32,9 @@ class Observed:
     nodes: tuple[ObservedNode, ...] = ()
     # Nodes that host the job's pods (its mirror's too) and are not Ready or are gone, by name (node_loss.py).
     down_nodes: Mapping[str, NodeDown] = field(default_factory=dict)
+    # The Leases of the nodes hosting the job's pods, by node name: only for a job with hot spares waiting
+    # (lease_loss.py).
+    node_leases: Mapping[str, NodeLease] = field(default_factory=dict)
     # Nodes that host the job's pods and are cordoned (spec.unschedulable: a drain, node repair), by name
     # (disruption.py).
     cordoned_nodes: frozenset[str] = frozenset()

@@ -45,10 +45,12 @@ from multinode.reconcile.in_place import (
     declare,
     in_place_failure,
     in_place_verdict,
+    leader,
     replaced_index,
     rules_kept,
 )
 from multinode.reconcile.integration import Gate
+from multinode.reconcile.lease_loss import judge_stale_leases
 from multinode.reconcile.node_loss import force_delete_stranded
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.observed import Observed
@@ -56,6 +58,7 @@ from multinode.reconcile.outcome import Plan, PodStream, Verdict
 from multinode.reconcile.placement import attempt_node_selector
 from multinode.reconcile.progress import report_progress
 from multinode.reconcile.restarts import apply_failure_policy, wait_for_next_attempt
+from multinode.reconcile.spares import drop_spares, keep_spares, pick_spare, promise, promised_spare, take_rank
 from multinode.reconcile.startup import note_first_bound
 from multinode.reconcile.status_report import node_table, phase_change, verdict_conditions
 from multinode.reconcile.stragglers import judge_stragglers, straggler_failure
@@ -124,6 +127,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
         for seen in observed.integrations:
             take(seen.integration.finish(job, status, seen, now))
         take(lifecycle.clean_up_finished(job, status, list(observed.pods), mirror, now))
+        take(drop_spares(observed.spares, status))
         return p
 
     # 2. What every live job has whatever else happens: its Service and its mirror (force-deleted first when
@@ -153,7 +157,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     result.delete(pod.name for pod in older if pod.active)
     forced = set(take(_force_delete_stranded(p, older)).force_delete)
     older = [pod for pod in older if pod.name not in forced]
-    take(declare(status, current))  # an in-place attempt's pods that were not told it yet (an operator restart)
+    take(declare(job, status, current))  # an in-place attempt's pods that were not told it yet (an operator restart)
     take(rules_kept(job, current))
     take(note_first_bound(status, current, now))
 
@@ -166,6 +170,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     # 5. Suspended: nothing runs, whatever the attempt was doing; resumed: a new attempt.
     if job.spec.suspend or held:
         suspended = take(lifecycle.suspend(job, status, current, held or "spec.suspend is true"))
+        take(drop_spares(observed.spares, status))
         assert suspended.verdict is not None
         take(phase_change(before, suspended.verdict))
         return p
@@ -201,6 +206,13 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             failed = (pod for pod in current.values() if pod.phase == PodPhase.FAILED)
             take(exclude_unhealthy_nodes(job, status, failed, now))
             take(Decision(status=node_table(status, current, n)))
+        return _fail_attempt(p, current, failure)
+    # With a warm spare waiting, a node whose lease stopped renewing is lost now, not when it turns NotReady.
+    spare = pick_spare(observed.spares, observed.down_nodes, observed.cordoned_nodes,
+                       {pod.node for pod in current.values()})
+    failure = take(judge_stale_leases(job, current.values(), observed.node_leases, int(spare is not None),
+                                      now)).failure
+    if failure is not None:
         return _fail_attempt(p, current, failure)
     # InPlace: a trainer that restarted in place fails the attempt too, and the gang follows it in place.
     failure = in_place_failure(status, current)
@@ -242,6 +254,7 @@ def _force_delete_stranded(p: _Pass, pods: list[ObservedPod]) -> Decision:
 
 def _report(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pass:
     n = p.job.spec.num_nodes
+    _keep_spares(p, verdict)
     p.take(Decision(status=node_table(p.status, current, n)))
     p.take(Decision(conditions=verdict_conditions(p.status, verdict, created=len(current), num_nodes=n)))
     p.take(phase_change(p.before, verdict))
@@ -255,8 +268,11 @@ def _fail_attempt(p: _Pass, current: dict[int, ObservedPod], failure: Failure) -
         status = p.status
         status.attempt_start_time = rfc3339(p.now)
         status.resumed_from = resume_path(p.job, status, [], p.observed.resume_source_latest) or None
-        staying = {i: pod for i, pod in current.items() if i != replaced_index(status)}
-        p.take(declare(status, staying))
+        replaced = replaced_index(status)
+        staying = {i: pod for i, pod in current.items() if i != replaced}
+        if replaced is not None:
+            _give_rank_to_spare(p, staying, replaced)
+        p.take(declare(p.job, status, staying))
         p.take(_force_delete_stranded(p, [pod for i, pod in current.items() if i not in staying]))
         p.take(Decision(status=node_table(status, staying, p.job.spec.num_nodes)))
         return p
@@ -321,12 +337,53 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]
     return None
 
 
+def _keep_spares(p: _Pass, verdict: Verdict) -> None:
+    """The hot spare pool (spares.py), made while the gang runs, in the attempt's domain, off excluded nodes."""
+    job, status, observed = p.job, p.status, p.observed
+    if not job.spec.spare_nodes and not observed.spares and status.spares is None:
+        return
+    selector, _ = attempt_node_selector(job, status, observed.nodes)
+    p.take(keep_spares(job, status, observed.spares, observed.pods, phase=verdict.phase,
+                       down=observed.down_nodes, cordoned=observed.cordoned_nodes, settings=p.settings,
+                       image=pinned_image(job, status), node_selector=selector,
+                       excluded=tuple(excluded_node_names(status, p.now))))
+
+
+def _give_rank_to_spare(p: _Pass, staying: dict[int, ObservedPod], index: int) -> None:
+    """A warm spare on a machine free of the gang takes the replaced node's rank, when there is one."""
+    observed = p.observed
+    spare = pick_spare(observed.spares, observed.down_nodes, observed.cordoned_nodes,
+                       {pod.node for pod in staying.values()})
+    if spare is None:
+        return
+    p.take(promise(p.status, spare))
+    p.take(take_rank(p.job, p.status, spare, index, leader(p.job, p.status, staying), first=True))
+
+
+def _taken_by_spares(p: _Pass, current: dict[int, ObservedPod], missing: list[int]) -> list[int]:
+    """Of the `missing` nodes, those whose rank a waiting spare was given (told again: the annotations may not
+    have landed, or the operator restarted in between)."""
+    taken = []
+    for index in missing:
+        serial = promised_spare(p.status, index)
+        spare = next((s for s in p.observed.spares if s.spare == serial and not s.terminating), None)
+        if serial is None or spare is None:
+            continue  # no spare was given it, or the one given it is gone: a new pod takes it
+        p.take(take_rank(p.job, p.status, spare, index, leader(p.job, p.status, current), first=False))
+        taken.append(index)
+    return taken
+
+
 def _replace(p: _Pass, current: dict[int, ObservedPod], missing: list[int], gates: list[Gate]) -> None:
     """New pods for `missing` nodes of a gang restarted in place, of the current attempt: the gang's own
     ConfigMap (its rendezvous port and id), its checkpoint and domain; no gang group (the rest of the gang is
     placed already); kept off the nodes of the other pods, whatever attempt they were made for."""
     job, status, now = p.job, p.status, p.now
     assert status.pods_attempt is not None
+    taken = _taken_by_spares(p, current, missing)
+    missing = [i for i in missing if i not in taken]
+    if not missing:
+        return
     p.take(prune_expired(status, now))
     excluded = excluded_node_names(status, now)
     node_selector, placed = attempt_node_selector(job, status, p.observed.nodes)
@@ -336,11 +393,12 @@ def _replace(p: _Pass, current: dict[int, ObservedPod], missing: list[int], gate
             node_selector = {**(node_selector or {}), **gate.node_selector}
     gang = (status.pods_attempt, *sorted({pod.attempt for pod in current.values()} - {status.pods_attempt}))
     image, resume, attempt, name = pinned_image(job, status), status.resumed_from or "", status.attempt, job_name(job)
+    rank0 = leader(job, status, current)
     p.result.pods_to_create = PodStream(
         missing, lambda i: pod_name(name, i, attempt),
         lambda i: render_node_pod(job, i, attempt, p.settings, resume_from=resume, image=image,
                                   node_selector=node_selector, excluded_nodes=excluded, restarts=status.restarts,
-                                  gang=gang))
+                                  gang=gang, leader=rank0))
 
 
 def _finish(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pass:
@@ -349,6 +407,7 @@ def _finish(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pas
     job, status, result = p.job, p.status, p.result
     stop = tuple(pod.name for pod in current.values() if pod.active)
     p.take(Decision(stop_creating=True, delete=stop if job.spec.clean_pod_policy != CleanPodPolicy.NONE else ()))
+    p.take(drop_spares(p.observed.spares, status))
     p.take(Decision(status=node_table(status, current, job.spec.num_nodes)))
     held, final_sync = hold_for_final_sync(job, status, p.before, p.now, p.observed.pods)
     p.take(final_sync)

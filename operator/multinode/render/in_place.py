@@ -20,12 +20,17 @@ from typing import Any
 from multinode.api import TrainingJob
 from multinode.api.constants import (
     ANNOTATION_ATTEMPT,
+    ANNOTATION_LEADER,
+    ANNOTATION_RENDEZVOUS_ID,
+    ANNOTATION_RENDEZVOUS_PORT,
     ANNOTATION_RESTART_COUNT,
     ANNOTATION_RESUME_FROM,
     ANNOTATION_TRAINER_RESTARTS,
     EnvName,
 )
 from multinode.api.lifecycle import FailureAction, RestartStrategy
+from multinode.render.env import rendezvous_id, rendezvous_port
+from multinode.render.names import job_identity
 
 # The kubelet's action (k8s.io/api core/v1 ContainerRestartRuleActionRestartAllContainers).
 RESTART_ALL_CONTAINERS = "RestartAllContainers"
@@ -68,14 +73,27 @@ def trainer_restart_rules(job: TrainingJob) -> list[dict[str, Any]]:
     return [{"action": RESTART_ALL_CONTAINERS, "exitCodes": codes}]
 
 
-def in_place_annotations(attempt: int, resume_from: str, restarts: int, trainer_restarts: int) -> dict[str, str]:
-    """What the operator writes into a pod for the attempt it runs (at creation, and at each in-place restart)."""
+def in_place_annotations(job: TrainingJob, attempt: int, resume_from: str, restarts: int, trainer_restarts: int,
+                         leader: str) -> dict[str, str]:
+    """What the operator writes into a pod for the attempt it runs (at creation, and at each in-place restart):
+    also the attempt's rendezvous, `leader` being rank 0's DNS name (names.leader_dns_name)."""
     return {ANNOTATION_ATTEMPT: str(attempt), ANNOTATION_RESUME_FROM: resume_from,
-            ANNOTATION_RESTART_COUNT: str(restarts), ANNOTATION_TRAINER_RESTARTS: str(trainer_restarts)}
+            ANNOTATION_RESTART_COUNT: str(restarts), ANNOTATION_TRAINER_RESTARTS: str(trainer_restarts),
+            ANNOTATION_LEADER: leader,
+            ANNOTATION_RENDEZVOUS_PORT: str(rendezvous_port(job.spec.network.rendezvous_port, attempt)),
+            ANNOTATION_RENDEZVOUS_ID: rendezvous_id(job_identity(job).uid, attempt)}
 
 
 def _from_annotation(name: str, annotation: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}}
+
+
+def rendezvous_env() -> list[dict[str, Any]]:
+    """The attempt's rendezvous (leader, port, id) as an in-place pod reads it: from its annotations."""
+    sources = {ANNOTATION_LEADER: (EnvName.MASTER_ADDR, EnvName.PET_MASTER_ADDR, EnvName.BT_LEADER_ADDR),
+               ANNOTATION_RENDEZVOUS_PORT: (EnvName.MASTER_PORT, EnvName.PET_MASTER_PORT),
+               ANNOTATION_RENDEZVOUS_ID: (EnvName.PET_RDZV_ID, EnvName.MULTINODE_RDZV_ID)}
+    return [_from_annotation(name, annotation) for annotation, names in sources.items() for name in names]
 
 
 def in_place_env(job: TrainingJob) -> list[dict[str, Any]]:
@@ -84,7 +102,7 @@ def in_place_env(job: TrainingJob) -> list[dict[str, Any]]:
     env = [{"name": EnvName.MULTINODE_ATTEMPT_FILE, "value": BARRIER_ATTEMPT_FILE},
            _from_annotation(EnvName.MULTINODE_ATTEMPT, ANNOTATION_ATTEMPT),
            _from_annotation(EnvName.MULTINODE_RESTART_COUNT, ANNOTATION_RESTART_COUNT),
-           _from_annotation(EnvName.BT_RETRY_COUNT, ANNOTATION_RESTART_COUNT)]
+           _from_annotation(EnvName.BT_RETRY_COUNT, ANNOTATION_RESTART_COUNT), *rendezvous_env()]
     if job.spec.checkpointing is not None:
         env += [_from_annotation(EnvName.MULTINODE_RESUME_FROM, ANNOTATION_RESUME_FROM),
                 _from_annotation(EnvName.BT_LOAD_CHECKPOINT_DIR, ANNOTATION_RESUME_FROM)]
@@ -93,7 +111,10 @@ def in_place_env(job: TrainingJob) -> list[dict[str, Any]]:
 
 IN_PLACE_ENV_NAMES = frozenset({EnvName.MULTINODE_ATTEMPT_FILE, EnvName.MULTINODE_ATTEMPT,
                                 EnvName.MULTINODE_RESTART_COUNT, EnvName.BT_RETRY_COUNT,
-                                EnvName.MULTINODE_RESUME_FROM, EnvName.BT_LOAD_CHECKPOINT_DIR})
+                                EnvName.MULTINODE_RESUME_FROM, EnvName.BT_LOAD_CHECKPOINT_DIR,
+                                EnvName.MASTER_ADDR, EnvName.PET_MASTER_ADDR, EnvName.BT_LEADER_ADDR,
+                                EnvName.MASTER_PORT, EnvName.PET_MASTER_PORT, EnvName.PET_RDZV_ID,
+                                EnvName.MULTINODE_RDZV_ID})
 
 
 def barrier_volumes() -> list[dict[str, Any]]:

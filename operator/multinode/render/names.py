@@ -23,6 +23,7 @@ from multinode.api.constants import (
     LABEL_NODE_INDEX,
     MANAGED_BY_VALUE,
 )
+from multinode.api.constants import dns_name, spare_hostname
 from multinode.api.constants import node_dns_name as api_node_dns_name
 
 
@@ -65,6 +66,14 @@ def node_dns_name(job: TrainingJob, index: int) -> str:
     """Stable DNS name of node `index`, valid across attempts."""
     identity = job_identity(job)
     return api_node_dns_name(identity.name, index, service_name(identity.name), identity.namespace)
+
+
+def leader_dns_name(job: TrainingJob, spare: int | None = None) -> str:
+    """Rank 0's DNS name: node 0's, or that of the hot spare `spare` that took node 0's rank."""
+    if spare is None:
+        return node_dns_name(job, 0)
+    identity = job_identity(job)
+    return dns_name(spare_hostname(identity.name, spare), service_name(identity.name), identity.namespace)
 
 
 def selector_labels(job_name: str) -> dict[str, str]:

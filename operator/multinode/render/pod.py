@@ -17,6 +17,7 @@ from multinode.api.constants import (
     SHM_MOUNT_PATH,
     SHM_VOLUME_NAME,
     TRAINER_CONTAINER,
+    LABEL_SPARE,
     node_hostname,
 )
 from multinode.render.attempt_env import env_from_attempt
@@ -27,6 +28,7 @@ from multinode.render.in_place import (
     barrier_volumes,
     in_place_annotations,
     in_place_env,
+    rendezvous_env,
     restarts_in_place,
     trainer_attempt_mount,
     trainer_restart_rules,
@@ -46,6 +48,7 @@ from multinode.render.names import (
     check_node,
     job_identity,
     job_name,
+    leader_dns_name,
     node_labels,
     owner_reference,
     pod_name,
@@ -100,13 +103,15 @@ def _trainer_resources(job: TrainingJob) -> dict[str, Any]:
     return _without_empty({"limits": limits, "requests": requests})
 
 
-def _trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: list[dict[str, Any]],
-                       image: str) -> dict[str, Any]:
+def trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: list[dict[str, Any]],
+                      image: str) -> dict[str, Any]:
+    """The trainer container, given its env (the attempt's ConfigMap and its own) and image."""
     spec = job.spec
+    in_place = restarts_in_place(job)
     mounts = [{"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH}, *node_storage_mounts(job)]
     mounts.extend(_dump_all(spec.pod_template.volume_mounts))
-    rules = trainer_restart_rules(job) if restarts_in_place(job) else []
-    if restarts_in_place(job):
+    rules = trainer_restart_rules(job) if in_place else []
+    if in_place:
         mounts.append(trainer_attempt_mount())
     return _without_empty(
         {
@@ -130,14 +135,19 @@ def _trainer_container(job: TrainingJob, env_from: list[dict[str, Any]], env: li
     )
 
 
-def _preflight_container(job: TrainingJob, index: int, env_from: list[dict[str, Any]],
-                         settings: RenderSettings) -> dict[str, Any]:
-    args = ["--timeout", str(settings.preflight_timeout_seconds), *health_args(job), *collective_args(job, index)]
+def preflight_container(job: TrainingJob, index: int | None, env_from: list[dict[str, Any]],
+                        settings: RenderSettings) -> dict[str, Any]:
+    """The preflight init container of node `index` (None: of a hot spare, which has no index yet and waits
+    for one, preflight/program.py)."""
+    args = ["--timeout", str(settings.preflight_timeout_seconds), *health_args(job)]
+    args += collective_args(job, index) if index is not None else ["--spare"]
     cache_dir = job_cache_dir(job)
-    mounts = []
+    mounts: list[dict[str, Any]] = []
+    env: list[dict[str, Any]] = []
     if restarts_in_place(job):  # restarted in place, it holds the trainer until the operator's new attempt
         args += barrier_args()
         mounts += barrier_mounts()
+        env = rendezvous_env()  # the attempt's port and id, for the collective test
     if checks_shm(job):  # the health check measures the trainer's /dev/shm
         mounts.append({"name": SHM_VOLUME_NAME, "mountPath": SHM_MOUNT_PATH})
     if cache_dir is not None:
@@ -158,6 +168,7 @@ def _preflight_container(job: TrainingJob, index: int, env_from: list[dict[str, 
         # The attempt's shared variables (it reads the peers' names from them), never the user's env: that
         # may reference secrets it has no business reading.
         "envFrom": env_from,
+        "env": env,
         "resources": resources,
         "volumeMounts": mounts,
         # Same memlock rights as the trainer, or the memlock check would judge a different container.
@@ -198,6 +209,14 @@ class PodKeys:
                        self.scheduler_name or other.scheduler_name, self.scheduling_group or other.scheduling_group)
 
 
+def off_spares(job_name: str) -> dict[str, Any]:
+    """The anti-affinity term that keeps a node pod off the machines of the job's hot spares (spec.spareNodes):
+    a spare's machine must be free for the rank it takes."""
+    return {"labelSelector": {"matchLabels": {LABEL_JOB_NAME: job_name},
+                              "matchExpressions": [{"key": LABEL_SPARE, "operator": "Exists"}]},
+            "topologyKey": LABEL_HOSTNAME}
+
+
 def one_pod_per_node(job_name: str, attempt: int, also: Sequence[int] = ()) -> dict[str, Any]:
     """The required pod anti-affinity term that keeps an attempt's node pods on different machines, whatever
     their resources ask (a 1-GPU node pod would otherwise share an 8-GPU machine). Only the same attempt's
@@ -220,7 +239,7 @@ def _affinity(job: TrainingJob, attempt: int, excluded_nodes: Sequence[str], als
     anti = merged.setdefault("podAntiAffinity", {})
     anti["requiredDuringSchedulingIgnoredDuringExecution"] = [
         *(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []),
-        one_pod_per_node(job_name(job), attempt, also)]
+        one_pod_per_node(job_name(job), attempt, also), *([off_spares(job_name(job))] if job.spec.spare_nodes else [])]
     return merged
 
 
@@ -252,6 +271,7 @@ def render_node_pod(
     keys: PodKeys = PodKeys(),
     restarts: int = 0,
     gang: Sequence[int] = (),
+    leader: str | None = None,
 ) -> dict[str, Any]:
     """The pod of node `index` in gang attempt `attempt`. It reads the attempt's shared env from the
     attempt's ConfigMap (render_attempt_env), which must exist before the pod starts.
@@ -262,7 +282,8 @@ def render_node_pod(
     `keys` is what the integrations add (reconcile/integration.py pod_keys): the attempt's gang group.
     `restarts` is the job's counted restarts so far (an InPlace pod's annotation; the ConfigMap has it too).
     `gang`: for a pod replaced into a gang restarted in place (reconcile/in_place.py), the attempts the other
-    pods were made for, the first being the one whose ConfigMap (rendezvous port and id) the gang shares.
+    pods were made for, the first being the one whose ConfigMap the gang shares. `leader`: rank 0's DNS name,
+    when a hot spare holds it (an InPlace pod's annotation; node 0's by default).
     """
     check_node(job, index, attempt)
     settings = settings or RenderSettings()
@@ -282,7 +303,8 @@ def render_node_pod(
             "namespace": identity.namespace,
             "labels": labels,
             "annotations": {**_annotations(job), **keys.annotations,
-                            **(in_place_annotations(attempt, resume_from, restarts, 0) if in_place else {})},
+                            **(in_place_annotations(job, attempt, resume_from, restarts, 0,
+                                                    leader or leader_dns_name(job)) if in_place else {})},
             "ownerReferences": [owner_reference(job)],
         }
     )
@@ -293,9 +315,9 @@ def render_node_pod(
             # The controller restarts the whole gang; a pod restarting alone cannot
             # rejoin a torch rendezvous that has moved on.
             "restartPolicy": "Never",
-            "initContainers": [_preflight_container(job, index, env_from, settings)],
-            "containers": [_trainer_container(job, env_from, [*_node_env(job, index, resume_from, in_place),
-                                                              *user_env(job)], image or spec.image)],
+            "initContainers": [preflight_container(job, index, env_from, settings)],
+            "containers": [trainer_container(job, env_from, [*_node_env(job, index, resume_from, in_place),
+                                                             *user_env(job)], image or spec.image)],
             "volumes": [_shm_volume(job), *storage_volumes(job), *(barrier_volumes() if in_place else []),
                         *_dump_all(template.volumes)],
             "nodeSelector": {**_node_selector(job), **(node_selector or {})},

@@ -18,10 +18,10 @@ from multinode.testing.manifests import (
     container_env, node_env, preflight, preflight_env, trainer, trainer_container_env,
 )
 from multinode.testing.integrations import seen_integrations
-from multinode.testing.observed import checkpointed_job, observed_mirror, observed_pod
+from multinode.testing.observed import checkpointed_job, observed_mirror, observed_pod, observed_spare
 
 __all__ = [
     "COMMAND", "IMAGE", "checkpointed_job", "container_env", "full_job", "node_env", "observed_mirror",
-    "observed_pod", "preflight", "preflight_env", "seen_integrations", "stored_job", "trainer",
+    "observed_pod", "observed_spare", "preflight", "preflight_env", "seen_integrations", "stored_job", "trainer",
     "trainer_container_env", "training_job",
 ]

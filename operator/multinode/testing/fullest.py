@@ -32,6 +32,7 @@ def full_job() -> dict[str, Any]:
         },
         "spec": {
             "numNodes": 4,
+            "spareNodes": 1,
             "numProcPerNode": 8,
             "image": "registry.example.com/train:1.2",
             "imagePullPolicy": "IfNotPresent",
@@ -145,7 +146,7 @@ def full_job() -> dict[str, Any]:
             },
             "failurePolicy": {
                 "maxRestarts": 5,
-                "restartStrategy": "BlockingRecreate",
+                "restartStrategy": "InPlace",
                 "backoff": {"initialSeconds": 10, "maxSeconds": 600},
                 "nodeLossTolerationSeconds": 30,
                 "rules": [
@@ -253,7 +254,7 @@ def full_job() -> dict[str, Any]:
             "restartHistory": [
                 {"attempt": 0, "reason": Reason.NODE_LOST.value,
                  "message": "pod llama-pretrain-2-a0 of node 2 was deleted", "counted": False,
-                 "time": "2025-01-02T03:20:00Z", "index": 2},
+                 "time": "2025-01-02T03:20:00Z", "index": 2, "spare": 0},
                 {"attempt": 1, "reason": Reason.POD_FAILED.value,
                  "message": "pod llama-pretrain-3-a1 (node 3) failed: exit code 1", "counted": True,
                  "time": "2025-01-02T03:40:00Z"},
@@ -264,7 +265,8 @@ def full_job() -> dict[str, Any]:
             "imageDigest": "registry.example.com/train@sha256:" + "ab" * 32,
             "topologyDomain": "block-7",
             "goodput": {
-                "productiveSeconds": 2400, "lostSeconds": 600, "percent": 80, "attemptProductiveSeconds": 1680,
+                "productiveSeconds": 2400, "lostSeconds": 600, "percent": 80, "spareSeconds": 3000,
+                "attemptProductiveSeconds": 1680,
                 "lost": {"scheduling": 60, "startup": 180, "restart": 130, "redone": 230, "hang": 0},
                 "accountedUntil": "2025-01-02T04:10:00Z",
             },
@@ -283,6 +285,7 @@ def full_job() -> dict[str, Any]:
                                  "reported": True}],
                 "stragglerCount": 1,
             },
+            "spares": {"wanted": 1, "warm": 1, "starting": 0, "taken": 1},
             "scheduling": {"gang": "None", "podGroup": "llama-a2", "partialSince": "2025-01-01T00:10:00Z",
                            "releases": 1, "nextTryTime": "2025-01-01T00:11:00Z"},
         },

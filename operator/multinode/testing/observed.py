@@ -17,6 +17,18 @@ def observed_pod(index: int, phase: str = "Running", *, attempt: int = 0, node: 
                        phase=phase, node=node, **fields)
 
 
+def observed_spare(serial: int, node: str | None = "gpu-node-9", *, rank: int | None = None,
+                   joined_in: int | None = None, phase: str = "Pending", job_name: str = "llama",
+                   **fields: Any) -> ObservedPod:
+    """Hot spare `serial` of job `job_name`: waiting in its preflight (warm) unless it took node `rank`'s rank
+    in attempt `joined_in`."""
+    fields.setdefault("in_preflight", rank is None)
+    fields.setdefault("ready", phase == "Running")
+    return ObservedPod(name=f"{job_name}-s{serial}", job_name=job_name, index=-1 if rank is None else rank,
+                       attempt=-1 if joined_in is None else joined_in, phase=phase, node=node, spare=serial,
+                       **fields)
+
+
 def observed_mirror(phase: str = "Running", *, job_name: str = "llama") -> ObservedMirror:
     return ObservedMirror(name=f"{job_name}-mirror", job_name=job_name, phase=phase)
 

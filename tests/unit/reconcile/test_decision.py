@@ -151,7 +151,7 @@ POLICIES: dict[str, Callable[[TrainingJobStatus, dict[int, Any]], Any]] = {
     "in_place_failure": lambda s, c: in_place_failure(s, c),
     "in_place_restart": lambda s, c: apply_failure_policy(IN_PLACE, s, Failure("PodFailed", "x", in_place=True), c,
                                                           NOW),
-    "declare": lambda s, c: declare(s.model_copy(update={"pods_attempt": 0}), c),
+    "declare": lambda s, c: declare(IN_PLACE, s.model_copy(update={"pods_attempt": 0}), c),
     "abandon": lambda s, c: abandon(IN_PLACE, s.model_copy(update={"pods_attempt": 0}), c, NOW),
     "in_place_verdict": lambda s, c: in_place_verdict(s, c, 2),
     "rules_kept": lambda s, c: rules_kept(IN_PLACE, c),

@@ -7,10 +7,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 from multinode.api import Phase
-from multinode.api.constants import ANNOTATION_ATTEMPT, ANNOTATION_RESUME_FROM, ANNOTATION_TRAINER_RESTARTS
+from multinode.api.constants import (
+    ANNOTATION_ATTEMPT,
+    ANNOTATION_LEADER,
+    ANNOTATION_RENDEZVOUS_ID,
+    ANNOTATION_RENDEZVOUS_PORT,
+    ANNOTATION_RESUME_FROM,
+    ANNOTATION_TRAINER_RESTARTS,
+)
 from multinode.reconcile.in_place import IN_PLACE_TIMEOUT_SECONDS
 from multinode.reconcile.node_loss import NodeDown
 from multinode.render import attempt_env_name
+from multinode.render.env import rendezvous_id, rendezvous_port
 from multinode.testing import checkpointed_job, stored_job
 from tests.unit.reconcile.planning import LATEST, NOW, pod, run
 
@@ -26,6 +34,13 @@ def _pod(index, *, told=0, restarts=0, expected=0, phase="Running", attempt=0, *
     fields.setdefault("restart_rules", True)
     return pod(index, phase, attempt=attempt, in_place_attempt=told, trainer_restarts=restarts,
                in_place_trainer_restarts=expected, started_at="2026-11-20T11:00:00Z", **fields)
+
+
+def _rendezvous(job, attempt):
+    """The rendezvous annotations of `attempt`, node 0 leading."""
+    return {ANNOTATION_LEADER: "llama-0.llama.ml.svc",
+            ANNOTATION_RENDEZVOUS_PORT: str(rendezvous_port(job.spec.network.rendezvous_port, attempt)),
+            ANNOTATION_RENDEZVOUS_ID: rendezvous_id(job.metadata.uid, attempt)}
 
 
 def _running(job, pods):
@@ -45,12 +60,15 @@ def test_a_trainer_restarted_in_place_declares_the_next_attempt_into_the_same_po
     assert record.reason == "PodFailed" and "restarted in place" in record.message
     assert status.next_attempt_time is None, "no backoff: the kubelet restarted the pod already"
     assert result.pods_to_delete == [] and list(result.pods_to_create) == []
+    rendezvous = _rendezvous(job, 1)
     assert result.pods_to_annotate == {
         "llama-0-a0": {ANNOTATION_ATTEMPT: "1", ANNOTATION_RESUME_FROM: "", "multinode.dev/restart-count": "1",
-                       ANNOTATION_TRAINER_RESTARTS: "1"},  # still running attempt 0: it restarts once more
+                       ANNOTATION_TRAINER_RESTARTS: "1", **rendezvous},  # still running attempt 0: restarts once more
         "llama-1-a0": {ANNOTATION_ATTEMPT: "1", ANNOTATION_RESUME_FROM: "", "multinode.dev/restart-count": "1",
-                       ANNOTATION_TRAINER_RESTARTS: "1"},  # restarted already
+                       ANNOTATION_TRAINER_RESTARTS: "1", **rendezvous},  # restarted already
     }
+    # A new rendezvous (port and id) per attempt: a pod cut off from an earlier one never rejoins it.
+    assert rendezvous != _rendezvous(job, 0) and rendezvous[ANNOTATION_LEADER] == "llama-0.llama.ml.svc"
     assert [(e.type, e.reason) for e in result.events] == [("Warning", "Restarting")]
     assert "in place" in result.events[0].message
 
@@ -101,7 +119,7 @@ def test_pods_not_told_the_attempt_are_told_by_the_next_pass_after_an_operator_r
     assert result.status.attempt == 1, "no new attempt: pod 0 restarted for attempt 1"
     assert result.pods_to_annotate == {"llama-0-a0": {ANNOTATION_ATTEMPT: "1", ANNOTATION_RESUME_FROM: "",
                                                       "multinode.dev/restart-count": "1",
-                                                      ANNOTATION_TRAINER_RESTARTS: "1"}}
+                                                      ANNOTATION_TRAINER_RESTARTS: "1", **_rendezvous(job, 1)}}
 
 
 def test_pods_that_do_not_come_back_in_time_are_recreated_as_the_same_attempt() -> None:

@@ -1,0 +1,63 @@
+"""A node whose lease stops renewing loses its rank to a warm spare (lease_loss.py), through the planner: at
+once when the lease is older than half its duration and a spare waits; not while it is fresh, not without a
+spare (the node's Ready condition decides then), never for a job without spares."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile.lease_loss import LEASE_CHECK_SECONDS, NodeLease, observe_lease, stale_for
+from multinode.testing import observed_spare, stored_job
+from tests.unit.reconcile.planning import NOW, pod, run
+
+
+def _job(spares=1):
+    return stored_job(2, spareNodes=spares, failurePolicy={"restartStrategy": "InPlace"})
+
+
+def _gang():
+    return [pod(0, node="n0", in_place_attempt=0, restart_rules=True),
+            pod(1, node="n1", in_place_attempt=0, restart_rules=True)]
+
+
+def _renewed(seconds_ago: float) -> NodeLease:
+    return NodeLease(rfc3339(NOW - timedelta(seconds=seconds_ago)), 40)
+
+
+def test_a_stale_lease_with_a_warm_spare_loses_the_node_at_once() -> None:
+    job = _job()
+    spare = observed_spare(0, "n2")
+    before = run(job, _gang(), spares=(spare,)).status
+    lost = run(job, _gang(), previous=before, spares=(spare,),
+               node_leases={"n0": _renewed(3), "n1": _renewed(21)})
+    record = lost.status.restart_history[-1]
+    assert (record.reason, record.index, record.counted, record.spare) == ("NodeLost", 1, False, 0)
+    assert "has not renewed its lease for 21s" in record.message
+    assert lost.pods_to_annotate["llama-s0"]["multinode.dev/node-index"] == "1"
+
+
+def test_a_fresh_lease_or_no_warm_spare_changes_nothing_but_the_job_looks_again() -> None:
+    job = _job()
+    before = run(job, _gang(), spares=(observed_spare(0, "n2"),)).status
+    fresh = run(job, _gang(), previous=before, spares=(observed_spare(0, "n2"),),
+                node_leases={"n0": _renewed(19), "n1": _renewed(1)})
+    assert fresh.status.attempt == 0 and fresh.requeue_after is not None
+    assert fresh.requeue_after <= LEASE_CHECK_SECONDS
+    cold = run(job, _gang(), previous=before, spares=(observed_spare(0, None, in_preflight=False),),
+               node_leases={"n1": _renewed(60)})
+    assert cold.status.attempt == 0, "no warm spare: the node's Ready condition decides (node_loss.py)"
+    assert cold.requeue_after is not None and cold.requeue_after <= LEASE_CHECK_SECONDS
+
+
+def test_a_job_without_spares_never_reads_leases() -> None:
+    job = stored_job(2, failurePolicy={"restartStrategy": "InPlace"})
+    result = run(job, _gang(), node_leases={"n1": _renewed(60)})
+    assert result.status.attempt == 0
+
+
+def test_a_lease_read_from_the_apiserver() -> None:
+    name, lease = observe_lease({"metadata": {"name": "n1"},
+                                 "spec": {"renewTime": "2026-11-20T11:59:30.123456Z", "leaseDurationSeconds": 40}})
+    assert name == "n1" and stale_for(lease, NOW) is not None and 29 < (stale_for(lease, NOW) or 0) < 31
+    assert stale_for(NodeLease(None), NOW) is None, "a node still registering has no renewTime"
