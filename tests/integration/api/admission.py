@@ -90,7 +90,8 @@ EDGE_CASES: dict[tuple[str | int, ...], Any] = {
     ("network", "nccl", "debug"): "TRACE",
     ("successPolicy",): "LeaderOnly",
     ("checkpointing", "completion"): "deepspeed",
-    ("failurePolicy", "restartStrategy"): "Recreate",
+    # (restartStrategy stays InPlace: full_job() has spares, which need it; Recreate is test_rejected's case.)
+    ("spareNodes",): 4,  # as many as numNodes, the most allowed
     ("imageConsistency", "onMismatch"): "Report",
     ("hangDetection", "stragglers", "action"): "Exclude",
     ("cleanPodPolicy",): "All",

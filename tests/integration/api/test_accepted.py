@@ -48,6 +48,7 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
     stored = create(custom, admission_namespace, body, strict=True)
     assert stored["spec"] == {
         "numNodes": 1,
+        "spareNodes": 0,
         "image": "busybox",
         "resourcesPerNode": {"gpus": 0, "gpuResourceName": "nvidia.com/gpu"},
         "network": {"rendezvousPort": 29500, "hostNetwork": False},
@@ -156,8 +157,8 @@ def test_apiserver_serves_the_committed_schema_with_every_cel_rule(api: client.A
     # scheduler's five: podGroup or a gang scheduler, podTemplate.schedulerName or one, volcano or
     # coscheduling, each of them frozen; a seccomp or AppArmor profile names a localhostProfile exactly when
     # its type is Localhost, in the pod's and the trainer's security context (four); no multinode.dev/
-    # podTemplate annotation (the operator's own).
-    assert rules(served) == immutable + 19
+    # podTemplate annotation (the operator's own); spareNodes needs InPlace, and at most numNodes.
+    assert rules(served) == immutable + 21
 
 
 def test_committed_crd_compiles_within_the_cel_cost_budget(kubeconfig: str, crd: str) -> None:

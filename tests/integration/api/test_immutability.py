@@ -54,6 +54,7 @@ def nested(field: str, key: str, value) -> Callable[[dict], None]:
 # One update per spec field (by wire name): change, add or remove it.
 UPDATES: dict[str, list] = {
     "numNodes": [pytest.param(set_("numNodes", 8), id="numNodes-change")],
+    "spareNodes": [pytest.param(set_("spareNodes", 1), id="spareNodes-change")],
     "numProcPerNode": [pytest.param(set_("numProcPerNode", 4), id="numProcPerNode-add")],
     "image": [pytest.param(set_("image", "registry.example.com/train:1.3"), id="image-change")],
     "imagePullPolicy": [pytest.param(remove("imagePullPolicy"), id="imagePullPolicy-remove")],

@@ -236,6 +236,14 @@ def test_the_operators_pods_get_no_more_than_the_namespace_allows(
         create(volumes=[{"name": "nfs", "nfs": {"server": "10.0.0.1", "path": "/"}}]))
     assert "privileged, capabilities beyond baseline" in refused(create(containers=privileged))
     assert "never shares a node's process or IPC namespace" in refused(create(hostPID=True))
+    # A hot spare pulls its trainer's image with the pod: an image volume of exactly that image, nothing else.
+    trainer = [{**RESTRICTED_CONTAINER, "name": "trainer"}]
+    image = RESTRICTED_CONTAINER["image"]
+    create(containers=trainer, volumes=[{"name": "multinode-trainer-image", "image": {"reference": image}}])()
+    assert "volume multinode-trainer-image has an inline source" in refused(create(
+        containers=trainer, volumes=[{"name": "multinode-trainer-image", "image": {"reference": "other/x:1"}}]))
+    assert "volume tools has an inline source" in refused(create(
+        containers=trainer, volumes=[{"name": "tools", "image": {"reference": image}}]))
     core.patch_namespace(ns, {"metadata": {"labels": {LABEL_ALLOW_HOST_PATH: "true", LABEL_ALLOW_PRIVILEGED: "true"}}})
     # The policy reads the namespace's labels through the apiserver's own watch: admitted a moment later.
     admitted_once_settled(create(volumes=host_path), "hostPath admitted once the namespace is labelled")

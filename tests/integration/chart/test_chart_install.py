@@ -114,6 +114,11 @@ def test_the_charts_identity_has_only_the_operators_rights(release: Release) -> 
         assert not can_on_named(release, verb, "leases.coordination.k8s.io/kube-scheduler", release.namespace), verb
     assert not release.can("create", "leases.coordination.k8s.io", ns)
     assert not release.can("delete", "leases.coordination.k8s.io", release.namespace)
+    # The kubelets' Leases (jobs with hot spares): listed, never written, and no other namespace's.
+    assert release.can("list", "leases.coordination.k8s.io", "kube-node-lease")
+    for verb in ("update", "patch", "delete", "create", "watch"):
+        assert not release.can(verb, "leases.coordination.k8s.io", "kube-node-lease"), verb
+    assert not release.can("list", "leases.coordination.k8s.io", ns)
 
 
 def can_on_named(release: Release, verb: str, resource_and_name: str, namespace: str) -> bool:

@@ -14,7 +14,9 @@ import pytest
 from kubernetes import client
 
 from multinode.render.mirror_pod import render_mirror_pod, render_mirror_service_account
+from multinode.render import RenderSettings
 from multinode.render.pod import render_node_pod
+from multinode.render.spare import render_spare_pod
 from localcluster.harness.kube import new_namespace
 from multinode.testing import stored_job
 from localcluster.harness.waiting import wait_for
@@ -71,6 +73,13 @@ def test_a_job_that_runs_as_non_root_with_runtime_default_seccomp_meets_restrict
     except AssertionError as e:
         raise AssertionError(f"{e}; {len(refusals)} refusals, the last: {refusals[-2:]}") from None
     assert reason == "admitted", reason
+
+
+def test_a_hot_spare_meets_restricted_too(core: client.CoreV1Api, restricted: str) -> None:
+    """Its image volume (the trainer's image, pulled with the pod) and its downward API env included."""
+    job = stored_job(namespace=restricted, **STORAGE, spareNodes=1, failurePolicy={"restartStrategy": "InPlace"},
+                     podTemplate={"securityContext": NON_ROOT})
+    assert admit(core, render_spare_pod(job, 0, RenderSettings())) is None
 
 
 def _known_service_account(reason: str | None, refusals: list[str]) -> str | None:

@@ -44,6 +44,8 @@ CLUSTER_RIGHTS = {("", "nodes", "list"), ("", "nodes", "watch"), ("kueue.x-k8s.i
 # Leader election, in the release namespace only (a Role of its own): create any Lease, get and update its own.
 LEASE_RIGHTS = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}
 LEASE_ROLE = "mn-multinode-operator-leader-election"
+# The kubelets' Leases, listed for jobs with hot spares (a Role in kube-node-lease).
+NODE_LEASES_ROLE = "mn-multinode-operator-node-leases"
 MIRROR_CLUSTER_ROLE = "mn-multinode-operator-mirror"
 
 VARIANTS = {
@@ -58,8 +60,8 @@ VARIANTS = {
 
 
 def job_roles(objects: list[dict], kind: str) -> list[dict]:
-    """Roles (or RoleBindings) for the jobs' namespaces: all but the leader election one."""
-    return [o for o in of_kind(objects, kind) if o["metadata"]["name"] != LEASE_ROLE]
+    """Roles (or RoleBindings) for the jobs' namespaces: all but the leader election one and the node leases'."""
+    return [o for o in of_kind(objects, kind) if o["metadata"]["name"] not in (LEASE_ROLE, NODE_LEASES_ROLE)]
 
 
 def operator_cluster_role(objects: list[dict]) -> dict:
@@ -525,8 +527,19 @@ def test_every_namespaced_object_is_in_the_release_namespace(default: list[dict]
     for obj in default:
         if obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"], obj["kind"]
+        elif obj["metadata"]["name"] == NODE_LEASES_ROLE:  # the one exception: where the kubelets' Leases are
+            assert obj["metadata"]["namespace"] == "kube-node-lease", obj["kind"]
         else:
             assert obj["metadata"]["namespace"] == "mn-system", obj["kind"]
+
+
+def test_the_operator_may_only_list_the_kubelets_leases() -> None:
+    objects = render()
+    (role,) = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == NODE_LEASES_ROLE]
+    assert role["metadata"]["namespace"] == "kube-node-lease"
+    assert rights(role["rules"]) == {("coordination.k8s.io", "leases", "list")}
+    (binding,) = [b for b in of_kind(objects, "RoleBinding") if b["metadata"]["name"] == NODE_LEASES_ROLE]
+    assert binding["roleRef"]["name"] == NODE_LEASES_ROLE and binding["subjects"][0]["namespace"] == "mn-system"
 
 
 def test_readme_lists_every_value() -> None:
