@@ -10,7 +10,7 @@ import uuid
 from kubernetes import client
 from multinode import __version__
 from multinode.api import LABEL_JOB_NAME
-from multinode.api.constants import ANNOTATION_ATTEMPT
+from multinode.api.constants import ANNOTATION_ATTEMPT, ANNOTATION_NODE_INDEX
 from localcluster import ClusterConfig, LocalCluster, NodePoolConfig, publish
 from localcluster.images import OPERATOR, TRAINER
 from localcluster.netplan import REAL_NODE_LABEL, REAL_NODE_TOLERATION
@@ -165,11 +165,14 @@ def attempt_logs(core: client.CoreV1Api, namespace: str, job: str, attempt: int)
     logs = {}
     for pod in core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={job}").items:
         match = re.fullmatch(rf"{job}-(\d+)-a(\d+)", pod.metadata.name)
-        told = (pod.metadata.annotations or {}).get(ANNOTATION_ATTEMPT)
+        annotations = pod.metadata.annotations or {}
+        told = annotations.get(ANNOTATION_ATTEMPT)
         runs = int(told) if told is not None else int(match.group(2)) if match else None
-        if match and runs == attempt and pod.status.phase in ("Running", "Succeeded", "Failed"):
+        # A hot spare that took a rank (spec.spareNodes): its index is in its annotation.
+        index = int(match.group(1)) if match else int(annotations.get(ANNOTATION_NODE_INDEX, "-1"))
+        if index >= 0 and runs == attempt and pod.status.phase in ("Running", "Succeeded", "Failed"):
             try:
-                logs[int(match.group(1))] = pod_log(core, namespace, pod.metadata.name)
+                logs[index] = pod_log(core, namespace, pod.metadata.name)
             except client.ApiException:
                 pass  # the container has not started yet
     return logs

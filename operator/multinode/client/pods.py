@@ -9,7 +9,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from multinode.api.constants import ANNOTATION_ATTEMPT, LABEL_ATTEMPT, LABEL_NODE_INDEX, TRAINER_CONTAINER
+from multinode.api.constants import (
+    ANNOTATION_ATTEMPT,
+    ANNOTATION_NODE_INDEX,
+    LABEL_ATTEMPT,
+    LABEL_NODE_INDEX,
+    LABEL_SPARE,
+    TRAINER_CONTAINER,
+)
 
 # A job's log fan-out without --max-streams: enough for every rank of a small job, and far below the
 # connections a 1000-node job would open (one HTTP stream each, through the apiserver to each kubelet).
@@ -51,10 +58,18 @@ def _attempt(labels: dict[str, str], annotations: dict[str, str]) -> int:
     return int(told) if told.isdigit() else int(labels.get(LABEL_ATTEMPT, 0))
 
 
+def _rank(labels: dict[str, str], annotations: dict[str, str]) -> int | None:
+    """The node index: a node pod's label, or the annotation of a hot spare that took a rank (None: a spare
+    still waiting, or not a node pod)."""
+    rank = annotations.get(ANNOTATION_NODE_INDEX, "") if LABEL_SPARE in labels else labels.get(LABEL_NODE_INDEX, "")
+    return int(rank) if rank.isdigit() else None
+
+
 def node_pod(pod: dict[str, Any]) -> NodePod | None:
-    """The pod's rank and trainer state; None for a pod that is not a node pod (the mirror)."""
+    """The pod's rank and trainer state; None for a pod that is not a node pod (the mirror, a waiting spare)."""
     labels = pod.get("metadata", {}).get("labels") or {}
-    if LABEL_NODE_INDEX not in labels:
+    rank = _rank(labels, pod.get("metadata", {}).get("annotations") or {})
+    if rank is None:
         return None
     status = pod.get("status") or {}
     trainer = next((c for c in status.get("containerStatuses") or [] if c.get("name") == TRAINER_CONTAINER), None)
@@ -66,7 +81,7 @@ def node_pod(pod: dict[str, Any]) -> NodePod | None:
         detail = state.get(state_name) or {} if state_name else {}
         exit_code = detail.get("exitCode")
         reason = detail.get("reason") or reason
-    return NodePod(name=pod["metadata"]["name"], rank=int(labels[LABEL_NODE_INDEX]),
+    return NodePod(name=pod["metadata"]["name"], rank=rank,
                    attempt=_attempt(labels, pod["metadata"].get("annotations") or {}),
                    phase=status.get("phase") or "Pending",
                    node=(pod.get("spec") or {}).get("nodeName"), trainer_state=state_name, exit_code=exit_code,

@@ -17,7 +17,6 @@ goodput.py then counts the seconds since the last pass into status.goodput.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
@@ -30,7 +29,7 @@ from multinode.reconcile import lifecycle
 from multinode.reconcile.attempt_failures import attempt_failure
 from multinode.reconcile.capacity import explain_unschedulable
 from multinode.reconcile.checkpointing import mirror_needs, mirror_on_lost_node, report_mirror, resume_path, resumed_by
-from multinode.reconcile.decision import Decision, fold
+from multinode.reconcile.decision import Decision
 from multinode.reconcile.disruption import checkpoint_before_disruption
 from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names, prune_expired
 from multinode.reconcile.failures import Failure, lost_indices
@@ -45,7 +44,6 @@ from multinode.reconcile.in_place import (
     declare,
     in_place_failure,
     in_place_verdict,
-    leader,
     replaced_index,
     rules_kept,
 )
@@ -58,7 +56,9 @@ from multinode.reconcile.outcome import Plan, PodStream, Verdict
 from multinode.reconcile.placement import attempt_node_selector
 from multinode.reconcile.progress import report_progress
 from multinode.reconcile.restarts import apply_failure_policy, wait_for_next_attempt
-from multinode.reconcile.spares import drop_spares, keep_spares, pick_spare, promise, promised_spare, take_rank
+from multinode.reconcile.planning_pass import Pass, with_gate_selectors
+from multinode.reconcile.replacement import give_rank_to_spare, keep_spare_pool, replace_missing
+from multinode.reconcile.spares import drop_spares, pick_spare
 from multinode.reconcile.startup import note_first_bound
 from multinode.reconcile.status_report import node_table, phase_change, verdict_conditions
 from multinode.reconcile.stragglers import judge_stragglers, straggler_failure
@@ -89,36 +89,15 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     return p.result
 
 
-@dataclass
-class _Pass:
-    """One planning pass: what it reads, and the Plan (with the status) its decisions are folded into."""
-
-    job: TrainingJob
-    observed: Observed
-    before: TrainingJobStatus
-    now: datetime
-    settings: RenderSettings
-    result: Plan
-
-    @property
-    def status(self) -> TrainingJobStatus:
-        return self.result.status
-
-    def take(self, decision: Decision) -> Decision:
-        """Fold `decision` into the pass; returned, to read its verdict or failure."""
-        fold(self.result, decision, now=self.now, generation=self.job.metadata.generation)
-        return decision
-
-
 def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now: datetime,
-            settings: RenderSettings) -> _Pass:
+            settings: RenderSettings) -> Pass:
     status = deep_copied(before)
     # The mirror owns status.checkpoints; the object's copy is the freshest we have.
     status.checkpoints = job.status.checkpoints if job.status else None
     status.observed_generation = job.metadata.generation
     status.num_nodes = job.spec.num_nodes
     status.resumed_by = resumed_by(job, observed.resumers)
-    p = _Pass(job, observed, before, now, settings, Plan(status=status))
+    p = Pass(job, observed, before, now, settings, Plan(status=status))
     take, result, mirror, n = p.take, p.result, observed.mirror, job.spec.num_nodes
 
     # 1. A finished job is never recreated: it only cleans up (and its integrations release what they hold:
@@ -245,23 +224,23 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     return _report(p, current, verdict)
 
 
-def _force_delete_stranded(p: _Pass, pods: list[ObservedPod]) -> Decision:
+def _force_delete_stranded(p: Pass, pods: list[ObservedPod]) -> Decision:
     if not p.observed.down_nodes:  # no set of a 20 000-pod gang's deletions built for nothing
         return Decision()
     return force_delete_stranded(pods, p.observed.down_nodes, deleting=set(p.result.pods_to_delete),
                                  forcing=set(p.result.pods_to_force_delete))
 
 
-def _report(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pass:
+def _report(p: Pass, current: dict[int, ObservedPod], verdict: Verdict) -> Pass:
     n = p.job.spec.num_nodes
-    _keep_spares(p, verdict)
+    keep_spare_pool(p, verdict)
     p.take(Decision(status=node_table(p.status, current, n)))
     p.take(Decision(conditions=verdict_conditions(p.status, verdict, created=len(current), num_nodes=n)))
     p.take(phase_change(p.before, verdict))
     return p
 
 
-def _fail_attempt(p: _Pass, current: dict[int, ObservedPod], failure: Failure) -> _Pass:
+def _fail_attempt(p: Pass, current: dict[int, ObservedPod], failure: Failure) -> Pass:
     """The failure policy's answer: the gang restarting, or the job failed."""
     failed = p.take(apply_failure_policy(p.job, p.status, failure, current, p.now)).verdict
     if failed is None and p.status.pods_attempt is not None:  # in place: told the new attempt, where it resumes
@@ -271,7 +250,7 @@ def _fail_attempt(p: _Pass, current: dict[int, ObservedPod], failure: Failure) -
         replaced = replaced_index(status)
         staying = {i: pod for i, pod in current.items() if i != replaced}
         if replaced is not None:
-            _give_rank_to_spare(p, staying, replaced)
+            give_rank_to_spare(p, staying, replaced)
         p.take(declare(p.job, status, staying))
         p.take(_force_delete_stranded(p, [pod for i, pod in current.items() if i not in staying]))
         p.take(Decision(status=node_table(status, staying, p.job.spec.num_nodes)))
@@ -282,7 +261,7 @@ def _fail_attempt(p: _Pass, current: dict[int, ObservedPod], failure: Failure) -
     return _finish(p, current, failed)
 
 
-def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]) -> Verdict | None:
+def _create_missing(p: Pass, current: dict[int, ObservedPod], gates: list[Gate]) -> Verdict | None:
     """Render the attempt's missing pods; a Verdict when something keeps them from being created."""
     job, status, observed, now, result = p.job, p.status, p.observed, p.now, p.result
     missing = [i for i in range(job.spec.num_nodes) if i not in current]
@@ -290,7 +269,7 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]
                                    status.attempt):
         return None
     if status.pods_attempt is not None:  # restarted in place: the pod a lost or unhealthy node's took
-        _replace(p, current, missing, gates)
+        replace_missing(p, current, missing, gates)
         return None
     waiting = next((gate for gate in gates if gate.wait), None)
     if waiting is not None:
@@ -313,9 +292,7 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]
     node_selector, placed = (None, Decision()) if handed else attempt_node_selector(job, status, observed.nodes)
     if p.take(placed).verdict is not None:
         return placed.verdict
-    for gate in gates:
-        if gate.node_selector:  # a queue's contract: e.g. Kueue's admitted flavors select the nodes
-            node_selector = {**(node_selector or {}), **gate.node_selector}
+    node_selector = with_gate_selectors(node_selector, gates)
     resume = resume_path(job, status, list(current.values()), observed.resume_source_latest)
     status.resumed_from = resume or None
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
@@ -337,71 +314,7 @@ def _create_missing(p: _Pass, current: dict[int, ObservedPod], gates: list[Gate]
     return None
 
 
-def _keep_spares(p: _Pass, verdict: Verdict) -> None:
-    """The hot spare pool (spares.py), made while the gang runs, in the attempt's domain, off excluded nodes."""
-    job, status, observed = p.job, p.status, p.observed
-    if not job.spec.spare_nodes and not observed.spares and status.spares is None:
-        return
-    selector, _ = attempt_node_selector(job, status, observed.nodes)
-    p.take(keep_spares(job, status, observed.spares, observed.pods, phase=verdict.phase,
-                       down=observed.down_nodes, cordoned=observed.cordoned_nodes, settings=p.settings,
-                       image=pinned_image(job, status), node_selector=selector,
-                       excluded=tuple(excluded_node_names(status, p.now))))
-
-
-def _give_rank_to_spare(p: _Pass, staying: dict[int, ObservedPod], index: int) -> None:
-    """A warm spare on a machine free of the gang takes the replaced node's rank, when there is one."""
-    observed = p.observed
-    spare = pick_spare(observed.spares, observed.down_nodes, observed.cordoned_nodes,
-                       {pod.node for pod in staying.values()})
-    if spare is None:
-        return
-    p.take(promise(p.status, spare))
-    p.take(take_rank(p.job, p.status, spare, index, leader(p.job, p.status, staying), first=True))
-
-
-def _taken_by_spares(p: _Pass, current: dict[int, ObservedPod], missing: list[int]) -> list[int]:
-    """Of the `missing` nodes, those whose rank a waiting spare was given (told again: the annotations may not
-    have landed, or the operator restarted in between)."""
-    taken = []
-    for index in missing:
-        serial = promised_spare(p.status, index)
-        spare = next((s for s in p.observed.spares if s.spare == serial and not s.terminating), None)
-        if serial is None or spare is None:
-            continue  # no spare was given it, or the one given it is gone: a new pod takes it
-        p.take(take_rank(p.job, p.status, spare, index, leader(p.job, p.status, current), first=False))
-        taken.append(index)
-    return taken
-
-
-def _replace(p: _Pass, current: dict[int, ObservedPod], missing: list[int], gates: list[Gate]) -> None:
-    """New pods for `missing` nodes of a gang restarted in place, of the current attempt: the gang's own
-    ConfigMap (its rendezvous port and id), its checkpoint and domain; no gang group (the rest of the gang is
-    placed already); kept off the nodes of the other pods, whatever attempt they were made for."""
-    job, status, now = p.job, p.status, p.now
-    assert status.pods_attempt is not None
-    taken = _taken_by_spares(p, current, missing)
-    missing = [i for i in missing if i not in taken]
-    if not missing:
-        return
-    p.take(prune_expired(status, now))
-    excluded = excluded_node_names(status, now)
-    node_selector, placed = attempt_node_selector(job, status, p.observed.nodes)
-    p.take(placed)
-    for gate in gates:
-        if gate.node_selector:
-            node_selector = {**(node_selector or {}), **gate.node_selector}
-    gang = (status.pods_attempt, *sorted({pod.attempt for pod in current.values()} - {status.pods_attempt}))
-    image, resume, attempt, name = pinned_image(job, status), status.resumed_from or "", status.attempt, job_name(job)
-    rank0 = leader(job, status, current)
-    p.result.pods_to_create = PodStream(
-        missing, lambda i: pod_name(name, i, attempt),
-        lambda i: render_node_pod(job, i, attempt, p.settings, resume_from=resume, image=image,
-                                  node_selector=node_selector, excluded_nodes=excluded, restarts=status.restarts,
-                                  gang=gang, leader=rank0))
-
-
-def _finish(p: _Pass, current: dict[int, ObservedPod], verdict: Verdict) -> _Pass:
+def _finish(p: Pass, current: dict[int, ObservedPod], verdict: Verdict) -> Pass:
     """Succeed or fail: stop the nodes at once; with checkpointing, wait for the final sync first (requested
     once no pod of the job may write)."""
     job, status, result = p.job, p.status, p.result

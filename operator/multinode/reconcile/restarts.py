@@ -51,6 +51,8 @@ def apply_failure_policy(job: TrainingJob, status: TrainingJobStatus, failure: F
     edits, message = restart_edits(job, status, failure, ruling, now)
     if failure.in_place or replaces_one_pod(job, failure):
         replaced = current.get(failure.index) if failure.index is not None and not failure.in_place else None
+        if replaced is not None and failure.node_loss:
+            edits = forgive_collateral(status, edits, replaced)
         return _restart_in_place(status, edits, message, failure, replaced)
     # The next attempt waits for its backoff (and, blocking, for the old pods' deletion events).
     wait = max(0.0, (parse_time(edits["next_attempt_time"], now) - now).total_seconds())
@@ -70,6 +72,25 @@ def _restart_in_place(status: TrainingJobStatus, edits: dict[str, Any], message:
     gone = (replaced.name,) if replaced is not None and replaced.active else ()
     return Decision(status=edits, delete=gone, events=(Event("Warning", Reason.RESTARTING, message),),
                     conditions=(SetCondition(ConditionType.RUNNING, "False", failure.reason, message),))
+
+
+def forgive_collateral(status: TrainingJobStatus, edits: dict[str, Any], lost: ObservedPod) -> dict[str, Any]:
+    """A node lost during an in-place restart whose pod never came back into it: its peers' trainers most
+    likely exited because it was dying (their collectives failed first; its kubelet said nothing), so the
+    restart they caused is the node's loss too and is not counted against maxRestarts after all."""
+    history = edits["restart_history"]
+    if status.pods_attempt is None or len(history) < 2 or not history[-2].counted:
+        return edits
+    previous = history[-2]
+    if previous.attempt != status.attempt - 1 or previous.reason != Reason.POD_FAILED:
+        return edits
+    if lost.in_place_attempt == status.attempt and lost.trainer_restarts >= lost.in_place_trainer_restarts:
+        return edits  # it restarted into the attempt: whatever failed before, it was not this node's loss
+    forgiven = previous.model_copy(update={"counted": False, "message": (
+        f"{previous.message} (not counted: node {lost.index}'s pod never restarted into attempt {status.attempt}, "
+        "and its node was lost)")[:4096]})
+    return {**edits, "restart_history": [*history[:-2], forgiven, history[-1]],
+            "restarts": max(0, edits["restarts"] - 1), "uncounted_restarts": edits["uncounted_restarts"] + 1}
 
 
 def restart_history_with(status: TrainingJobStatus, record: RestartRecord) -> list[RestartRecord]:

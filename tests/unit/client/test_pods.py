@@ -49,6 +49,16 @@ def test_a_pod_restarted_in_place_is_of_the_attempt_its_annotation_names() -> No
     assert parsed is not None and (parsed.name, parsed.attempt) == ("j-1-a0", 2)
 
 
+def test_a_hot_spare_is_a_node_pod_once_it_took_a_rank() -> None:
+    spare = {"metadata": {"name": "j-s0", "labels": {LABEL_JOB_NAME: "j", "multinode.dev/spare": "0"}},
+             "spec": {"nodeName": "node-9"}, "status": {"phase": "Pending"}}
+    assert node_pod(spare) is None, "waiting: no rank yet"
+    spare["metadata"]["annotations"] = {"multinode.dev/node-index": "0", "multinode.dev/attempt": "3"}
+    spare["status"] = {"phase": "Running", "containerStatuses": [{"name": "trainer", "state": {"running": {}}}]}
+    parsed = node_pod(spare)
+    assert parsed is not None and (parsed.name, parsed.rank, parsed.attempt, parsed.node) == ("j-s0", 0, 3, "node-9")
+
+
 def test_pods_are_grouped_by_attempt_in_rank_order() -> None:
     pods = node_pods([pod_json(1, 1), pod_json(0, 0), pod_json(0, 1), pod_json(1, 0)])
     assert [(p.attempt, p.rank) for p in pods] == [(0, 0), (0, 1), (1, 0), (1, 1)]

@@ -254,3 +254,28 @@ def test_a_replaced_pod_that_vanishes_is_a_lost_node_again() -> None:
     running = run(job, back, previous=run(job, back, previous=lost.status).status)
     gone = run(job, back[:1], previous=running.status)
     assert gone.status.attempt == 2 and gone.status.restart_history[-1].reason == "NodeLost"
+
+
+def test_a_node_lost_while_its_peers_restarted_in_place_takes_back_the_restart_they_counted() -> None:
+    job = _job()
+    gang = [_pod(0, node="dead"), _pod(1, node="n1")]
+    before = _running(job, gang)
+    # Rank 1's collectives fail first (its peer's node is dying): a counted in-place restart.
+    declared = run(job, [gang[0], _pod(1, node="n1", restarts=1)], previous=before).status
+    assert (declared.attempt, declared.restarts) == (1, 1)
+    # Rank 0's pod never restarts into attempt 1: its node is lost. That restart was the node's loss too.
+    told = [_pod(0, node="dead", told=1, expected=1), _pod(1, node="n1", told=1, restarts=1, expected=1)]
+    lost = run(job, told, previous=declared, down_nodes={"dead": NodeDown("Unknown", "2026-11-20T11:58:00Z")})
+    status = lost.status
+    assert (status.attempt, status.restarts, status.uncounted_restarts) == (2, 0, 2)
+    forgiven, node_lost = status.restart_history[-2:]
+    assert (forgiven.reason, forgiven.counted) == ("PodFailed", False)
+    assert "never restarted into attempt 1, and its node was lost" in forgiven.message
+    assert (node_lost.reason, node_lost.index, node_lost.counted) == ("NodeLost", 0, False)
+
+    # A node lost after its pod came back into the attempt forgives nothing.
+    back = [_pod(0, node="dead", told=1, restarts=1, expected=1), _pod(1, node="n1", told=1, restarts=1, expected=1)]
+    running = run(job, back, previous=declared)
+    later = run(job, back, previous=running.status,
+                down_nodes={"dead": NodeDown("Unknown", "2026-11-20T11:58:00Z")})
+    assert (later.status.restarts, later.status.restart_history[-2].counted) == (1, True)
