@@ -46,8 +46,8 @@ def current_pods(pods: Iterable[ObservedPod], status: TrainingJobStatus, n: int)
     for the attempts since status.podsAttempt, the newest of each index (a pod replaced on another node is of
     a later attempt than its peers), but for the old pod of the node the attempt replaces."""
     lo, hi, replaced = status.attempt_of_pods, status.attempt, replaced_index(status)
-    if lo == hi:
-        return {pod.index: pod for pod in pods if pod.attempt == hi and pod.index < n}
+    if lo == hi:  # a spare that took a rank in place is never a pod of a gang recreated in new pods
+        return {pod.index: pod for pod in pods if pod.attempt == hi and pod.index < n and pod.spare is None}
     current: dict[int, ObservedPod] = {}
     for pod in pods:
         if not lo <= pod.attempt <= hi or pod.index >= n or (pod.index == replaced and pod.attempt < hi):

@@ -4,7 +4,7 @@ runs. Steps of plan.py's pass, kept apart so the planner stays a list of policie
 
 from __future__ import annotations
 
-from multinode.reconcile.exclusion import excluded_node_names, prune_expired
+from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names, prune_expired
 from multinode.reconcile.image_consistency import pinned_image
 from multinode.reconcile.in_place import leader
 from multinode.reconcile.integration import Gate
@@ -22,6 +22,9 @@ def keep_spare_pool(p: Pass, verdict: Verdict) -> None:
     job, status, observed = p.job, p.status, p.observed
     if not job.spec.spare_nodes and not observed.spares and status.spares is None:
         return
+    # A spare whose node failed its health check keeps the next spare off that node, as a node pod would.
+    p.take(exclude_unhealthy_nodes(job, status, [s for s in observed.spares if s.unhealthy and not s.terminating],
+                                   p.now))
     selector, _ = attempt_node_selector(job, status, observed.nodes)
     p.take(keep_spares(job, status, observed.spares, observed.pods, phase=verdict.phase,
                        down=observed.down_nodes, cordoned=observed.cordoned_nodes, settings=p.settings,

@@ -15,6 +15,7 @@ from multinode.api.constants import (
     ANNOTATION_NODE_INDEX,
     LABEL_SPARE,
 )
+from multinode.api.health_check import HealthStatus, NodeHealth
 from multinode.reconcile.node_loss import NodeDown
 from multinode.testing import observed_spare, stored_job
 from tests.unit.reconcile.planning import NOW, pod, run
@@ -159,3 +160,24 @@ def test_spare_time_counts_as_its_own_goodput_figure() -> None:
     assert later.status.goodput is not None
     assert later.status.goodput.spare_seconds == 90, "one warm spare for 90 s"
     assert later.status.goodput.productive_seconds == 90 and later.status.goodput.lost_seconds == 0
+
+
+def test_a_spare_whose_node_failed_its_health_check_keeps_the_next_spare_off_that_node() -> None:
+    job = _job()
+    sick = observed_spare(0, "bad-node", phase="Failed", in_preflight=False, reason="NodeUnhealthy",
+                          health=NodeHealth(status=HealthStatus.FAILED, reason="GPUsNotVisible",
+                                            message="0 of 1 GPUs visible"))
+    result = run(job, _gang(), spares=(sick,))
+    assert [e.node for e in result.status.excluded_nodes] == ["bad-node"]
+    (new,) = [o for o in result.objects_to_create if o["kind"] == "Pod"]
+    terms = new["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert "bad-node" in str(terms)
+
+
+def test_a_gang_recreated_after_an_abandoned_in_place_restart_does_not_keep_a_spare_as_a_rank() -> None:
+    job = _job()
+    joined = observed_spare(0, "n2", rank=0, joined_in=1, phase="Running", in_place_attempt=1)
+    # The in-place attempt 1 was abandoned: recreated as the same attempt in new pods (podsAttempt cleared).
+    status = run(job, _gang()).status.model_copy(update={"attempt": 1, "pods_attempt": None})
+    recreated = run(job, [joined, pod(1, "Running", attempt=1, node="n1")], previous=status)
+    assert "llama-0-a1" in recreated.pods_to_create.names, "rank 0 gets a new pod of the recreated gang"
