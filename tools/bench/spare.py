@@ -19,6 +19,7 @@ the table into docs/benchmarks.md.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -57,6 +58,25 @@ def _resumed(job) -> int | None:
     return status["attempt"] if job.past(status["attempt"], 0) else None
 
 
+def _stuck(job) -> str:
+    """What a trial that never resumed waits on: the job's status, its pods and the tails of their logs."""
+    status = job.status()
+    keys = ("phase", "attempt", "podsAttempt", "restarts", "restartHistory", "conditions", "nodeStatuses", "spares")
+    lines = [f"status: {json.dumps({k: status.get(k) for k in keys})}"]
+    for pod in job.pods():
+        meta = pod.metadata
+        lines.append(f"pod {meta.name} node={pod.spec.node_name} phase={pod.status.phase} "
+                     f"deleting={bool(meta.deletion_timestamp)} annotations={meta.annotations}")
+        for cs in [*(pod.status.init_container_statuses or []), *(pod.status.container_statuses or [])]:
+            lines.append(f"  {cs.name}: restarts={cs.restart_count} state={cs.state.to_dict()}")
+        try:
+            lines.append("  log: " + job.core.read_namespaced_pod_log(meta.name, job.namespace, container="trainer",
+                                                                      tail_lines=15).replace("\n", "\n  log: "))
+        except Exception as e:  # noqa: BLE001 - a diagnostic: whatever the kubelet answers is worth printing
+            lines.append(f"  log: {e}")
+    return "\n".join(lines)
+
+
 def trial(cluster, operator_namespace: str, spares: int, folder: Path) -> dict:
     leader = leading_operator(clients(cluster)[0], operator_namespace)
     assert leader is not None, "one operator replica leads"
@@ -70,7 +90,10 @@ def trial(cluster, operator_namespace: str, spares: int, folder: Path) -> dict:
         killed = int(re.search(r"(\d+)$", rank0.spec.node_name).group(1))
         killed_at, wall = time.monotonic(), datetime.now(timezone.utc)
         cluster.kill_real_node(killed)
-        wait_for(lambda: _resumed(job), timeout=600, what="training resumed after the node loss", interval=0.2)
+        try:
+            wait_for(lambda: _resumed(job), timeout=300, what="training resumed after the node loss", interval=0.2)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{_stuck(job)}") from None
         back = time.monotonic() - killed_at
         status = job.status()
         lost = next(r for r in status["restartHistory"] if r["reason"] == "NodeLost")

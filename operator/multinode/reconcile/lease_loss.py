@@ -9,6 +9,15 @@ alarm (a kubelet that only fell behind) costs a spare swap, which is what a spar
 only while a warm spare can take the rank. The lost pod's old attempt is fenced off as any other: the gang's
 next attempt has its own rendezvous port and id (render/in_place.py).
 
+Which of the two came first matters too. A node that dies takes its rank with it, and the other ranks'
+collectives fail at once: their trainers exit and restart in place before the dead node's lease is stale.
+Declared then, their new attempt would look for the rendezvous at the dead rank 0 (torchrun's agent waits
+there, in no process the operator's next attempt can stop) and count a restart that was no fault of the job.
+So, while a warm spare waits, a trainer restarted in place is held at its preflight barrier until every pod
+that did not restart has its node renew its lease after that restart (≤ 10 s on stock settings, the cost of
+telling a crash from a dead node); a lease that goes stale instead makes it the node's loss, the spare takes
+the rank, and one attempt follows, uncounted.
+
 Leases are not watched (every kubelet writes one every 10 s): the controller reads them from the apiserver's
 watch cache, shared by every job (controller/node_leases.py), and a job with spares comes back every
 LEASE_CHECK_SECONDS to look again.
@@ -21,12 +30,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from multinode.api import TrainingJob
+from multinode.api import Phase, TrainingJob
 from multinode.api.conditions import Reason
 from multinode.api.timestamps import parse_time
 from multinode.reconcile.decision import Decision
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.observe import ObservedPod, PodPhase
+from multinode.reconcile.outcome import Verdict
 
 # How often a job with spares looks at its nodes' leases again (a kubelet renews every 10 s).
 LEASE_CHECK_SECONDS = 5.0
@@ -81,3 +91,34 @@ def judge_stale_leases(job: TrainingJob, current: Iterable[ObservedPod], leases:
                               f"{age:.0f}s (leaseDurationSeconds {lease.duration_seconds}); a warm spare takes its "
                               "rank", reasons=frozenset({Reason.NODE_LOST}), node_loss=True, index=p.index))
     return Decision(requeue_after=LEASE_CHECK_SECONDS)
+
+
+# How often a held in-place restart looks at the leases again.
+HOLD_CHECK_SECONDS = 1.0
+
+
+def hold_for_leases(job: TrainingJob, current: Iterable[ObservedPod], leases: Mapping[str, NodeLease],
+                    warm_spares: int, now: datetime) -> Decision:
+    """A Restarting verdict while a trainer restarted in place and a pod that did not restart is on a node
+    whose lease was not renewed since (with a warm spare waiting; else no verdict: declare at once)."""
+    if not job.spec.spare_nodes or not warm_spares:
+        return Decision()
+    pods = list(current)
+    restarted = [p for p in pods if p.trainer_restarts > p.in_place_trainer_restarts]
+    since = min((parse_time(p.preflight_started_at, now) for p in restarted if p.preflight_started_at), default=None)
+    if since is None:
+        return Decision()
+    doubtful = []
+    for p in pods:
+        lease = leases.get(p.node or "")
+        if p in restarted or lease is None or lease.renewed is None:
+            continue
+        if parse_time(lease.renewed, now) <= since:  # whole seconds: a renewal in the restart's second is no proof
+            doubtful.append(p)
+    if not doubtful:
+        return Decision()
+    first = min(doubtful, key=lambda p: p.index)
+    return Decision(requeue_after=HOLD_CHECK_SECONDS, verdict=Verdict(
+        Phase.RESTARTING, Reason.RESTARTING_IN_PLACE,
+        f"a trainer restarted in place; waiting for node {first.node} (of pod {first.name}) to renew its lease, "
+        "to tell a crash from a lost node before the next attempt"))

@@ -66,6 +66,8 @@ class ObservedPod:
     waiting_image: str | None = None
     # The preflight init container is still waiting for peers' DNS names.
     in_preflight: bool = False
+    # When the running preflight started (RFC3339): a pod restarted in place, at its barrier, since then.
+    preflight_started_at: str | None = None
     # imageID the runtime reported for the trainer (registry/image@sha256:...).
     image_id: str | None = None
     # The node health check's verdict, from the preflight's termination message (spec.healthCheck).
@@ -165,8 +167,10 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
 
     disruption = conditions.get("DisruptionTarget") or {}
     waiting = _blocking_wait(status)
-    in_preflight = any(cs.get("name") == PREFLIGHT_CONTAINER and "running" in (cs.get("state") or {})
-                       for cs in status.get("initContainerStatuses") or [])
+    preflight_running = next((((cs.get("state") or {}).get("running") or {})
+                              for cs in status.get("initContainerStatuses") or []
+                              if cs.get("name") == PREFLIGHT_CONTAINER and "running" in (cs.get("state") or {})), None)
+    in_preflight = preflight_running is not None
     image_id = next((cs.get("imageID") for cs in status.get("containerStatuses") or []
                      if cs.get("name") == TRAINER_CONTAINER and cs.get("imageID")), None)
     started_at = next((((cs.get("state") or {}).get("running") or {}).get("startedAt")
@@ -190,6 +194,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         waiting_container=waiting.container,
         waiting_image=waiting.image,
         in_preflight=in_preflight,
+        preflight_started_at=(preflight_running or {}).get("startedAt"),
         image_id=image_id,
         health=health,
         started_at=started_at,

@@ -48,7 +48,7 @@ from multinode.reconcile.in_place import (
     rules_kept,
 )
 from multinode.reconcile.integration import Gate
-from multinode.reconcile.lease_loss import judge_stale_leases
+from multinode.reconcile.lease_loss import hold_for_leases, judge_stale_leases
 from multinode.reconcile.node_loss import force_delete_stranded
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.observed import Observed
@@ -193,9 +193,14 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
                                       now)).failure
     if failure is not None:
         return _fail_attempt(p, current, failure)
-    # InPlace: a trainer that restarted in place fails the attempt too, and the gang follows it in place.
+    # InPlace: a trainer that restarted in place fails the attempt too, and the gang follows it in place; with
+    # a warm spare, once the nodes of the pods that did not restart have shown they live (lease_loss.py).
     failure = in_place_failure(status, current)
     if failure is not None:
+        lease_wait = take(hold_for_leases(job, current.values(), observed.node_leases, int(spare is not None),
+                                          now)).verdict
+        if lease_wait is not None:
+            return _report(p, current, lease_wait)
         return _fail_attempt(p, current, failure)
     # A node of the gang cordoned (a drain, node repair), or a user's request: a checkpoint first.
     failure = take(checkpoint_before_disruption(job, status, current, observed.cordoned_nodes, now)).failure

@@ -61,3 +61,44 @@ def test_a_lease_read_from_the_apiserver() -> None:
                                  "spec": {"renewTime": "2026-11-20T11:59:30.123456Z", "leaseDurationSeconds": 40}})
     assert name == "n1" and stale_for(lease, NOW) is not None and 29 < (stale_for(lease, NOW) or 0) < 31
     assert stale_for(NodeLease(None), NOW) is None, "a node still registering has no renewTime"
+
+
+def _restarted(index, node, since):
+    """A pod whose trainer restarted in place and waits at its preflight barrier since `since` (s before NOW)."""
+    return pod(index, "Pending", node=node, in_place_attempt=0, restart_rules=True, trainer_restarts=1,
+               in_preflight=True, preflight_started_at=rfc3339(NOW - timedelta(seconds=since)))
+
+
+def test_a_rank_restarted_while_its_peers_node_says_nothing_waits_to_tell_a_crash_from_a_lost_node() -> None:
+    job = _job()
+    spare = observed_spare(0, "n2")
+    before = run(job, _gang(), spares=(spare,)).status
+    # Rank 1 restarted 3 s ago (its collectives failed); rank 0's node last renewed its lease 6 s ago.
+    gang = [pod(0, node="n0", in_place_attempt=0, restart_rules=True), _restarted(1, "n1", since=3)]
+    held = run(job, gang, previous=before, spares=(spare,), node_leases={"n0": _renewed(6), "n1": _renewed(1)})
+    assert held.status.attempt == 0 and held.pods_to_annotate == {}, "no attempt declared yet"
+    assert held.status.phase == "Restarting" and held.requeue_after is not None and held.requeue_after <= 1
+    assert "waiting for node n0 (of pod llama-0-a0) to renew its lease" in condition_message(held.status)
+
+    # The node renews: it lives, the rank crashed: the in-place attempt as usual (counted).
+    alive = run(job, gang, previous=held.status, spares=(spare,), node_leases={"n0": _renewed(1), "n1": _renewed(1)})
+    assert (alive.status.attempt, alive.status.restarts) == (1, 1)
+    assert alive.status.restart_history[-1].reason == "PodFailed"
+
+    # Or it never does: its node is lost, the spare takes rank 0, one attempt, not counted.
+    dead = run(job, gang, previous=held.status, spares=(spare,), node_leases={"n0": _renewed(25), "n1": _renewed(1)})
+    assert (dead.status.attempt, dead.status.restarts, dead.status.uncounted_restarts) == (1, 0, 1)
+    record = dead.status.restart_history[-1]
+    assert (record.reason, record.index, record.spare) == ("NodeLost", 0, 0)
+
+
+def test_without_a_warm_spare_a_restarted_rank_declares_its_attempt_at_once() -> None:
+    job = _job()
+    gang = [pod(0, node="n0", in_place_attempt=0, restart_rules=True), _restarted(1, "n1", since=3)]
+    before = run(job, _gang()).status
+    result = run(job, gang, previous=before, node_leases={"n0": _renewed(6)})
+    assert result.status.attempt == 1
+
+
+def condition_message(status) -> str:
+    return next(c.message for c in status.conditions if c.type == "Running")
