@@ -177,10 +177,26 @@ class Applier:
         if result.job_suspend is not None and result.job_suspend != job.spec.suspend:
             # A queue admitted (false) or evicted (true) the job: after the status that says so.
             await self.kube.patch_job_suspend(namespace, name, result.job_suspend)
+        await self._create_spares(job, result)
         self.reconciled[job.metadata.uid or ""] = job.metadata.generation
         if result.delete_job:
             await self.kube.delete_job(namespace, name)
         return result
+
+    async def _create_spares(self, job: TrainingJob, result: Plan) -> None:
+        """The hot spares, last; a refusal (a quota, a cluster without image volumes) is logged, and the next
+        pass tries again: the gang runs without them, and nothing it needed waited for them."""
+        namespace, uid = job.metadata.namespace or "", job.metadata.uid or ""
+        for spare in result.spares_to_create:
+            try:
+                try:
+                    await self.kube.create(namespace, spare)
+                except ApiError as e:
+                    if not counts_as_created(e.status):
+                        raise
+                    await claim_existing(self.kube, namespace, spare, uid)  # the name is taken: by this job?
+            except (ApiError, ForeignObject) as e:
+                log.warning("hot spare %s/%s not created: %s", namespace, spare["metadata"]["name"], e)
 
     async def _create(self, job: TrainingJob, result: Plan, indexed: set[str]) -> None:
         key = job_key(job)

@@ -43,7 +43,7 @@ class Decision:
       whose status to write, spec.suspend to write, Events; `stop_creating`: none of the attempt's pods is
       created this pass; `delete_job`: the job itself goes.
     - `requeue_after`: come back within these seconds (a timer); the shortest of the pass wins.
-    - `annotate`: annotations to merge into pods, by pod name.
+    - `annotate`: annotations to merge into pods, by pod name; `spares_to_create`: hot spares' pods.
     """
 
     verdict: Verdict | None = None
@@ -63,6 +63,8 @@ class Decision:
     delete_job: bool = False
     # Pods' annotations to merge in, by pod name (an in-place restart's new attempt, reconcile/in_place.py).
     annotate: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    # Hot spares to create (spares.py): last, and a refusal is only logged (the job runs without them).
+    spares_to_create: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.status) - _STATUS_FIELDS
@@ -86,7 +88,7 @@ class Decision:
             job_suspend=later.job_suspend if later.job_suspend is not None else self.job_suspend,
             events=self.events + later.events, requeue_after=min(timers) if timers else None,
             stop_creating=self.stop_creating or later.stop_creating, delete_job=self.delete_job or later.delete_job,
-            annotate=self.annotate + later.annotate)
+            annotate=self.annotate + later.annotate, spares_to_create=self.spares_to_create + later.spares_to_create)
 
 
 def fold(result: Plan, decision: Decision, *, now: datetime, generation: int | None) -> None:
@@ -115,5 +117,6 @@ def fold(result: Plan, decision: Decision, *, now: datetime, generation: int | N
     result.events.extend(decision.events)
     result.come_back_in(decision.requeue_after)
     result.delete_job = result.delete_job or decision.delete_job
+    result.spares_to_create.extend(decision.spares_to_create)
     for name, merged in decision.annotate:
         result.pods_to_annotate[name] = {**result.pods_to_annotate.get(name, {}), **merged}

@@ -99,6 +99,9 @@ class Plan:
     delete_job: bool = False
     # Pod name → annotations to merge into it (an in-place restart declares its attempt this way).
     pods_to_annotate: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Hot spares (reconcile/spares.py), created last: a refusal is logged and the next pass tries again, but
+    # never holds up the gang's own actions nor fails the job (the gang runs without them).
+    spares_to_create: list[dict[str, Any]] = field(default_factory=list)
 
     def delete(self, names: Iterable[str]) -> None:
         planned = set(self.pods_to_delete)  # a set: a 20 000-pod gang's deletions must not cost N² lookups

@@ -49,16 +49,12 @@ def _unfit(spare: ObservedPod, down: Mapping[str, NodeDown], cordoned: Collectio
     return None
 
 
-def free_serials(pods: Iterable[ObservedPod], count: int) -> list[int]:
-    """The `count` lowest serials no pod of the job (a spare, waiting, working or going) holds."""
+def free_serials(pods: Iterable[ObservedPod], count: int, limit: int) -> list[int]:
+    """Up to `count` of the lowest serials below `limit` that no pod of the job (a spare, waiting, working or
+    going) holds. The limit keeps hostnames within what admission checked the job's name against (numNodes +
+    2 × spareNodes): spares still going hold theirs, and a new one waits for them."""
     taken = {p.spare for p in pods if p.spare is not None}
-    serials: list[int] = []
-    serial = 0
-    while len(serials) < count:
-        if serial not in taken:
-            serials.append(serial)
-        serial += 1
-    return serials
+    return [serial for serial in range(limit) if serial not in taken][:count]
 
 
 def keep_spares(job: TrainingJob, status: TrainingJobStatus, spares: tuple[ObservedPod, ...],
@@ -92,8 +88,9 @@ def keep_spares(job: TrainingJob, status: TrainingJobStatus, spares: tuple[Obser
     if phase == Phase.RUNNING and len(live) < wanted:
         objects = [render_spare_pod(job, serial, settings, image=image, node_selector=node_selector,
                                     excluded_nodes=excluded)
-                   for serial in free_serials([*spares, *pods], wanted - len(live))]
-    return Decision(status={"spares": counts}, objects_to_create=tuple(objects), delete=tuple(delete),
+                   for serial in free_serials([*spares, *pods], wanted - len(live),
+                                              job.spec.num_nodes + 2 * wanted)]
+    return Decision(status={"spares": counts}, spares_to_create=tuple(objects), delete=tuple(delete),
                     force_delete=tuple(force), events=tuple(events))
 
 

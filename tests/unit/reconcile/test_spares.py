@@ -40,11 +40,11 @@ def _gang(first="n0"):
 def test_spares_are_made_once_the_gang_runs_beyond_num_nodes_and_counted() -> None:
     job = _job(spares=2)
     pending = run(job, [_pod(0, "n0", phase="Pending"), _pod(1, "n1", phase="Pending")])
-    assert pending.objects_to_create == [] or all(o["kind"] != "Pod" for o in pending.objects_to_create)
+    assert pending.spares_to_create == []
 
     running = run(job, _gang())
     assert running.status.phase == Phase.RUNNING
-    spares = [o for o in running.objects_to_create if o["kind"] == "Pod"]
+    spares = [o for o in running.spares_to_create if o["kind"] == "Pod"]
     assert [s["metadata"]["name"] for s in spares] == ["llama-s0", "llama-s1"]
     assert [s["metadata"]["labels"][LABEL_SPARE] for s in spares] == ["0", "1"]
     assert "schedulingGroup" not in spares[0]["spec"], "spares are beyond the gang's group"
@@ -53,7 +53,7 @@ def test_spares_are_made_once_the_gang_runs_beyond_num_nodes_and_counted() -> No
     # Seen (one warm, one still scheduling): counted, and no more made.
     seen = run(job, _gang(), previous=running.status,
                spares=(observed_spare(0, "n2"), observed_spare(1, None, in_preflight=False)))
-    assert [o for o in seen.objects_to_create if o["kind"] == "Pod"] == []
+    assert [o for o in seen.spares_to_create if o["kind"] == "Pod"] == []
     counts = seen.status.spares
     assert (counts.wanted, counts.warm, counts.starting, counts.taken) == (2, 1, 1, 0)
 
@@ -89,7 +89,7 @@ def test_a_lost_rank_0_goes_to_a_warm_spare_and_the_leader_moves_with_it() -> No
     running = run(job, back, previous=again.status, down_nodes=DEAD)
     assert (running.status.phase, running.status.attempt) == (Phase.RUNNING, 1)
     assert list(running.pods_to_create) == []
-    assert [o["metadata"]["name"] for o in running.objects_to_create if o["kind"] == "Pod"] == ["llama-s1"]
+    assert [o["metadata"]["name"] for o in running.spares_to_create if o["kind"] == "Pod"] == ["llama-s1"]
     rows = {row.index: row.pod for row in running.status.node_statuses}
     assert rows == {0: "llama-s0", 1: "llama-1-a0"}
 
@@ -134,7 +134,7 @@ def test_a_spare_that_failed_or_lost_its_node_is_deleted_and_replaced() -> None:
     replaced = [e.message for e in result.events if e.reason == "SpareReplaced"]
     assert len(replaced) == 2 and "GPUsNotVisible" in replaced[0] and "dead" in replaced[1]
     # New serials: the failed ones still hold theirs until they are gone.
-    assert [o["metadata"]["name"] for o in result.objects_to_create if o["kind"] == "Pod"] == ["llama-s2",
+    assert [o["metadata"]["name"] for o in result.spares_to_create if o["kind"] == "Pod"] == ["llama-s2",
                                                                                                 "llama-s3"]
 
 
@@ -169,7 +169,7 @@ def test_a_spare_whose_node_failed_its_health_check_keeps_the_next_spare_off_tha
                                             message="0 of 1 GPUs visible"))
     result = run(job, _gang(), spares=(sick,))
     assert [e.node for e in result.status.excluded_nodes] == ["bad-node"]
-    (new,) = [o for o in result.objects_to_create if o["kind"] == "Pod"]
+    (new,) = [o for o in result.spares_to_create if o["kind"] == "Pod"]
     terms = new["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert "bad-node" in str(terms)
 
@@ -181,3 +181,11 @@ def test_a_gang_recreated_after_an_abandoned_in_place_restart_does_not_keep_a_sp
     status = run(job, _gang()).status.model_copy(update={"attempt": 1, "pods_attempt": None})
     recreated = run(job, [joined, pod(1, "Running", attempt=1, node="n1")], previous=status)
     assert "llama-0-a1" in recreated.pods_to_create.names, "rank 0 gets a new pod of the recreated gang"
+
+
+def test_new_spares_wait_for_going_ones_rather_than_take_a_hostname_admission_did_not_check() -> None:
+    job = _job()  # 2 nodes, 1 spare: serials below 2 + 2 × 1 = 4 fit the name admission checked
+    going = tuple(observed_spare(s, "n9", terminating=True) for s in range(4))
+    assert [o for o in run(job, _gang(), spares=going).spares_to_create] == []
+    (new,) = run(job, _gang(), spares=going[1:]).spares_to_create
+    assert new["metadata"]["name"] == "llama-s0"
