@@ -25,7 +25,7 @@ from multinode.api.timestamps import parse_time
 from multinode.controller.attempt_env import AttemptEnvs
 from multinode.controller.creates import create_stream
 from multinode.controller.kube import ApiError, KubeApi
-from multinode.controller.ownership import ForeignObject, claim_existing
+from multinode.controller.ownership import ForeignObject, claim_existing, create_or_claim
 from multinode.controller.settings import OperatorSettings
 from multinode.controller.status_patch import dump_status, status_patch
 from multinode.controller.stores import JobKey
@@ -189,12 +189,7 @@ class Applier:
         namespace, uid = job.metadata.namespace or "", job.metadata.uid or ""
         for spare in result.spares_to_create:
             try:
-                try:
-                    await self.kube.create(namespace, spare)
-                except ApiError as e:
-                    if not counts_as_created(e.status):
-                        raise
-                    await claim_existing(self.kube, namespace, spare, uid)  # the name is taken: by this job?
+                await create_or_claim(self.kube, namespace, spare, uid)
             except (ApiError, ForeignObject) as e:
                 log.warning("hot spare %s/%s not created: %s", namespace, spare["metadata"]["name"], e)
 
@@ -206,12 +201,7 @@ class Applier:
         async def objects() -> None:
             for obj in ([result.service] if result.service is not None else []) + result.objects_to_create:
                 # In order: the Service, the mirror's identity, the mirror, the attempt's PodGroup (before its pods).
-                try:
-                    await self.kube.create(namespace, obj)
-                except ApiError as e:
-                    if not counts_as_created(e.status):
-                        raise
-                    await claim_existing(self.kube, namespace, obj, uid)  # the name is taken: by this job?
+                await create_or_claim(self.kube, namespace, obj, uid)
 
         async def attempt_env() -> None:
             if wanted and result.attempt_env is not None:

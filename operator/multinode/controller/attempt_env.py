@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from multinode.controller.kube import ApiError, KubeApi
-from multinode.controller.ownership import claim_existing
-from multinode.reconcile.refusals import counts_as_created
+from multinode.controller.kube import KubeApi
+from multinode.controller.ownership import create_or_claim
 
 
 class AttemptEnvs:
@@ -26,12 +25,7 @@ class AttemptEnvs:
         name = config_map["metadata"]["name"]
         if self._made.get(key) == name:
             return
-        try:
-            await self.kube.create(namespace, config_map)
-        except ApiError as e:
-            if not counts_as_created(e.status):
-                raise
-            await claim_existing(self.kube, namespace, config_map, job_uid)
+        await create_or_claim(self.kube, namespace, config_map, job_uid)
         self._made[key] = name
         if stale is not None:
             # The previous attempt's pods are gone or going; its ConfigMap would otherwise stay until the

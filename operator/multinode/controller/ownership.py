@@ -9,6 +9,8 @@ ForeignObject, which the reconcile turns into the job's ForeignObject condition 
 from __future__ import annotations
 
 from multinode.controller.kube import KubeApi
+from multinode.controller.kube_calls import ApiError
+from multinode.reconcile.refusals import counts_as_created
 from multinode.reconcile.ownership import controller_uid, foreign_object_message
 
 
@@ -26,3 +28,13 @@ async def claim_existing(kube: KubeApi, namespace: str, body: dict, job_uid: str
     meta = await kube.read_metadata(namespace, body)
     if controller_uid(meta) != job_uid:
         raise ForeignObject(foreign_object_message(body["kind"], namespace, body["metadata"]["name"], meta))
+
+
+async def create_or_claim(kube: KubeApi, namespace: str, body: dict, job_uid: str) -> None:
+    """Create `body`; if its name is taken (409), make sure the object there is the job's (claim_existing)."""
+    try:
+        await kube.create(namespace, body)
+    except ApiError as e:
+        if not counts_as_created(e.status):
+            raise
+        await claim_existing(kube, namespace, body, job_uid)
