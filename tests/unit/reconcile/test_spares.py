@@ -186,6 +186,6 @@ def test_a_gang_recreated_after_an_abandoned_in_place_restart_does_not_keep_a_sp
 def test_new_spares_wait_for_going_ones_rather_than_take_a_hostname_admission_did_not_check() -> None:
     job = _job()  # 2 nodes, 1 spare: serials below 2 + 2 × 1 = 4 fit the name admission checked
     going = tuple(observed_spare(s, "n9", terminating=True) for s in range(4))
-    assert [o for o in run(job, _gang(), spares=going).spares_to_create] == []
+    assert run(job, _gang(), spares=going).spares_to_create == []
     (new,) = run(job, _gang(), spares=going[1:]).spares_to_create
     assert new["metadata"]["name"] == "llama-s0"
