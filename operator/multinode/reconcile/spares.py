@@ -26,9 +26,8 @@ from multinode.reconcile.decision import Decision
 from multinode.reconcile.node_loss import NodeDown
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Event
-from multinode.render.names import job_name
 from multinode.render.settings import RenderSettings
-from multinode.render.spare import render_spare_pod, spare_name, take_rank_annotations
+from multinode.render.spare import render_spare_pod, take_rank_annotations
 
 
 def is_warm(spare: ObservedPod, down: Mapping[str, NodeDown], cordoned: Collection[str]) -> bool:
@@ -138,7 +137,4 @@ def take_rank(job: TrainingJob, status: TrainingJobStatus, spare: ObservedPod, i
                     f"{status.attempt}"),) if first else ()
     return Decision(annotate=((spare.name, annotations),), events=events)
 
-
-def spare_pod_name(job: TrainingJob, serial: int) -> str:
-    return spare_name(job_name(job), serial)
 

@@ -23,7 +23,8 @@ def _value(name: str, value: object) -> dict[str, Any]:
     return {"name": name, "value": str(value)}
 
 
-def _field_ref(name: str, field_path: str) -> dict[str, Any]:
+def field_ref(name: str, field_path: str) -> dict[str, Any]:
+    """A variable the kubelet fills from the pod's own fields (the downward API), at each container start."""
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
 
 
@@ -48,6 +49,12 @@ def rendezvous_id(job_uid: str, attempt: int) -> str:
 PER_POD_STORAGE_ENV = frozenset({EnvName.MULTINODE_RESUME_FROM, EnvName.BT_LOAD_CHECKPOINT_DIR})
 
 
+def pod_identity_env() -> list[dict[str, Any]]:
+    """The pod's name and its node's, through the downward API."""
+    return [field_ref(EnvName.MULTINODE_POD_NAME, "metadata.name"),
+            field_ref(EnvName.MULTINODE_HOST_NODE, "spec.nodeName")]
+
+
 def node_env(job: TrainingJob, index: int, *, resume_from: str = "") -> list[dict[str, Any]]:
     """The variables of node `index` that its pod carries inline (the rest come from attempt_env)."""
     check_node(job, index, 0)
@@ -56,8 +63,7 @@ def node_env(job: TrainingJob, index: int, *, resume_from: str = "") -> list[dic
         _value(EnvName.PET_NODE_RANK, index),
         _value(EnvName.MULTINODE_NODE_INDEX, index),
         _value(EnvName.BT_NODE_RANK, index),
-        _field_ref(EnvName.MULTINODE_POD_NAME, "metadata.name"),
-        _field_ref(EnvName.MULTINODE_HOST_NODE, "spec.nodeName"),
+        *pod_identity_env(),
     ]
     env.extend(_value(name, value) for name, value in storage_env(job, restarts=0, resume_from=resume_from)
                if name in PER_POD_STORAGE_ENV)

@@ -29,7 +29,7 @@ from multinode.api.constants import (
     EnvName,
 )
 from multinode.api.lifecycle import FailureAction, RestartStrategy
-from multinode.render.env import rendezvous_id, rendezvous_port
+from multinode.render.env import field_ref, rendezvous_id, rendezvous_port
 from multinode.render.names import job_identity
 
 # The kubelet's action (k8s.io/api core/v1 ContainerRestartRuleActionRestartAllContainers).
@@ -84,8 +84,9 @@ def in_place_annotations(job: TrainingJob, attempt: int, resume_from: str, resta
             ANNOTATION_RENDEZVOUS_ID: rendezvous_id(job_identity(job).uid, attempt)}
 
 
-def _from_annotation(name: str, annotation: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}}
+def from_annotation(name: str, annotation: str) -> dict[str, Any]:
+    """A variable read from one of the pod's annotations (the downward API), at each container start."""
+    return field_ref(name, f"metadata.annotations['{annotation}']")
 
 
 def rendezvous_env() -> list[dict[str, Any]]:
@@ -93,19 +94,19 @@ def rendezvous_env() -> list[dict[str, Any]]:
     sources = {ANNOTATION_LEADER: (EnvName.MASTER_ADDR, EnvName.PET_MASTER_ADDR, EnvName.BT_LEADER_ADDR),
                ANNOTATION_RENDEZVOUS_PORT: (EnvName.MASTER_PORT, EnvName.PET_MASTER_PORT),
                ANNOTATION_RENDEZVOUS_ID: (EnvName.PET_RDZV_ID, EnvName.MULTINODE_RDZV_ID)}
-    return [_from_annotation(name, annotation) for annotation, names in sources.items() for name in names]
+    return [from_annotation(name, annotation) for annotation, names in sources.items() for name in names]
 
 
 def in_place_env(job: TrainingJob) -> list[dict[str, Any]]:
     """The trainer's variables that change with an in-place attempt, read from the pod's annotations. Inline
     `env` wins over the attempt ConfigMap's envFrom, which the pods keep from their creation."""
     env = [{"name": EnvName.MULTINODE_ATTEMPT_FILE, "value": BARRIER_ATTEMPT_FILE},
-           _from_annotation(EnvName.MULTINODE_ATTEMPT, ANNOTATION_ATTEMPT),
-           _from_annotation(EnvName.MULTINODE_RESTART_COUNT, ANNOTATION_RESTART_COUNT),
-           _from_annotation(EnvName.BT_RETRY_COUNT, ANNOTATION_RESTART_COUNT), *rendezvous_env()]
+           from_annotation(EnvName.MULTINODE_ATTEMPT, ANNOTATION_ATTEMPT),
+           from_annotation(EnvName.MULTINODE_RESTART_COUNT, ANNOTATION_RESTART_COUNT),
+           from_annotation(EnvName.BT_RETRY_COUNT, ANNOTATION_RESTART_COUNT), *rendezvous_env()]
     if job.spec.checkpointing is not None:
-        env += [_from_annotation(EnvName.MULTINODE_RESUME_FROM, ANNOTATION_RESUME_FROM),
-                _from_annotation(EnvName.BT_LOAD_CHECKPOINT_DIR, ANNOTATION_RESUME_FROM)]
+        env += [from_annotation(EnvName.MULTINODE_RESUME_FROM, ANNOTATION_RESUME_FROM),
+                from_annotation(EnvName.BT_LOAD_CHECKPOINT_DIR, ANNOTATION_RESUME_FROM)]
     return env
 
 

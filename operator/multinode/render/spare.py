@@ -24,8 +24,8 @@ from multinode.api.constants import (
     EnvName,
     spare_hostname,
 )
-from multinode.render.env import attempt_env, user_env
-from multinode.render.in_place import IN_PLACE_ENV_NAMES, in_place_annotations, in_place_env
+from multinode.render.env import attempt_env, pod_identity_env, user_env
+from multinode.render.in_place import IN_PLACE_ENV_NAMES, from_annotation, in_place_annotations, in_place_env
 from multinode.render.names import common_labels, job_identity
 from multinode.render.pod import preflight_container, render_node_pod, trainer_container
 from multinode.render.settings import RenderSettings
@@ -42,19 +42,14 @@ def spare_name(job_name: str, serial: int) -> str:
     return spare_hostname(job_name, serial)
 
 
-def _from_annotation(name: str, annotation: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}}
-
-
 def spare_env(job: TrainingJob) -> list[dict[str, Any]]:
     """The spare trainer's variables: every attempt's shared values inline; its rank, the attempt and the
     rendezvous from its annotations; then the user's."""
     shared = attempt_env(job, 0)
     env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in shared.items()
                                  if name not in IN_PLACE_ENV_NAMES]
-    env += [_from_annotation(name, ANNOTATION_NODE_INDEX) for name in RANK_ENV_NAMES]
-    env += [{"name": EnvName.MULTINODE_POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": EnvName.MULTINODE_HOST_NODE, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    env += [from_annotation(name, ANNOTATION_NODE_INDEX) for name in RANK_ENV_NAMES]
+    env += pod_identity_env()
     return env + in_place_env(job) + user_env(job)
 
 
