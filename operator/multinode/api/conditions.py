@@ -99,6 +99,14 @@ class Reason(StrEnum):
     # replaced (an Event).
     SPARE_TOOK_RANK = "SpareTookRank"
     SPARE_REPLACED = "SpareReplaced"
+    # spec.elastic: a node shed (the rest train on) or back (the job grows): an Event each, and Running's
+    # reason while it trains without some nodes; below minNodes it waits (Running False), then fails the
+    # attempt; the rendezvous store's pod failed or vanished.
+    ELASTIC_SHRUNK = "ElasticShrunk"
+    ELASTIC_GREW = "ElasticGrew"
+    RUNNING_REDUCED = "RunningReduced"
+    BELOW_MIN_NODES = "BelowMinNodes"
+    RENDEZVOUS_LOST = "RendezvousLost"
     # Suspend
     SUSPENDED = "Suspended"
     RESUMED = "Resumed"
@@ -155,4 +163,6 @@ FAILURE_REASONS: tuple[Reason, ...] = (
     Reason.HUNG,
     Reason.STRAGGLER,
     Reason.NODE_DRAINED,
+    Reason.BELOW_MIN_NODES,
+    Reason.RENDEZVOUS_LOST,
 )

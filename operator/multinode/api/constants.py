@@ -28,6 +28,8 @@ LABEL_ATTEMPT = f"{GROUP}/attempt"
 LABEL_MIRROR_OF = f"{GROUP}/mirror-of"
 # A hot spare's pod (spec.spareNodes): its serial number, which its name and hostname carry.
 LABEL_SPARE = f"{GROUP}/spare"
+# The rendezvous store's pod of an elastic job (spec.elastic): torchrun's c10d store, on no training node.
+LABEL_RENDEZVOUS_STORE = f"{GROUP}/rendezvous-store"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 # The well-known node label whose value is the node's own: a topology key of one machine.
 LABEL_HOSTNAME = "kubernetes.io/hostname"
@@ -115,6 +117,7 @@ SHM_MOUNT_PATH = "/dev/shm"
 TRAINER_CONTAINER = "trainer"
 PREFLIGHT_CONTAINER = "preflight"
 MIRROR_CONTAINER = "mirror"
+RENDEZVOUS_STORE_CONTAINER = "rendezvous-store"
 
 
 
@@ -126,6 +129,11 @@ def node_hostname(job: str, index: int) -> str:
 def spare_hostname(job: str, serial: int) -> str:
     """The hostname of hot spare `serial` (spec.spareNodes): never a node's, whose suffix is digits only."""
     return f"{job}-s{serial}"
+
+
+def rendezvous_store_hostname(job: str) -> str:
+    """The hostname of an elastic job's rendezvous store (spec.elastic): never a node's or a spare's."""
+    return f"{job}-rdzv"
 
 
 def dns_name(hostname: str, service: str, namespace: str) -> str:
@@ -187,6 +195,15 @@ class EnvName:
     PET_MASTER_ADDR = "PET_MASTER_ADDR"
     PET_MASTER_PORT = "PET_MASTER_PORT"
     PET_RDZV_ID = "PET_RDZV_ID"
+    # spec.elastic: torchrun's c10d rendezvous on the job's store pod, and this node's own address in it
+    PET_RDZV_BACKEND = "PET_RDZV_BACKEND"
+    PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+    PET_RDZV_CONF = "PET_RDZV_CONF"
+    PET_MAX_RESTARTS = "PET_MAX_RESTARTS"
+    PET_LOCAL_ADDR = "PET_LOCAL_ADDR"
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+    MULTINODE_MIN_NODES = "MULTINODE_MIN_NODES"
+    MULTINODE_RENDEZVOUS_STORE_PORT = "MULTINODE_RENDEZVOUS_STORE_PORT"
     # multinode's own
     MULTINODE_JOB_NAME = "MULTINODE_JOB_NAME"
     MULTINODE_NAMESPACE = "MULTINODE_NAMESPACE"

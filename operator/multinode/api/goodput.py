@@ -55,6 +55,9 @@ class GoodputStatus(StatusModel):
     spare_seconds: int = Field(0, ge=0, description="Pod-seconds the job's hot spares (spec.spareNodes) waited: "
                                                     "machines held idle beyond numNodes. Not in lostSeconds or "
                                                     "percent, which are the gang's wall time.")
+    reduced_seconds: int = Field(0, ge=0, description="Seconds an elastic job (spec.elastic) trained on fewer "
+                                                      "than numNodes nodes: part of productiveSeconds, at a "
+                                                      "reduced size.")
     attempt_productive_seconds: int = Field(0, ge=0, description="Productive seconds of the current attempt: what "
                                                                  "its restart turns into redone or hang.")
     accounted_until: str | None = Field(None, description="RFC3339 time up to which the seconds are counted; the "

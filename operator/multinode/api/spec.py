@@ -28,6 +28,7 @@ from multinode.api.base import (
 )
 from multinode.api.cel import add_rules, cel_rule, immutable_fields_rules
 from multinode.api.checkpointing import CacheSpec, CheckpointingSpec
+from multinode.api.elastic import ElasticSpec
 from multinode.api.health_check import HealthCheckSpec
 from multinode.api.lifecycle import CleanPodPolicy, FailurePolicy, ImageConsistency, PodGroup, Topology
 from multinode.api.network import NetworkSpec
@@ -184,6 +185,17 @@ CROSS_FIELD_RULES = [
              "while the other pods restart in place", field_path=".spareNodes"),
     cel_rule("!has(self.spareNodes) || self.spareNodes <= self.numNodes",
              "spec.spareNodes must be at most spec.numNodes", field_path=".spareNodes"),
+    cel_rule("!has(self.elastic) || self.elastic.minNodes <= self.numNodes",
+             "spec.elastic.minNodes must be at most spec.numNodes", field_path=".elastic.minNodes"),
+    cel_rule("!has(self.elastic) || !has(self.elastic.maxNodes) || self.elastic.maxNodes == self.numNodes",
+             "spec.elastic.maxNodes must equal spec.numNodes (the job's full size) when given",
+             field_path=".elastic.maxNodes"),
+    # An elastic job's resizes already restart its ranks in place (torchrun's agent, in pods that stay); a
+    # spare, and the operator's in-place restarts, would be a second mechanism racing the rendezvous.
+    cel_rule("!has(self.elastic) || !has(self.failurePolicy) || !has(self.failurePolicy.restartStrategy) || "
+             "self.failurePolicy.restartStrategy != 'InPlace'",
+             "spec.elastic cannot be combined with failurePolicy.restartStrategy InPlace: an elastic job's ranks "
+             "restart in place at every resize already (torchrun's agent)", field_path=".elastic"),
     cel_rule(f"!has(self.podTemplate) || !has(self.podTemplate.schedulerName) || {_NO_GANG_SCHEDULER}",
              "spec.podTemplate.schedulerName cannot be combined with a gang scheduler: set "
              "spec.scheduling.volcano.schedulerName or spec.scheduling.coscheduling.schedulerName",
@@ -223,6 +235,10 @@ class TrainingJobSpec(ApiModel):
                     "their health check, waiting. When a node of the gang is lost, a spare takes its rank (rank "
                     "0's too) while the other pods restart in place, and a new spare is made. At most numNodes; "
                     "needs failurePolicy.restartStrategy InPlace (docs/operations.md#hot-spares).")
+    elastic: ElasticSpec | None = Field(
+        None, description="Go on training on fewer nodes after a node is lost (down to minNodes) and grow back to "
+                          "numNodes when capacity returns, with torchrun's c10d rendezvous on a store pod of its "
+                          "own (docs/operations.md#elastic-jobs). Not with restartStrategy InPlace.")
     num_proc_per_node: int | None = Field(
         None,
         ge=1,

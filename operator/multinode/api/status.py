@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic.config import JsonDict
 
 from multinode.api.base import MAX_PATH_LENGTH, StatusModel
+from multinode.api.elastic import ElasticStatus
 from multinode.api.checkpointing import MAX_RESUMED_BY, CheckpointRequestStatus, CheckpointsStatus, ResumedByStatus
 from multinode.api.goodput import GoodputStatus
 from multinode.api.progress import ProgressStatus
@@ -243,6 +244,10 @@ class TrainingJobStatus(StatusModel):
                                                         "x-kubernetes-list-map-keys": ["node"]})
     scheduling: SchedulingStatus | None = Field(None, description="How the current attempt is gang-scheduled.")
     spares: SpareCounts | None = Field(None, description="The job's hot spares (spec.spareNodes).")
+    current_nodes: int | None = Field(None, ge=0, description="Nodes training now: the running pods of the "
+                                                              "attempt, the shed left out (spec.elastic).")
+    elastic: ElasticStatus | None = Field(None, description="Nodes an elastic job goes on without, and its "
+                                                            "resizes (spec.elastic).")
 
     @property
     def attempt_of_pods(self) -> int:

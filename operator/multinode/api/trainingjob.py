@@ -25,9 +25,11 @@ JOB_NAME_RULE = cel_rule(
     "(!has(self.spec) || !has(self.spec.numNodes) || "
     "size(self.metadata.name) + 1 + size(string(self.spec.numNodes - 1)) <= 63) && "
     "(!has(self.spec) || !has(self.spec.spareNodes) || self.spec.spareNodes == 0 || !has(self.spec.numNodes) || "
-    "size(self.metadata.name) + 2 + size(string(self.spec.numNodes + 2 * self.spec.spareNodes)) <= 63)",
+    "size(self.metadata.name) + 2 + size(string(self.spec.numNodes + 2 * self.spec.spareNodes)) <= 63) && "
+    "(!has(self.spec) || !has(self.spec.elastic) || size(self.metadata.name) + 5 <= 63)",
     "metadata.name: must be a DNS-1035 label (lowercase letters, digits and '-', starting "
-    "with a letter) short enough that '<name>-<index>' (and a spare's '<name>-s<serial>') fits 63 characters",
+    "with a letter) short enough that '<name>-<index>' (and a spare's '<name>-s<serial>', an elastic job's "
+    "'<name>-rdzv') fits 63 characters",
     field_path=".metadata.name",
 )
 

@@ -85,7 +85,8 @@ class Observer:
         uid = job.metadata.uid
         pods = self.stores.pods.of_job(namespace, name, uid)
         spares = [p for p in pods if p.waiting_spare]
-        pods = [p for p in pods if not p.waiting_spare]
+        stores = [p for p in pods if p.rendezvous_store]
+        pods = [p for p in pods if not p.waiting_spare and not p.rendezvous_store]
         mirror = self.stores.pods.mirror_of(namespace, name, uid)
         reads = JobReads(self.stores, self.kube, key, uid)
         leases = await self.leases.current() if job.spec.spare_nodes and spares else {}
@@ -95,9 +96,10 @@ class Observer:
                         mirror=mirror, resume_source_latest=self._resume_source_latest(job),
                         resumers=self._resumers(job),
                         nodes=self.stores.nodes.all() if needs_nodes(job, pods) else (),
-                        down_nodes=self._down_nodes([*(p.node for p in [*pods, *spares]),
+                        down_nodes=self._down_nodes([*(p.node for p in [*pods, *spares, *stores]),
                                                      mirror.node if mirror else None]),
                         cordoned_nodes=self._cordoned_nodes([*pods, *spares]), spares=tuple(spares),
+                        rendezvous_stores=tuple(stores),
                         node_leases={p.node: leases[p.node] for p in pods if p.node and p.node in leases},
                         progress=self.probe.progress(key), gone_disruptions=self.disrupted.of_job(key),
                         integrations=integrations)

@@ -18,6 +18,7 @@ from dataclasses import replace
 from http import HTTPStatus
 from typing import Any
 
+from multinode.api.elastic import gang_min_count
 from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
 from multinode.reconcile.decision import Decision
@@ -57,9 +58,10 @@ class GangSchedulerGroups(Integration):
         return replace(self.join(group), scheduler_name=named.scheduler_name)
 
     def render_group(self, job: TrainingJob, attempt: int) -> dict[str, Any]:
-        """The attempt's PodGroup: minMember numNodes, and the scheduler's own fields."""
-        return attempt_group(job, attempt, self.kind.api_version, {"minMember": job.spec.num_nodes,
-                                                                    **self.group_spec(job)})
+        """The attempt's PodGroup: minMember numNodes (an elastic job's minNodes), and the scheduler's own
+        fields."""
+        minimum = gang_min_count(job.spec.num_nodes, job.spec.elastic)
+        return attempt_group(job, attempt, self.kind.api_version, {"minMember": minimum, **self.group_spec(job)})
 
     def attempt_objects(self, job: TrainingJob, status: TrainingJobStatus, seen: Seen) -> Decision:
         """Created (again: AlreadyExists counts as created) while the attempt's pods are, and the earlier

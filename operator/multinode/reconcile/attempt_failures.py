@@ -17,6 +17,7 @@ from datetime import datetime
 
 from multinode.api import TrainingJob, TrainingJobStatus
 from multinode.reconcile.decision import Decision
+from multinode.reconcile.elastic import shed_indices
 from multinode.reconcile.failures import lost_failure, lost_indices, pod_failure
 from multinode.reconcile.hang import judge_hang
 from multinode.reconcile.image_consistency import judge_digests
@@ -53,7 +54,8 @@ def failed_pod(a: Attempt) -> Decision:
 
 def lost_pod(a: Attempt) -> Decision:
     name = job_name(a.job)
-    lost = lost_indices(name, a.job.spec.num_nodes, a.before, a.current, a.status.attempt_of_pods, a.status.attempt)
+    lost = lost_indices(name, a.job.spec.num_nodes, a.before, a.current, a.status.attempt_of_pods, a.status.attempt,
+                        shed=shed_indices(a.status))
     if not lost or a.leader_done:
         return Decision()
     last = next((ns for ns in a.before.node_statuses if ns.index == lost[0]), None)
@@ -78,6 +80,8 @@ def image_digests(a: Attempt) -> Decision:
 
 
 def startup(a: Attempt) -> Decision:
+    if shed_indices(a.status):  # an elastic job without some nodes: elastic.py bounds the wait below minNodes
+        return Decision()
     return startup_timeout(a.job, a.status, a.current, a.now, why_not_running=lambda: judge(a.job, a.current).message)
 
 

@@ -61,6 +61,8 @@ def clock(status: TrainingJobStatus) -> Clock:
     running = find_condition(status.conditions, ConditionType.RUNNING)
     if running is not None and running.reason == Reason.FINAL_SYNC:
         return Clock.STOPPED  # training ended; the job only waits for the mirror
+    if running is not None and running.reason == Reason.BELOW_MIN_NODES:
+        return Clock.SCHEDULING  # an elastic job's nodes left wait for capacity: not training
     return _BY_PHASE.get(status.phase, Clock.STOPPED)
 
 
@@ -79,12 +81,15 @@ def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime)
         until = since
     seconds = int((until - since).total_seconds()) if since is not None and was != Clock.STOPPED else 0
     new_attempt = status.attempt != before.attempt
-    spares_changed = _spares(before) != _spares(status)  # each interval has one count of spares throughout
+    # Each interval has one count of spares, and one size, throughout.
+    spares_changed = _spares(before) != _spares(status) or _reduced(before) != _reduced(status)
     if not (was != is_ or new_attempt or spares_changed or since is None or seconds >= GOODPUT_COMMIT_SECONDS):
         return Decision(requeue_after=come_back)  # status.goodput stays the copy of before's: nothing to write
     if seconds and since is not None:
         _credit(goodput, was, since, until, _attempt_progress(before, status, now))
         goodput.spare_seconds += seconds * _spares(before)
+        if was == Clock.TRAINING and _reduced(before):
+            goodput.reduced_seconds += seconds
     if new_attempt:
         record = _restart_record(before, status)
         if record is not None:
@@ -98,6 +103,11 @@ def account(before: TrainingJobStatus, status: TrainingJobStatus, now: datetime)
 def _spares(status: TrainingJobStatus) -> int:
     """The hot spares a status counts (waiting: warm or starting)."""
     return status.spares.warm + status.spares.starting if status.spares else 0
+
+
+def _reduced(status: TrainingJobStatus) -> bool:
+    """Whether an elastic job trains without some of its nodes (status.elastic.shed)."""
+    return bool(status.elastic and status.elastic.shed)
 
 
 def _credit(goodput: GoodputStatus, was: Clock, since: datetime, until: datetime,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_MIRROR_OF, LABEL_NODE_INDEX
-from multinode.api.constants import ANNOTATION_JOINED_IN, ANNOTATION_NODE_INDEX, LABEL_SPARE
+from multinode.api.constants import ANNOTATION_JOINED_IN, ANNOTATION_NODE_INDEX, LABEL_RENDEZVOUS_STORE, LABEL_SPARE
 from multinode.api.conditions import Reason
 from multinode.api.constants import (
     ANNOTATION_ATTEMPT,
@@ -37,6 +37,10 @@ class PodPhase:
 
 # Still holds (or is about to hold) resources.
 ACTIVE_POD_PHASES = (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.UNKNOWN)
+
+
+# The `index` of an elastic job's rendezvous store pod, which has none.
+RENDEZVOUS_STORE_INDEX = -2
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,13 @@ class ObservedPod:
     # A hot spare's serial (spec.spareNodes): None for a node pod. A spare that took a node's rank has that
     # node's index and the attempt it joined in as `index` and `attempt`; one still waiting has -1 for both.
     spare: int | None = None
+    # The pod's UID: an elastic job goes on without a lost pod, whose replacement has its name (elastic.py).
+    uid: str | None = None
+
+    @property
+    def rendezvous_store(self) -> bool:
+        """An elastic job's rendezvous store (render/rendezvous_store.py): not a node's pod."""
+        return self.index == RENDEZVOUS_STORE_INDEX
 
     @property
     def waiting_spare(self) -> bool:
@@ -134,7 +145,11 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     annotations = meta.get("annotations") or {}
     job_name = labels.get(LABEL_JOB_NAME)
     spare = _int_label(labels, LABEL_SPARE)
-    if spare is None:
+    index: int | None
+    attempt: int | None
+    if LABEL_RENDEZVOUS_STORE in labels:
+        index, attempt = RENDEZVOUS_STORE_INDEX, _int_label(labels, LABEL_ATTEMPT)
+    elif spare is None:
         index, attempt = _int_label(labels, LABEL_NODE_INDEX), _int_label(labels, LABEL_ATTEMPT)
     else:  # a rank taken (both annotations, written in one patch) or none yet
         index, attempt = _int_label(annotations, ANNOTATION_NODE_INDEX), _int_label(annotations, ANNOTATION_JOINED_IN)
@@ -200,6 +215,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         started_at=started_at,
         pod_group=(spec.get("schedulingGroup") or {}).get("podGroupName"),
         owner_uid=controller_uid(meta),
+        uid=meta.get("uid"),
         name=meta.get("name", ""),
         job_name=job_name,
         index=index,

@@ -21,6 +21,8 @@ class Observed:
     pods: tuple[ObservedPod, ...] = ()
     # Hot spares (spec.spareNodes) that have not taken a rank; one that has is among `pods`.
     spares: tuple[ObservedPod, ...] = ()
+    # An elastic job's rendezvous store pods (spec.elastic), of any attempt: none of them is among `pods`.
+    rendezvous_stores: tuple[ObservedPod, ...] = ()
     service_exists: bool = False
     mirror: ObservedMirror | None = None
     # Latest mirrored checkpoint of the job named in spec.checkpointing.resumeFrom.trainingJob.

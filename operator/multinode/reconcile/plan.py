@@ -31,6 +31,17 @@ from multinode.reconcile.capacity import explain_unschedulable
 from multinode.reconcile.checkpointing import mirror_needs, mirror_on_lost_node, report_mirror, resume_path, resumed_by
 from multinode.reconcile.decision import Decision
 from multinode.reconcile.disruption import checkpoint_before_disruption
+from multinode.reconcile.elastic import (
+    due_indices,
+    elastic_verdict,
+    grow,
+    shed_indices,
+    sheds,
+    shrink,
+    keep_store,
+    split,
+    without_shed,
+)
 from multinode.reconcile.exclusion import exclude_unhealthy_nodes, excluded_node_names, prune_expired
 from multinode.reconcile.failures import Failure, lost_indices
 from multinode.reconcile.final_sync import hold_for_final_sync
@@ -107,6 +118,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             take(seen.integration.finish(job, status, seen, now))
         take(lifecycle.clean_up_finished(job, status, list(observed.pods), mirror, now))
         take(drop_spares(observed.spares, status))
+        result.delete(pod.name for pod in observed.rendezvous_stores if pod.active)
         return p
 
     # 2. What every live job has whatever else happens: its Service and its mirror (force-deleted first when
@@ -125,7 +137,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
 
     # 3. Pods of earlier attempts never keep running, nor linger on a node that stopped answering. (An attempt
     #    restarted in place runs in an earlier attempt's pods, in_place.py: unless it is abandoned first.)
-    current = current_pods(observed.pods, status, n)
+    current = without_shed(current_pods(observed.pods, status, n), status)
     if take(abandon(job, status, current, now)).events:
         current = current_pods(observed.pods, status, n)
     lo, replaced = status.attempt_of_pods, replaced_index(status)
@@ -150,6 +162,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     if job.spec.suspend or held:
         suspended = take(lifecycle.suspend(job, status, current, held or "spec.suspend is true"))
         take(drop_spares(observed.spares, status))
+        result.delete(pod.name for pod in observed.rendezvous_stores if pod.active)
         assert suspended.verdict is not None
         take(phase_change(before, suspended.verdict))
         return p
@@ -172,13 +185,17 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     if waiting is not None:
         return _report(p, current, waiting)
 
-    # 8. The attempt's missing pods; then what it reports, and whether it failed (the first cause found).
+    # 8. The attempt's missing pods (an elastic job's rendezvous store first); then what it reports, and whether
+    #    it failed (the first cause found). An elastic job's shed nodes back first: they train again.
     blocked = _create_missing(p, current, gates)
+    store_failure = keep_store(p, current)
     for seen in observed.integrations:
         take(seen.integration.live_objects(job, status, seen))
-    running = {i for i, pod in current.items() if pod.phase == PodPhase.RUNNING}
+    take(grow(job, status, *split(current, status)[::-1], now))
+    training = split(current, status)[0]
+    running = {i for i, pod in training.items() if pod.phase == PodPhase.RUNNING}
     take(report_progress(job, status, observed.progress, running))
-    failure = take(attempt_failure(job, status, before, current, observed, now)).failure
+    failure = take(attempt_failure(job, status, before, training, observed, now)).failure or store_failure
     if failure is not None:
         if failure.unhealthy_node:
             # Kept out of the next attempt; the node table shows the verdict while the gang restarts.
@@ -212,7 +229,10 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     failure = take(straggler_failure(job, status, observed.nodes, now)).failure
     if failure is not None:
         return _fail_attempt(p, current, failure)
-    verdict = explain_unschedulable(job, judge(job, current), observed.nodes)
+    elastic = take(elastic_verdict(job, status, training, now))
+    if elastic.failure is not None:
+        return _fail_attempt(p, current, elastic.failure)
+    verdict = elastic.verdict or explain_unschedulable(job, judge(job, current), observed.nodes)
     if blocked is not None and verdict.phase == Phase.PENDING:
         verdict = blocked
     if verdict.phase in TERMINAL_PHASES:
@@ -220,10 +240,10 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     verdict = in_place_verdict(status, current, n) or verdict
     # 10. Still going: the gang's own words, then a partial gang's release (a new attempt: no pods of its own).
     gang = ganging(status, observed.integrations)
-    verdict = take(gang_verdict(job, status, current, gang, verdict)).verdict or verdict
+    verdict = take(gang_verdict(job, status, training, gang, verdict)).verdict or verdict
     status.topology_domain = status.topology_domain or placed_domain(
         job, current, {node.name: node.labels for node in observed.nodes})
-    verdict = take(release_partial_gang(job, status, current, now)).verdict or verdict
+    verdict = take(release_partial_gang(job, status, training, now)).verdict or verdict
     if verdict.reason == Reason.PARTIAL_GANG_RELEASED:
         current = {}
     return _report(p, current, verdict)
@@ -239,6 +259,8 @@ def _force_delete_stranded(p: Pass, pods: list[ObservedPod]) -> Decision:
 def _report(p: Pass, current: dict[int, ObservedPod], verdict: Verdict) -> Pass:
     n = p.job.spec.num_nodes
     keep_spare_pool(p, verdict)
+    p.status.current_nodes = sum(1 for i, pod in current.items()
+                                 if pod.phase == PodPhase.RUNNING and i not in shed_indices(p.status))
     p.take(Decision(status=node_table(p.status, current, n)))
     p.take(Decision(conditions=verdict_conditions(p.status, verdict, created=len(current), num_nodes=n)))
     p.take(phase_change(p.before, verdict))
@@ -246,7 +268,14 @@ def _report(p: Pass, current: dict[int, ObservedPod], verdict: Verdict) -> Pass:
 
 
 def _fail_attempt(p: Pass, current: dict[int, ObservedPod], failure: Failure) -> Pass:
-    """The failure policy's answer: the gang restarting, or the job failed."""
+    """The failure policy's answer: the gang restarting, or the job failed; or, for an elastic job whose
+    node is at fault, the rest training on without it (elastic.py)."""
+    if sheds(p.job, p.status, failure):
+        p.take(shrink(p.job, p.status, split(current, p.status)[0], failure, p.observed.down_nodes, p.now))
+        staying = without_shed(current, p.status)
+        verdict = p.take(elastic_verdict(p.job, p.status, split(staying, p.status)[0], p.now)).verdict
+        assert verdict is not None, "a shed node makes a verdict"
+        return _report(p, staying, verdict)
     failed = p.take(apply_failure_policy(p.job, p.status, failure, current, p.now)).verdict
     if failed is None and p.status.pods_attempt is not None:  # in place: told the new attempt, where it resumes
         status = p.status
@@ -269,9 +298,10 @@ def _fail_attempt(p: Pass, current: dict[int, ObservedPod], failure: Failure) ->
 def _create_missing(p: Pass, current: dict[int, ObservedPod], gates: list[Gate]) -> Verdict | None:
     """Render the attempt's missing pods; a Verdict when something keeps them from being created."""
     job, status, observed, now, result = p.job, p.status, p.observed, p.now, p.result
-    missing = [i for i in range(job.spec.num_nodes) if i not in current]
+    missing, wait = due_indices(job, status, [i for i in range(job.spec.num_nodes) if i not in current], now)
+    p.take(Decision(requeue_after=wait))
     if not missing or lost_indices(job_name(job), job.spec.num_nodes, p.before, current, status.attempt_of_pods,
-                                   status.attempt):
+                                   status.attempt, shed=shed_indices(status)):
         return None
     if status.pods_attempt is not None:  # restarted in place: the pod a lost or unhealthy node's took
         replace_missing(p, current, missing, gates)
@@ -326,6 +356,8 @@ def _finish(p: Pass, current: dict[int, ObservedPod], verdict: Verdict) -> Pass:
     stop = tuple(pod.name for pod in current.values() if pod.active)
     p.take(Decision(stop_creating=True, delete=stop if job.spec.clean_pod_policy != CleanPodPolicy.NONE else ()))
     p.take(drop_spares(p.observed.spares, status))
+    p.take(Decision(delete=tuple(pod.name for pod in p.observed.rendezvous_stores if pod.active)))
+    status.current_nodes = 0
     p.take(Decision(status=node_table(status, current, job.spec.num_nodes)))
     held, final_sync = hold_for_final_sync(job, status, p.before, p.now, p.observed.pods)
     p.take(final_sync)

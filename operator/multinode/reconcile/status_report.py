@@ -28,8 +28,9 @@ def verdict_conditions(status: TrainingJobStatus, verdict: Verdict, *, created: 
     all_created = created == num_nodes or verdict.phase in TERMINAL_PHASES
     out = [put(ConditionType.CREATED, all_created, Reason.PODS_CREATED if all_created else Reason.CREATING_PODS,
                f"{created}/{num_nodes} pods created")]
-    if verdict.phase == Phase.RUNNING:
-        out.append(put(ConditionType.RUNNING, True, verdict.reason, verdict.message))
+    if verdict.phase == Phase.RUNNING:  # an elastic job below minNodes is Running, but does not train
+        out.append(put(ConditionType.RUNNING, verdict.reason != Reason.BELOW_MIN_NODES, verdict.reason,
+                       verdict.message))
     elif verdict.phase in TERMINAL_PHASES:
         out.append(put(ConditionType.RUNNING, False, Reason.JOB_FINISHED, f"job {verdict.phase.value.lower()}"))
     else:

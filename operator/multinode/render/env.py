@@ -13,6 +13,7 @@ from typing import Any
 from multinode.api import TrainingJob, effective_num_proc_per_node, world_size
 from multinode.api.constants import PROGRESS_MARKER, RENDEZVOUS_PORT_SPAN, EnvName
 from multinode.render.names import check_node, job_identity, node_dns_name, service_name
+from multinode.render.elastic_env import elastic_attempt_env
 from multinode.render.storage import storage_env
 
 
@@ -65,6 +66,8 @@ def node_env(job: TrainingJob, index: int, *, resume_from: str = "") -> list[dic
         _value(EnvName.BT_NODE_RANK, index),
         *pod_identity_env(),
     ]
+    if job.spec.elastic is not None:  # the node's own address in the c10d rendezvous (resolvable by its peers)
+        env.append(_value(EnvName.PET_LOCAL_ADDR, node_dns_name(job, index)))
     env.extend(_value(name, value) for name, value in storage_env(job, restarts=0, resume_from=resume_from)
                if name in PER_POD_STORAGE_ENV)
     return env
@@ -116,6 +119,8 @@ def attempt_env(job: TrainingJob, attempt: int, *, restarts: int = 0) -> dict[st
     pairs.extend((name, value) for name, value in storage_env(job, restarts=restarts, resume_from="")
                  if name not in PER_POD_STORAGE_ENV)
     pairs.extend(_nccl_pairs(job))
+    # Last: an elastic job's torchrun flags replace the static ones (PET_NNODES min:max, the rendezvous).
+    pairs.extend(elastic_attempt_env(job, rdzv_id, port))
     return {str(name): str(value) for name, value in pairs}
 
 

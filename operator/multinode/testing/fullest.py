@@ -266,6 +266,7 @@ def full_job() -> dict[str, Any]:
             "topologyDomain": "block-7",
             "goodput": {
                 "productiveSeconds": 2400, "lostSeconds": 600, "percent": 80, "spareSeconds": 3000,
+                "reducedSeconds": 120,
                 "attemptProductiveSeconds": 1680,
                 "lost": {"scheduling": 60, "startup": 180, "restart": 130, "redone": 230, "hang": 0},
                 "accountedUntil": "2025-01-02T04:10:00Z",
@@ -286,6 +287,12 @@ def full_job() -> dict[str, Any]:
                 "stragglerCount": 1,
             },
             "spares": {"wanted": 1, "warm": 1, "starting": 0, "taken": 1},
+            "currentNodes": 3,
+            # spec.elastic's (which this spec, with spares, cannot have: the status model takes it anyway).
+            "elastic": {"shed": [{"index": 1, "pod": "llama-1-a2", "uid": "0f9c2a6e-1b1d-4c1e-9a55-6a7f5e2d9b10",
+                                  "reason": Reason.NODE_LOST.value, "time": "2025-01-02T03:50:00Z"}],
+                        "resizes": 3, "lastResizeTime": "2025-01-02T03:50:00Z",
+                        "belowMinSince": "2025-01-02T03:50:00Z"},
             "scheduling": {"gang": "None", "podGroup": "llama-a2", "partialSince": "2025-01-01T00:10:00Z",
                            "releases": 1, "nextTryTime": "2025-01-01T00:11:00Z"},
         },

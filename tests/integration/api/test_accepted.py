@@ -69,9 +69,10 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
 def test_maximal_job_sets_every_field_of_the_crd(crd: str) -> None:
     spec_schema = committed_schema(crd)["properties"]["spec"]
     # resumeFrom takes one of trainingJob and path; a named gang scheduler excludes podGroup and
-    # podTemplate.schedulerName: VALID below covers them.
+    # podTemplate.schedulerName; elastic excludes InPlace (which spares need): VALID below covers them.
     assert missing_fields(maximal_job("x")["spec"], spec_schema, "spec") == [
-        "spec.checkpointing.resumeFrom.path", "spec.scheduling.volcano", "spec.scheduling.coscheduling"]
+        "spec.elastic", "spec.checkpointing.resumeFrom.path", "spec.scheduling.volcano",
+        "spec.scheduling.coscheduling"]
 
 
 def test_maximal_job_is_accepted_as_sent(custom: client.CustomObjectsApi, admission_namespace: str) -> None:
@@ -111,6 +112,10 @@ VALID = [
                  id="label-values-edge"),
     pytest.param(training_job("volcano", 2, scheduling={"volcano": {"queue": "research.a-1", "schedulerName": "vc"}}),
                  id="volcano-every-field"),
+    # The issue's own example: numNodes 3, elastic 2..3; and the name as long as '<name>-rdzv' allows.
+    pytest.param(training_job("elastic", 3, elastic={"minNodes": 2, "maxNodes": 3, "belowMinTimeoutSeconds": 300,
+                                                     "resizeWindowSeconds": 20}), id="elastic-every-field"),
+    pytest.param(training_job("e" * 58, 3, elastic={"minNodes": 1}), id="elastic-name-58"),
     pytest.param(training_job("cosched", 2, scheduling={"coscheduling": {
         "schedulerName": "scheduler-plugins-scheduler", "scheduleTimeoutSeconds": 60}}), id="coscheduling-every-field"),
 ]
@@ -158,7 +163,7 @@ def test_apiserver_serves_the_committed_schema_with_every_cel_rule(api: client.A
     # coscheduling, each of them frozen; a seccomp or AppArmor profile names a localhostProfile exactly when
     # its type is Localhost, in the pod's and the trainer's security context (four); no multinode.dev/
     # podTemplate annotation (the operator's own); spareNodes needs InPlace, and at most numNodes.
-    assert rules(served) == immutable + 21
+    assert rules(served) == immutable + 24
 
 
 def test_committed_crd_compiles_within_the_cel_cost_budget(kubeconfig: str, crd: str) -> None:

@@ -55,6 +55,7 @@ def nested(field: str, key: str, value) -> Callable[[dict], None]:
 UPDATES: dict[str, list] = {
     "numNodes": [pytest.param(set_("numNodes", 8), id="numNodes-change")],
     "spareNodes": [pytest.param(set_("spareNodes", 1), id="spareNodes-change")],
+    "elastic": [pytest.param(set_("elastic", {"minNodes": 1}), id="elastic-add")],
     "numProcPerNode": [pytest.param(set_("numProcPerNode", 4), id="numProcPerNode-add")],
     "image": [pytest.param(set_("image", "registry.example.com/train:1.3"), id="image-change")],
     "imagePullPolicy": [pytest.param(remove("imagePullPolicy"), id="imagePullPolicy-remove")],

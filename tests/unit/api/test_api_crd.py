@@ -109,6 +109,9 @@ def test_spec_strings_lists_and_maps_are_bounded(schema: dict[str, Any]) -> None
             assert "maxProperties" in node, f"{path} has no maxProperties"
 
 
+ELASTIC_EVERY_FIELD = {"minNodes": 2, "maxNodes": 4, "belowMinTimeoutSeconds": 300, "resizeWindowSeconds": 20}
+
+
 def test_full_example_covers_every_field(schema: dict[str, Any]) -> None:
     # Keeps the round-trip tests honest: a new field must be added to the example (multinode.testing.full_job).
     example_paths = set(value_paths(full_job()))
@@ -118,6 +121,8 @@ def test_full_example_covers_every_field(schema: dict[str, Any]) -> None:
     example_paths |= set(value_paths({"spec": {"scheduling": {"volcano": {"queue": "q", "schedulerName": "v"}}}}))
     example_paths |= set(value_paths({"spec": {"scheduling": {"coscheduling": {
         "schedulerName": "s", "scheduleTimeoutSeconds": 60}}}}))
+    # spec.elastic excludes restartStrategy InPlace, which the example's spares need.
+    example_paths |= set(value_paths({"spec": {"elastic": ELASTIC_EVERY_FIELD}}))
     schema_paths = {
         path for path, _ in walk_properties(schema) if path.startswith((".spec", ".status"))
     }

@@ -6,6 +6,7 @@ import pytest
 from multinode.testing import stored_job
 
 from multinode.api import RESERVED_ENV_NAMES
+from multinode.api.elastic import ElasticSpec
 from multinode.progress import MARKER, MARKER_ENV
 from multinode.render import attempt_env_name, operator_env, render_attempt_env, render_node_pod
 from multinode.render.env import PER_POD_STORAGE_ENV
@@ -84,8 +85,13 @@ def test_reserved_names_are_exactly_the_names_we_set() -> None:
     job = stored_job(network={"nccl": nccl}, cache={"claimName": "c"}, checkpointing={"claimName": "k"})
     names = [var["name"] for var in operator_env(job, 0, 0)]
     assert len(names) == len(set(names)), "a variable is set twice"
-    # Only an InPlace job's pods carry the attempt file (tests/unit/render/test_render_in_place.py).
-    assert set(names) | {"MULTINODE_ATTEMPT_FILE"} == RESERVED_ENV_NAMES
+    elastic = [var["name"] for var in operator_env(job.model_copy(update={"spec": job.spec.model_copy(
+        update={"elastic": ElasticSpec(min_nodes=1)})}), 0, 0)]
+    assert len(elastic) == len(set(elastic)), "a variable is set twice"
+    # Only an InPlace job's pods carry the attempt file (tests/unit/render/test_render_in_place.py), only an
+    # elastic job's the c10d rendezvous, and only its store pod the store's port (test_render_rendezvous_store).
+    assert set(names) | set(elastic) | {"MULTINODE_ATTEMPT_FILE", "MULTINODE_RENDEZVOUS_STORE_PORT"} == \
+        RESERVED_ENV_NAMES
 
 
 @pytest.mark.parametrize("index", [-1, 2])
@@ -124,6 +130,11 @@ def test_rendezvous_ports_stay_in_range_and_distinct_within_the_span(base: int) 
     assert all(1 <= p <= 65535 for p in ports) and len(set(ports)) == 4
 
 
+# What only an elastic job's pods (the c10d rendezvous) and its store pod carry.
+ELASTIC_ONLY = {"PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_CONF", "PET_MAX_RESTARTS", "PET_LOCAL_ADDR",
+                "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "MULTINODE_MIN_NODES", "MULTINODE_RENDEZVOUS_STORE_PORT"}
+
+
 def test_the_pod_carries_only_what_differs_between_nodes_and_reads_the_rest_from_its_attempt() -> None:
     nccl = {"socketIfname": "a", "ibHca": "b", "debug": "INFO", "debugSubsys": "ALL"}
     job = stored_job(4, resourcesPerNode={"gpus": 8}, cache={"claimName": "c"}, checkpointing={"claimName": "k"},
@@ -140,7 +151,7 @@ def test_the_pod_carries_only_what_differs_between_nodes_and_reads_the_rest_from
             assert c["envFrom"] == [{"configMapRef": {"name": attempt_env_name(job, 2)}}]
     # The ConfigMap and the inline part together are the whole contract, each name once.
     assert not set(config_map["data"]) & per_node
-    assert set(config_map["data"]) | per_node | {"MULTINODE_ATTEMPT_FILE"} == RESERVED_ENV_NAMES
+    assert set(config_map["data"]) | per_node | {"MULTINODE_ATTEMPT_FILE"} | ELASTIC_ONLY == RESERVED_ENV_NAMES
     assert all(isinstance(v, str) for v in config_map["data"].values())
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from multinode.api.elastic import gang_min_count
 from multinode.api import LABEL_ATTEMPT, LABEL_JOB_NAME, TrainingJob, TrainingJobStatus
 from multinode.api.constants import POD_GROUP_API_GROUP, POD_GROUP_API_VERSION, POD_GROUP_KIND, POD_GROUP_PLURAL
 from multinode.api.status import GangMode
@@ -62,12 +63,13 @@ def observe_pod_group(body: Mapping[str, Any]) -> ObservedPodGroup | None:
 
 
 def render_pod_group(job: TrainingJob, attempt: int) -> dict[str, Any]:
-    """The attempt's PodGroup: gang policy with minCount numNodes, so the scheduler binds every node's pod or
-    none of them; with spec.topology, all in one domain of its label."""
+    """The attempt's PodGroup: gang policy with minCount numNodes (an elastic job's minNodes), so the scheduler
+    binds every node's pod or none of them; with spec.topology, all in one domain of its label."""
     # Preempted as a whole (disruptionMode PodGroup): one pod of a gang taken is the whole gang restarted, so
     # the scheduler should weigh the whole gang as one victim. Both this and the priority need
     # WorkloadAwarePreemption; without it the apiserver drops them and the pods' own priority applies.
-    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.spec.num_nodes}},
+    minimum = gang_min_count(job.spec.num_nodes, job.spec.elastic)
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": minimum}},
                             "disruptionMode": "PodGroup"}
     if job.spec.pod_template.priority_class_name:
         spec["priorityClassName"] = job.spec.pod_template.priority_class_name

@@ -1,0 +1,86 @@
+"""An elastic job's rendezvous (render/rendezvous_store.py, render/elastic_env.py): torchrun's elastic flags in
+the attempt's ConfigMap, each node's own address, and the store's pod: away from training nodes, restricted,
+in the trainer's image and environment, on the attempt's port."""
+
+from __future__ import annotations
+
+from multinode.api.constants import LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_RENDEZVOUS_STORE
+from multinode.reconcile.observe import observe_pod
+from multinode.render import render_attempt_env, render_node_pod
+from multinode.render.env import rendezvous_port
+from multinode.render.rendezvous_store import STORE_PROGRAM, render_store_pod
+from multinode.testing import stored_job
+
+VOLUMES = {"volumes": [{"name": "torch", "hostPath": {"path": "/opt/torch", "type": "Directory"}}],
+           "volumeMounts": [{"name": "torch", "mountPath": "/opt/torch", "readOnly": True}],
+           "nodeSelector": {"pool": "train"}}
+
+
+def _job(**spec):
+    return stored_job(3, elastic={"minNodes": 2, "belowMinTimeoutSeconds": 300}, **spec)
+
+
+def test_the_attempt_carries_torchruns_elastic_flags_on_the_store() -> None:
+    data = render_attempt_env(_job(), 2)["data"]
+    port = rendezvous_port(29500, 2)
+    assert data["PET_NNODES"] == "2:3"
+    assert data["PET_RDZV_BACKEND"] == "c10d"
+    assert data["PET_RDZV_ENDPOINT"] == f"llama-rdzv.llama.ml.svc:{port}"
+    assert data["PET_RDZV_ID"] == data["MULTINODE_RDZV_ID"] == "uid-123-a2"
+    # The agents are the store's clients; torchrun's join timeout is past the operator's own wait.
+    conf = dict(kv.split("=") for kv in data["PET_RDZV_CONF"].split(","))
+    assert conf["is_host"] == "false" and int(conf["join_timeout"]) > 300
+    assert data["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1" and int(data["PET_MAX_RESTARTS"]) >= 10
+    assert data["MULTINODE_MIN_NODES"] == "2"
+    # A static job has none of them.
+    static = render_attempt_env(stored_job(3), 2)["data"]
+    assert static["PET_NNODES"] == "3" and "PET_RDZV_BACKEND" not in static
+
+
+def test_each_node_gives_its_own_dns_name_as_its_rendezvous_address() -> None:
+    pod = render_node_pod(_job(), 1, 0)
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["PET_LOCAL_ADDR"] == "llama-1.llama.ml.svc"
+
+
+def test_the_store_pod() -> None:
+    job = _job(env=[{"name": "PYTHONPATH", "value": "/opt/torch"}], podTemplate=VOLUMES)
+    pod = render_store_pod(job, 2, image="registry/train@sha256:" + "a" * 64)
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["name"] == "llama-rdzv-a2"
+    assert meta["labels"][LABEL_RENDEZVOUS_STORE] == "true" and meta["labels"][LABEL_ATTEMPT] == "2"
+    assert meta["ownerReferences"][0]["uid"] == "uid-123"
+    # Resolvable as <job>-rdzv under the job's headless Service, which selects every pod of the job.
+    assert (spec["hostname"], spec["subdomain"]) == ("llama-rdzv", "llama")
+    assert meta["labels"][LABEL_JOB_NAME] == "llama"
+    (container,) = spec["containers"]
+    assert container["image"].endswith("a" * 64), "the pinned image, the trainer's torch"
+    assert container["command"] == ["python3", "-c", STORE_PROGRAM]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["MULTINODE_RENDEZVOUS_STORE_PORT"] == str(rendezvous_port(29500, 2))
+    assert env["PYTHONPATH"] == "/opt/torch", "the trainer's environment: torch found as the trainer finds it"
+    assert container["ports"][0]["containerPort"] == rendezvous_port(29500, 2)
+    assert container["readinessProbe"]["tcpSocket"]["port"] == rendezvous_port(29500, 2)
+    # Pod Security restricted, as every pod the operator makes.
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False and security["capabilities"] == {"drop": ["ALL"]}
+    assert spec["automountServiceAccountToken"] is False and spec["restartPolicy"] == "Never"
+    # The trainer's volumes and pool, and away from training nodes when it can.
+    assert spec["volumes"] == VOLUMES["volumes"] and container["volumeMounts"] == VOLUMES["volumeMounts"]
+    assert spec["nodeSelector"] == {"pool": "train"}
+    term = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == {LABEL_JOB_NAME: "llama"}
+    assert "requests" in container["resources"] and "gpu" not in str(container["resources"])
+
+
+def test_the_operator_reads_the_store_back_as_no_nodes_pod() -> None:
+    pod = render_store_pod(_job(), 0)
+    pod["status"] = {"phase": "Running"}
+    seen = observe_pod(pod)
+    assert seen is not None and seen.rendezvous_store and seen.attempt == 0
+    assert not seen.waiting_spare
+
+
+def test_the_store_program_is_python_that_compiles() -> None:
+    compile(STORE_PROGRAM, "<rendezvous store>", "exec")
+    assert "multi_tenant=True" in STORE_PROGRAM and "SIGTERM" in STORE_PROGRAM
