@@ -28,7 +28,8 @@ LABEL_ATTEMPT = f"{GROUP}/attempt"
 LABEL_MIRROR_OF = f"{GROUP}/mirror-of"
 # A hot spare's pod (spec.spareNodes): its serial number, which its name and hostname carry.
 LABEL_SPARE = f"{GROUP}/spare"
-# The rendezvous store's pod of an elastic job (spec.elastic): torchrun's c10d store, on no training node.
+# The rendezvous store's pod of an elastic job (spec.elastic): torchrun's c10d store, on no training node. Its
+# value is the attempt the store serves.
 LABEL_RENDEZVOUS_STORE = f"{GROUP}/rendezvous-store"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 # The well-known node label whose value is the node's own: a topology key of one machine.

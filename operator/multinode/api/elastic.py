@@ -61,6 +61,8 @@ class ElasticStatus(StatusModel):
                                          json_schema_extra=_DATE_TIME)
     below_min_since: str | None = Field(None, description="Since when fewer than minNodes nodes train.",
                                         json_schema_extra=_DATE_TIME)
+    store_uid: str | None = Field(None, max_length=64, description="The UID of the current attempt's rendezvous "
+                                                                   "store pod, once seen: its loss fails the attempt.")
 
 
 def gang_min_count(num_nodes: int, elastic: ElasticSpec | None) -> int:

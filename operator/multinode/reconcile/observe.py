@@ -148,7 +148,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     index: int | None
     attempt: int | None
     if LABEL_RENDEZVOUS_STORE in labels:
-        index, attempt = RENDEZVOUS_STORE_INDEX, _int_label(labels, LABEL_ATTEMPT)
+        index, attempt = RENDEZVOUS_STORE_INDEX, _int_label(labels, LABEL_RENDEZVOUS_STORE)
     elif spare is None:
         index, attempt = _int_label(labels, LABEL_NODE_INDEX), _int_label(labels, LABEL_ATTEMPT)
     else:  # a rank taken (both annotations, written in one patch) or none yet

@@ -133,7 +133,8 @@ def new_attempt(status: TrainingJobStatus) -> dict[str, Any]:
         "attempt_scheduled_time": None, "resumed_from": None, "topology_domain": None, "ready_nodes": 0,
         "pods_attempt": None}
     if status.elastic is not None:  # a new attempt is the whole gang again: nothing shed (spec.elastic)
-        edits["elastic"] = status.elastic.model_copy(update={"shed": [], "below_min_since": None})
+        edits["elastic"] = status.elastic.model_copy(update={"shed": [], "below_min_since": None,
+                                                             "store_uid": None})
     if status.scheduling is not None:  # the mechanism is chosen again for the next attempt's pods
         edits["scheduling"] = status.scheduling.model_copy(update={"pod_group": None, "partial_since": None})
     return edits

@@ -17,6 +17,7 @@ from multinode.api.constants import (
     SHM_MOUNT_PATH,
     SHM_VOLUME_NAME,
     TRAINER_CONTAINER,
+    LABEL_RENDEZVOUS_STORE,
     LABEL_SPARE,
     node_hostname,
 )
@@ -217,6 +218,15 @@ def off_spares(job_name: str) -> dict[str, Any]:
             "topologyKey": LABEL_HOSTNAME}
 
 
+def off_rendezvous_store(job_name: str) -> dict[str, Any]:
+    """The preferred anti-affinity term that keeps an elastic job's node pods off its rendezvous store's machine
+    (render/rendezvous_store.py, which prefers the same): losing a training node must not take the store."""
+    return {"weight": 100, "podAffinityTerm": {
+        "labelSelector": {"matchLabels": {LABEL_JOB_NAME: job_name},
+                          "matchExpressions": [{"key": LABEL_RENDEZVOUS_STORE, "operator": "Exists"}]},
+        "topologyKey": LABEL_HOSTNAME}}
+
+
 def one_pod_per_node(job_name: str, attempt: int, also: Sequence[int] = ()) -> dict[str, Any]:
     """The required pod anti-affinity term that keeps an attempt's node pods on different machines, whatever
     their resources ask (a 1-GPU node pod would otherwise share an 8-GPU machine). Only the same attempt's
@@ -240,6 +250,9 @@ def _affinity(job: TrainingJob, attempt: int, excluded_nodes: Sequence[str], als
     anti["requiredDuringSchedulingIgnoredDuringExecution"] = [
         *(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []),
         one_pod_per_node(job_name(job), attempt, also), *([off_spares(job_name(job))] if job.spec.spare_nodes else [])]
+    if job.spec.elastic is not None:  # away from the rendezvous store's machine, when there is room
+        anti["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            *(anti.get("preferredDuringSchedulingIgnoredDuringExecution") or []), off_rendezvous_store(job_name(job))]
     return merged
 
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from multinode.api import TrainingJob
 from multinode.api.constants import (
-    LABEL_ATTEMPT,
     LABEL_HOSTNAME,
     LABEL_JOB_NAME,
     LABEL_NODE_INDEX,
@@ -101,7 +100,9 @@ def render_store_pod(job: TrainingJob, attempt: int, image: str | None = None) -
            if template.image_pull_secrets else {}),
         **({"schedulerName": template.scheduler_name} if template.scheduler_name else {}),
     }
-    labels = {**common_labels(identity.name), LABEL_ATTEMPT: str(attempt), LABEL_RENDEZVOUS_STORE: "true"}
+    # Its attempt in a label of its own: the node pods' one-per-machine term (their job and attempt labels) must
+    # not count it, or a job as large as its pool would never fit beside its store.
+    labels = {**common_labels(identity.name), LABEL_RENDEZVOUS_STORE: str(attempt)}
     metadata = {"name": store_pod_name(identity.name, attempt), "namespace": identity.namespace,
                 "labels": labels, "ownerReferences": [owner_reference(job)]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}

@@ -16,6 +16,7 @@ from kubernetes import client
 from multinode.render.mirror_pod import render_mirror_pod, render_mirror_service_account
 from multinode.render import RenderSettings
 from multinode.render.pod import render_node_pod
+from multinode.render.rendezvous_store import render_store_pod
 from multinode.render.spare import render_spare_pod
 from localcluster.harness.kube import new_namespace
 from multinode.testing import stored_job
@@ -80,6 +81,14 @@ def test_a_hot_spare_meets_restricted_too(core: client.CoreV1Api, restricted: st
     job = stored_job(namespace=restricted, **STORAGE, spareNodes=1, failurePolicy={"restartStrategy": "InPlace"},
                      podTemplate={"securityContext": NON_ROOT})
     assert admit(core, render_spare_pod(job, 0, RenderSettings())) is None
+
+
+def test_an_elastic_jobs_pods_and_its_rendezvous_store_meet_restricted(core: client.CoreV1Api,
+                                                                       restricted: str) -> None:
+    job = stored_job(3, namespace=restricted, **STORAGE, elastic={"minNodes": 2},
+                     podTemplate={"securityContext": NON_ROOT})
+    assert admit(core, render_node_pod(job, 0, 0)) is None
+    assert admit(core, render_store_pod(job, 0)) is None
 
 
 def _known_service_account(reason: str | None, refusals: list[str]) -> str | None:

@@ -33,6 +33,7 @@ def _pod(index, phase="Running", *, uid=None, **kw):
 
 
 def _store(attempt=0, phase="Running", **kw):
+    kw.setdefault("uid", f"store-uid-{attempt}")
     return ObservedPod(name=f"llama-rdzv-a{attempt}", job_name="llama", index=RENDEZVOUS_STORE_INDEX,
                        attempt=attempt, phase=phase, node="cpu-node", **kw)
 
@@ -151,13 +152,17 @@ def test_below_min_waits_then_the_gang_restarts_uncounted() -> None:
     assert over.status.elastic is not None and over.status.elastic.shed == [], "the next attempt is whole"
 
 
-def test_a_store_that_fails_restarts_the_gang_uncounted() -> None:
+def test_a_store_once_seen_is_kept_and_its_loss_restarts_the_gang_uncounted() -> None:
     job = _job()
     running = _running(job)
-    lost = run(job, _gang(), previous=running.status, rendezvous_stores=(_store(phase="Failed"),))
-    assert lost.status.phase == Phase.RESTARTING
-    record = lost.status.restart_history[-1]
-    assert record.reason == Reason.RENDEZVOUS_LOST and not record.counted
+    assert running.status.elastic is not None and running.status.elastic.store_uid == "store-uid-0"
+    for stores in [(_store(phase="Failed"),), (), (_store(terminating=True),), (_store(uid="another"),)]:
+        lost = run(job, _gang(), previous=running.status, rendezvous_stores=stores)
+        assert lost.status.phase == Phase.RESTARTING, stores
+        record = lost.status.restart_history[-1]
+        assert record.reason == Reason.RENDEZVOUS_LOST and not record.counted
+        assert lost.status.elastic is not None and lost.status.elastic.store_uid is None, "the next has its own"
+        assert not [o for o in lost.objects_to_create if o["metadata"]["labels"].get(LABEL_RENDEZVOUS_STORE)]
 
 
 def test_the_job_succeeds_when_the_nodes_training_succeed() -> None:

@@ -37,10 +37,14 @@ def test_the_attempt_carries_torchruns_elastic_flags_on_the_store() -> None:
     assert static["PET_NNODES"] == "3" and "PET_RDZV_BACKEND" not in static
 
 
-def test_each_node_gives_its_own_dns_name_as_its_rendezvous_address() -> None:
+def test_each_node_gives_its_own_dns_name_as_its_rendezvous_address_and_prefers_the_stores_absence() -> None:
     pod = render_node_pod(_job(), 1, 0)
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     assert env["PET_LOCAL_ADDR"] == "llama-1.llama.ml.svc"
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["labelSelector"]["matchExpressions"][0]["key"] == LABEL_RENDEZVOUS_STORE
+    static = render_node_pod(stored_job(3), 1, 0)
+    assert "preferredDuringSchedulingIgnoredDuringExecution" not in static["spec"]["affinity"]["podAntiAffinity"]
 
 
 def test_the_store_pod() -> None:
@@ -48,7 +52,8 @@ def test_the_store_pod() -> None:
     pod = render_store_pod(job, 2, image="registry/train@sha256:" + "a" * 64)
     meta, spec = pod["metadata"], pod["spec"]
     assert meta["name"] == "llama-rdzv-a2"
-    assert meta["labels"][LABEL_RENDEZVOUS_STORE] == "true" and meta["labels"][LABEL_ATTEMPT] == "2"
+    assert meta["labels"][LABEL_RENDEZVOUS_STORE] == "2" and LABEL_ATTEMPT not in meta["labels"], \
+        "never counted by the node pods' one-per-machine term (their job and attempt labels)"
     assert meta["ownerReferences"][0]["uid"] == "uid-123"
     # Resolvable as <job>-rdzv under the job's headless Service, which selects every pod of the job.
     assert (spec["hostname"], spec["subdomain"]) == ("llama-rdzv", "llama")
