@@ -71,7 +71,7 @@ def checkpoint_before_disruption(job: TrainingJob, status: TrainingJobStatus, cu
     request = status.checkpoint_request
     asked = request_id_of(job)
     if cordoned and status.phase != Phase.RUNNING:
-        return Decision(failure=_drained(cordoned, "the gang was not running yet: nothing to save"))
+        return Decision(failure=_drained(cordoned, "the gang was not running yet: nothing to save", pods))
 
     opened = Decision()
     if status.phase == Phase.RUNNING and (request is None or request.state != CheckpointRequestState.REQUESTED):
@@ -105,7 +105,7 @@ def checkpoint_before_disruption(job: TrainingJob, status: TrainingJobStatus, cu
         return opened.then(Decision(requeue_after=(deadline - now).total_seconds()))
     done = opened.then(Decision(status={"checkpoint_request": ended}, events=(event,)))
     if request.reason == Reason.NODE_CORDONED and request.attempt == status.attempt and cordoned:
-        return done.then(Decision(failure=_drained(cordoned, why)))
+        return done.then(Decision(failure=_drained(cordoned, why, pods)))
     return done
 
 
@@ -121,6 +121,9 @@ def _open(status: TrainingJobStatus, request_id: str, reason: str, message: str,
                                   f"checkpoint {request_id} requested{at}: {message}"),))
 
 
-def _drained(cordoned: list[str], why: str) -> Failure:
+def _drained(cordoned: list[str], why: str, pods: list[ObservedPod]) -> Failure:
+    # The index of the first cordoned node's pod: an elastic job goes on without that node (elastic.py).
+    first = min((p.index for p in pods if p.node == cordoned[0]), default=None)
     return Failure(Reason.NODE_DRAINED, f"node {', '.join(cordoned)} is cordoned; {why}: the gang restarts on "
-                                        "other nodes", reasons=frozenset({Reason.NODE_DRAINED}), node_loss=True)
+                                        "other nodes", reasons=frozenset({Reason.NODE_DRAINED}), node_loss=True,
+                   index=first)

@@ -162,7 +162,7 @@ def straggler_failure(job: TrainingJob, status: TrainingJobStatus, nodes: Sequen
         added, excluded_nodes = exclude_node(status.excluded_nodes, entry.node, Reason.STRAGGLER, message, now=now,
                                              seconds=job.spec.health_check.exclusion_seconds)
         return Decision(failure=Failure(Reason.STRAGGLER, message, reasons=frozenset({Reason.STRAGGLER}),
-                                        straggler=True),
+                                        straggler=True, index=entry.index),
                         status={"excluded_nodes": excluded_nodes},
                         events=(Event("Warning", Reason.STRAGGLER, f"{message} (excluded until {added.until})"),))
     condition = find_condition(status.conditions, ConditionType.STRAGGLERS)

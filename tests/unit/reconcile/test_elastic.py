@@ -10,6 +10,8 @@ from datetime import timedelta
 from multinode.api import Phase
 from multinode.api.conditions import ConditionType, Reason
 from multinode.api.constants import LABEL_RENDEZVOUS_STORE
+from multinode.reconcile.elastic import sheds
+from multinode.reconcile.failures import Failure
 from multinode.reconcile.node_loss import NodeDown
 from multinode.reconcile.observe import RENDEZVOUS_STORE_INDEX, ObservedPod
 from tests.unit.reconcile.planning import NOW, condition, pod, run
@@ -182,3 +184,17 @@ def test_goodput_counts_time_at_a_reduced_size() -> None:
                 rendezvous_stores=(_store(),))
     goodput = later.status.goodput
     assert goodput is not None and goodput.reduced_seconds == 61 and goodput.productive_seconds == 61
+
+
+def test_what_is_shed_the_nodes_faults_with_a_node_index() -> None:
+    job, status = _job(), _running(_job()).status
+    node_faults = [Failure(Reason.NODE_LOST, "", node_loss=True, index=1),
+                   Failure(Reason.PREEMPTED, "", node_loss=True, index=1),
+                   Failure(Reason.NODE_DRAINED, "", node_loss=True, index=1),
+                   Failure(Reason.NODE_UNHEALTHY, "", unhealthy_node=True, index=1),
+                   Failure(Reason.STRAGGLER, "", straggler=True, index=1)]
+    assert all(sheds(job, status, f) for f in node_faults)
+    # The job's own failure, a failure of no one node, or any job not elastic: the failure policy's.
+    assert not sheds(job, status, Failure(Reason.POD_FAILED, "", exit_code=1, index=1))
+    assert not sheds(job, status, Failure(Reason.HUNG, "", node_loss=False))
+    assert not sheds(_stored(3), status, node_faults[0])
