@@ -30,20 +30,21 @@ from multinode.render.names import common_labels, job_identity, owner_reference,
 from multinode.render.security import trainer_security_context
 from multinode.render.tolerations import pod_tolerations
 
-# torch's TCPStore server, as the c10d backend's clients expect it (multi_tenant), until SIGTERM. Python, run
-# with `python3 -c` in the trainer's image: torch there serves whatever protocol its agents speak.
+# torch's TCPStore server, as the c10d backend's clients expect it (multi_tenant), until SIGTERM; a server listens
+# on every address whatever host it is given. Python, run with `python3 -c` in the trainer's image: torch there
+# serves whatever protocol its agents speak.
 STORE_PROGRAM = """\
-import os, signal, sys, threading
+import os, signal
 from datetime import timedelta
-import torch.distributed as dist
+from torch.distributed import TCPStore
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # the store holds nothing worth a clean shutdown
 port = int(os.environ["MULTINODE_RENDEZVOUS_STORE_PORT"])
-store = dist.TCPStore("0.0.0.0", port, is_master=True, wait_for_workers=False, multi_tenant=True,
-                      timeout=timedelta(hours=1))
+# A server only (is_master, no world size to wait for): torchrun's c10d backend connects to it as a client.
+store = TCPStore("localhost", port, is_master=True, multi_tenant=True, wait_for_workers=False,
+                 timeout=timedelta(seconds=60))
 print(f"rendezvous store listening on port {store.port}", flush=True)
-stop = threading.Event()
-signal.signal(signal.SIGTERM, lambda *_: stop.set())
-stop.wait()
-sys.exit(0)
+while True:
+    signal.pause()
 """
 
 # Small: one process serving a few keys per node. Memory is torch's import.

@@ -1,0 +1,151 @@
+"""An elastic job on real nodes (examples/real/elastic/: numNodes 3, minNodes 2), real torchrun on a c10d
+rendezvous whose store is a pod of its own: rank 0's node cordoned and its pod deleted → the two left train on
+at world 2 within 60 s (the store stays: it is on no training node); uncordoned → back at world 3 within
+120 s; two nodes lost → the one left waits (BelowMinNodes), and grows back; the job succeeds with no resume
+further back than the last checkpoint. No resize is a restart: one attempt, nothing counted, the pods that
+stayed the same pods."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+from localcluster import LocalCluster
+
+from localcluster.harness import realexample
+from localcluster.harness.kube import allow_host_path, kubectl, new_namespace
+from localcluster.harness.waiting import wait_for
+from multinode.api import LABEL_JOB_NAME
+from multinode.api.constants import LABEL_RENDEZVOUS_STORE
+from tests.support import jobs
+from tests.support.realnodes import clients, pod_log
+
+JOB = "real-elastic"
+STEP = re.compile(r"^step=(\d+) rank=(\d+) loss=", re.M)
+WORLD = re.compile(r"^attempt=\S* rank=(\d+) world=(\d+)", re.M)
+RESUMED = re.compile(r"^resumed_from=\S+ step=(\d+) rank=\d+ world=(\d+)", re.M)
+CHECKPOINT_EVERY = 10
+
+
+def _status(custom: client.CustomObjectsApi, namespace: str) -> dict:
+    return jobs.get_job(custom, namespace, JOB).get("status") or {}
+
+
+def _node_pods(core: client.CoreV1Api, namespace: str) -> dict[str, client.V1Pod]:
+    return {p.metadata.name: p for p in core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={JOB}")
+            .items if LABEL_RENDEZVOUS_STORE not in (p.metadata.labels or {}) and not p.metadata.deletion_timestamp}
+
+
+def _logs(core: client.CoreV1Api, namespace: str, pods: list[str]) -> dict[str, str]:
+    out = {}
+    for name in pods:
+        try:
+            out[name] = pod_log(core, namespace, name)
+        except client.ApiException:
+            out[name] = ""  # not started yet
+    return out
+
+
+def _training_at(log: str, world: int) -> int | None:
+    """The last step this pod trained after its workers last joined a world of `world` ranks (None if its last
+    round is of another size or no step came since)."""
+    rounds = list(WORLD.finditer(log))
+    if not rounds or int(rounds[-1].group(2)) != world:
+        return None
+    steps = [int(m.group(1)) for m in STEP.finditer(log, rounds[-1].end())]
+    return steps[-1] if steps else None
+
+
+def _all_training_at(core: client.CoreV1Api, namespace: str, pods: list[str], world: int, past: int = 0):
+    logs = _logs(core, namespace, pods)
+    steps = [_training_at(log, world) for log in logs.values()]
+    return logs if all(s is not None and s > past for s in steps) else None
+
+
+def _rank_of(log: str) -> int:
+    return int(list(WORLD.finditer(log))[-1].group(1))
+
+
+def test_an_elastic_job_shrinks_grows_waits_below_min_and_succeeds(real_operator: tuple[LocalCluster, str],
+                                                                     tmp_path: Path) -> None:
+    cluster, _ = real_operator
+    core, custom = clients(cluster)
+    namespace = new_namespace(core, prefix="realelastic")
+    allow_host_path(core, namespace)  # the example mounts torch from the host
+    kc = str(cluster.kubeconfig)
+    folder = realexample.write_manifests(cluster.registry, tmp_path)
+    manifest = yaml.safe_load(realexample.manifest_text("elastic/trainingjob.yaml", cluster.registry))
+    realexample.set_env(manifest, TRAIN_STEPS="600", STEP_SECONDS="0.3", CHECKPOINT_EVERY=str(CHECKPOINT_EVERY))
+    manifest["spec"]["elastic"]["resizeWindowSeconds"] = 5
+    (folder / "trainingjob.yaml").write_text(yaml.safe_dump(manifest))
+    cordoned: set[str] = set()
+    try:
+        kubectl(kc, "apply", "-n", namespace, "-f", str(folder))
+        first = wait_for(lambda: (pods := _node_pods(core, namespace)) and len(pods) == 3 and _all_training_at(
+            core, namespace, list(pods), 3, past=3) and pods, timeout=300, what="three ranks training at world 3")
+        store = next(p for p in core.list_namespaced_pod(namespace, label_selector=LABEL_RENDEZVOUS_STORE).items)
+        assert store.spec.node_name not in {p.spec.node_name for p in first.values()}, "the store on no training node"
+
+        # 1. Rank 0's node cordoned and its pod deleted: the two left train on at world 2, within 60 s.
+        logs = _logs(core, namespace, list(first))
+        rank0 = next(name for name, log in logs.items() if _rank_of(log) == 0)
+        node = first[rank0].spec.node_name
+        kubectl(kc, "cordon", node)
+        cordoned.add(node)
+        lost_at = time.monotonic()
+        core.delete_namespaced_pod(rank0, namespace)
+        stayed = [name for name in first if name != rank0]
+        wait_for(lambda: _all_training_at(core, namespace, stayed, 2), timeout=60,
+                 what="the two nodes left training at world 2")
+        shrink_seconds = time.monotonic() - lost_at
+        status = _status(custom, namespace)
+        assert [row["index"] for row in status["elastic"]["shed"]] == [int(rank0.split("-")[-2])]
+        assert (status["attempt"], status["restarts"], status.get("uncountedRestarts", 0)) == (0, 0, 0)
+        for name in stayed:
+            assert core.read_namespaced_pod(name, namespace).metadata.uid == first[name].metadata.uid
+        assert store.metadata.uid == core.read_namespaced_pod(store.metadata.name, namespace).metadata.uid
+
+        # 2. Capacity back: the shed index's new pod runs there and the job is at world 3 within 120 s.
+        kubectl(kc, "uncordon", node)
+        cordoned.discard(node)
+        back_at = time.monotonic()
+        wait_for(lambda: (len(pods := _node_pods(core, namespace)) == 3 and _all_training_at(
+            core, namespace, list(pods), 3)) or None, timeout=120, what="back at world 3")
+        grow_seconds = time.monotonic() - back_at
+        wait_for(lambda: (not (s := _status(custom, namespace))["elastic"]["shed"] and s.get("currentNodes") == 3)
+                 or None, timeout=30, what="status: nothing shed, 3 nodes")
+
+        # 3. Two nodes lost: below minNodes 2, the one left waits with the reason; capacity back, it grows again.
+        pods = _node_pods(core, namespace)
+        victims = sorted(pods)[:2]
+        for name in victims:
+            kubectl(kc, "cordon", pods[name].spec.node_name)
+            cordoned.add(pods[name].spec.node_name)
+            core.delete_namespaced_pod(name, namespace)
+        wait_for(lambda: (jobs.condition(jobs.get_job(custom, namespace, JOB), "Running") or {}).get("reason")
+                 == "BelowMinNodes" or None, timeout=90, what="Running False, BelowMinNodes")
+        for name in list(cordoned):
+            kubectl(kc, "uncordon", name)
+            cordoned.discard(name)
+        wait_for(lambda: (len(pods := _node_pods(core, namespace)) == 3 and _all_training_at(
+            core, namespace, list(pods), 3)) or None, timeout=180, what="back at world 3 after the wait")
+
+        # 4. The job finishes: Succeeded, one attempt, nothing counted; every resume from the last checkpoint.
+        final = jobs.wait_phase(custom, namespace, JOB, "Succeeded", timeout=420)["status"]
+        assert (final["attempt"], final["restarts"], final.get("uncountedRestarts", 0)) == (0, 0, 0)
+        assert final["elastic"]["resizes"] >= 5 and final["goodput"]["reducedSeconds"] > 0
+        survivor = _logs(core, namespace, [stayed[0]])[stayed[0]]
+        redone = []
+        for resumed in RESUMED.finditer(survivor):
+            before = [int(m.group(1)) for m in STEP.finditer(survivor, 0, resumed.start())]
+            if before:
+                redone.append(max(before) - int(resumed.group(1)))
+        assert redone and all(0 <= r <= CHECKPOINT_EVERY for r in redone), redone
+        print(f"elastic figures: shrink {shrink_seconds:.1f}s, grow {grow_seconds:.1f}s, steps redone {redone}")
+    finally:
+        for node in cordoned:
+            kubectl(kc, "uncordon", node, check=False)
+        core.delete_namespace(namespace)
