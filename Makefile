@@ -175,6 +175,7 @@ bench: venv peers bench-smoke
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/drain.py --trials 3
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/in_place.py --trials 3
 	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/spare.py --trials 3
+	PATH="$(BIN_PATH):$$PATH" $(PY) -P tools/bench/elastic.py --trials 3 --losses 10
 	$(PY) -P tools/bench/report.py
 
 clean:

@@ -183,6 +183,8 @@ def keep_store(p: Pass, current: dict[int, ObservedPod]) -> Failure | None:
         p.take(Decision(status={"elastic": (status.elastic or ElasticStatus()).model_copy(
             update={"store_uid": store.uid})}))
         known = store.uid
+    if current and all(pod.phase == PodPhase.SUCCEEDED for pod in current.values()):
+        return None  # training is over: the store has served its purpose
     why = ("is gone" if store is None or store.uid != known else "was deleted" if store.terminating
            else "is on a node that is down" if (store.node or "") in down
            else f"ended ({store.phase})" if store.phase in (PodPhase.FAILED, PodPhase.SUCCEEDED) else None)

@@ -356,13 +356,13 @@ def _finish(p: Pass, current: dict[int, ObservedPod], verdict: Verdict) -> Pass:
     stop = tuple(pod.name for pod in current.values() if pod.active)
     p.take(Decision(stop_creating=True, delete=stop if job.spec.clean_pod_policy != CleanPodPolicy.NONE else ()))
     p.take(drop_spares(p.observed.spares, status))
-    p.take(Decision(delete=tuple(pod.name for pod in p.observed.rendezvous_stores if pod.active)))
     status.current_nodes = 0
     p.take(Decision(status=node_table(status, current, job.spec.num_nodes)))
     held, final_sync = hold_for_final_sync(job, status, p.before, p.now, p.observed.pods)
     p.take(final_sync)
     if held:
         return p
+    p.take(Decision(delete=tuple(pod.name for pod in p.observed.rendezvous_stores if pod.active)))
     status.completion_time = rfc3339(p.now)
     status.next_attempt_time = None
     p.take(Decision(conditions=verdict_conditions(status, verdict, created=len(current),

@@ -43,26 +43,34 @@ def _logs(core: client.CoreV1Api, namespace: str, pods: list[str]) -> dict[str, 
     out = {}
     for name in pods:
         try:
-            out[name] = pod_log(core, namespace, name)
+            out[name] = pod_log(core, namespace, name) or ""
         except client.ApiException:
             out[name] = ""  # not started yet
     return out
 
 
-def _training_at(log: str, world: int) -> int | None:
-    """The last step this pod trained after its workers last joined a world of `world` ranks (None if its last
-    round is of another size or no step came since)."""
-    rounds = list(WORLD.finditer(log))
-    if not rounds or int(rounds[-1].group(2)) != world:
-        return None
-    steps = [int(m.group(1)) for m in STEP.finditer(log, rounds[-1].end())]
-    return steps[-1] if steps else None
+def _rounds(log: str) -> list[tuple[int, int, list[int]]]:
+    """Each round of training the pod's workers joined: (rank, world size, steps trained in it)."""
+    found = list(WORLD.finditer(log))
+    ends = [m.start() for m in found[1:]] + [len(log)] if found else []
+    return [(int(m.group(1)), int(m.group(2)), [int(s.group(1)) for s in STEP.finditer(log, m.end(), end)])
+            for m, end in zip(found, ends, strict=True)]
 
 
-def _all_training_at(core: client.CoreV1Api, namespace: str, pods: list[str], world: int, past: int = 0):
+def _trained_at(core: client.CoreV1Api, namespace: str, pods: list[str], world: int,
+                since: dict[str, int] | None = None) -> dict[str, str] | None:
+    """The pods' logs once each trained a step in a round of `world` ranks newer than its first since[name]
+    rounds; None before."""
     logs = _logs(core, namespace, pods)
-    steps = [_training_at(log, world) for log in logs.values()]
-    return logs if all(s is not None and s > past for s in steps) else None
+    for name, log in logs.items():
+        newer = _rounds(log)[(since or {}).get(name, 0):]
+        if not any(size == world and steps for _, size, steps in newer):
+            return None
+    return logs
+
+
+def _seen_rounds(core: client.CoreV1Api, namespace: str, pods: list[str]) -> dict[str, int]:
+    return {name: len(_rounds(log)) for name, log in _logs(core, namespace, pods).items()}
 
 
 def _rank_of(log: str) -> int:
@@ -78,28 +86,33 @@ def test_an_elastic_job_shrinks_grows_waits_below_min_and_succeeds(real_operator
     kc = str(cluster.kubeconfig)
     folder = realexample.write_manifests(cluster.registry, tmp_path)
     manifest = yaml.safe_load(realexample.manifest_text("elastic/trainingjob.yaml", cluster.registry))
-    realexample.set_env(manifest, TRAIN_STEPS="600", STEP_SECONDS="0.3", CHECKPOINT_EVERY=str(CHECKPOINT_EVERY))
+    realexample.set_env(manifest, TRAIN_STEPS="160", STEP_SECONDS="0.3", CHECKPOINT_EVERY=str(CHECKPOINT_EVERY))
     manifest["spec"]["elastic"]["resizeWindowSeconds"] = 5
     (folder / "trainingjob.yaml").write_text(yaml.safe_dump(manifest))
     cordoned: set[str] = set()
     try:
         kubectl(kc, "apply", "-n", namespace, "-f", str(folder))
-        first = wait_for(lambda: (pods := _node_pods(core, namespace)) and len(pods) == 3 and _all_training_at(
-            core, namespace, list(pods), 3, past=3) and pods, timeout=300, what="three ranks training at world 3")
+        started = time.monotonic()
+        first = wait_for(lambda: (pods := _node_pods(core, namespace)) and len(pods) == 3 and _trained_at(
+            core, namespace, list(pods), 3) and pods, timeout=300, what="three ranks training at world 3")
         store = next(p for p in core.list_namespaced_pod(namespace, label_selector=LABEL_RENDEZVOUS_STORE).items)
         assert store.spec.node_name not in {p.spec.node_name for p in first.values()}, "the store on no training node"
+        # The fourth machine (the store's) cordoned throughout: no room for a lost node's new pod but its own.
+        kubectl(kc, "cordon", store.spec.node_name)
+        cordoned.add(store.spec.node_name)
 
         # 1. Rank 0's node cordoned and its pod deleted: the two left train on at world 2, within 60 s.
         logs = _logs(core, namespace, list(first))
-        rank0 = next(name for name, log in logs.items() if _rank_of(log) == 0)
+        rank0 = next(name for name, log in logs.items() if _rounds(log)[-1][0] == 0)
         node = first[rank0].spec.node_name
         kubectl(kc, "cordon", node)
         cordoned.add(node)
+        stayed = [name for name in first if name != rank0]
+        since = _seen_rounds(core, namespace, stayed)
         lost_at = time.monotonic()
         core.delete_namespaced_pod(rank0, namespace)
-        stayed = [name for name in first if name != rank0]
-        wait_for(lambda: _all_training_at(core, namespace, stayed, 2), timeout=60,
-                 what="the two nodes left training at world 2")
+        wait_for(lambda: _trained_at(core, namespace, stayed, 2, since), timeout=60,
+                 what="the two nodes left training at world 2", interval=0.5)
         shrink_seconds = time.monotonic() - lost_at
         status = _status(custom, namespace)
         assert [row["index"] for row in status["elastic"]["shed"]] == [int(rank0.split("-")[-2])]
@@ -109,18 +122,21 @@ def test_an_elastic_job_shrinks_grows_waits_below_min_and_succeeds(real_operator
         assert store.metadata.uid == core.read_namespaced_pod(store.metadata.name, namespace).metadata.uid
 
         # 2. Capacity back: the shed index's new pod runs there and the job is at world 3 within 120 s.
+        since = _seen_rounds(core, namespace, stayed)
         kubectl(kc, "uncordon", node)
         cordoned.discard(node)
         back_at = time.monotonic()
-        wait_for(lambda: (len(pods := _node_pods(core, namespace)) == 3 and _all_training_at(
-            core, namespace, list(pods), 3)) or None, timeout=120, what="back at world 3")
+        wait_for(lambda: (len(pods := _node_pods(core, namespace)) == 3 and _trained_at(
+            core, namespace, list(pods), 3, since)) or None, timeout=120, what="back at world 3", interval=0.5)
         grow_seconds = time.monotonic() - back_at
         wait_for(lambda: (not (s := _status(custom, namespace))["elastic"]["shed"] and s.get("currentNodes") == 3)
                  or None, timeout=30, what="status: nothing shed, 3 nodes")
 
         # 3. Two nodes lost: below minNodes 2, the one left waits with the reason; capacity back, it grows again.
         pods = _node_pods(core, namespace)
-        victims = sorted(pods)[:2]
+        keeper = stayed[0]  # never deleted: its log holds every round
+        victims = [name for name in sorted(pods) if name != keeper]
+        since = _seen_rounds(core, namespace, [keeper])  # the victims' new pods have their names, and new logs
         for name in victims:
             kubectl(kc, "cordon", pods[name].spec.node_name)
             cordoned.add(pods[name].spec.node_name)
@@ -130,14 +146,16 @@ def test_an_elastic_job_shrinks_grows_waits_below_min_and_succeeds(real_operator
         for name in list(cordoned):
             kubectl(kc, "uncordon", name)
             cordoned.discard(name)
-        wait_for(lambda: (len(pods := _node_pods(core, namespace)) == 3 and _all_training_at(
-            core, namespace, list(pods), 3)) or None, timeout=180, what="back at world 3 after the wait")
+        wait_for(lambda: (len(pods := _node_pods(core, namespace)) == 3 and _trained_at(
+            core, namespace, list(pods), 3, since)) or None, timeout=180, what="back at world 3 after the wait")
+        step = max(_rounds(_logs(core, namespace, [keeper])[keeper])[-1][2])
+        print(f"elastic: phase 3 over at step {step}, {time.monotonic() - started:.0f}s in", flush=True)
 
         # 4. The job finishes: Succeeded, one attempt, nothing counted; every resume from the last checkpoint.
         final = jobs.wait_phase(custom, namespace, JOB, "Succeeded", timeout=420)["status"]
         assert (final["attempt"], final["restarts"], final.get("uncountedRestarts", 0)) == (0, 0, 0)
         assert final["elastic"]["resizes"] >= 5 and final["goodput"]["reducedSeconds"] > 0
-        survivor = _logs(core, namespace, [stayed[0]])[stayed[0]]
+        survivor = _logs(core, namespace, [keeper])[keeper]
         redone = []
         for resumed in RESUMED.finditer(survivor):
             before = [int(m.group(1)) for m in STEP.finditer(survivor, 0, resumed.start())]

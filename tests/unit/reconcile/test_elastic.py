@@ -14,7 +14,7 @@ from multinode.reconcile.elastic import sheds
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.node_loss import NodeDown
 from multinode.reconcile.observe import RENDEZVOUS_STORE_INDEX, ObservedPod
-from tests.unit.reconcile.planning import NOW, condition, pod, run
+from tests.unit.reconcile.planning import NOW, condition, pod, run, running_mirror
 
 DEAD = {"gpu-node-1": NodeDown("Unknown", "2026-11-20T11:50:00Z")}
 STARTED = "2026-11-20T11:00:00Z"
@@ -198,3 +198,16 @@ def test_what_is_shed_the_nodes_faults_with_a_node_index() -> None:
     assert not sheds(job, status, Failure(Reason.POD_FAILED, "", exit_code=1, index=1))
     assert not sheds(job, status, Failure(Reason.HUNG, "", node_loss=False))
     assert not sheds(_stored(3), status, node_faults[0])
+
+
+def test_the_store_stays_while_the_final_sync_holds_the_job_and_goes_with_it() -> None:
+    job = _stored(3, elastic={"minNodes": 2}, cache={"claimName": "c"}, checkpointing={"claimName": "k"})
+    running = _running(job)
+    done = [_pod(i, "Succeeded") for i in range(3)]
+    held = run(job, done, previous=running.status, rendezvous_stores=(_store(),), mirror=running_mirror())
+    assert held.status.phase == Phase.RUNNING, "waiting for the mirror's final sync"
+    assert "llama-rdzv-a0" not in held.pods_to_delete
+    # The store deleted by anyone meanwhile is no failure: training is over.
+    again = run(job, done, previous=held.status, rendezvous_stores=(_store(terminating=True),),
+                mirror=running_mirror(), now=NOW + timedelta(seconds=5))
+    assert again.status.restarts == 0 and not again.status.restart_history

@@ -1,0 +1,201 @@
+"""Benchmark: a node of a 3-node job lost (cordoned, its pod deleted), elastic (spec.elastic minNodes 2: the rest
+train on) against not (the gang restarts in new pods), side by side in one run; then one elastic job through
+10 losses in a row.
+
+    .venv/bin/python -P tools/bench/elastic.py [--trials 3] [--losses 10]
+
+The real example (examples/real/: torchrun, DDP over gloo on CPU, DCP checkpoints every 5 steps), 3 nodes, on
+the test session's real-node cluster (4 kubelet + containerd nodes), the operator installed from the registry's
+chart. The elastic side is examples/real/elastic/ (c10d rendezvous on a store pod of its own); the other is the
+same job without spec.elastic (a static rendezvous, restartStrategy Recreate). Each trial, for each side
+(alternating), starts the job, waits until every rank passed a mirrored checkpoint, cordons the node of the
+rank-0 pod and deletes the pod, and measures:
+  continues s     the delete → every rank training next logged a step (elastic: the two left, at world 2;
+                  the gang: the new attempt's three)
+  full size s     the uncordon → three ranks training at world 3 (elastic; the gang is at full size already)
+  redone          steps trained again after the loss: the last step logged before it, minus the step the
+                  training resumed from
+  restarts        gang restarts (counted or not) after it
+Then --losses times in a row, one elastic job: a pod of the job deleted (no cordon: it comes back after the
+resize window), training back at world 3 before the next; the job must end Succeeded, with no resume further
+back than a checkpoint interval. Writes .cache/bench/elastic.json; tools/bench/report.py puts the table into
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools" / "bench"))
+from example_trial import EVERY, ExampleJob, summarize, write_results
+from localcluster.harness import realexample
+from localcluster.harness.kube import allow_host_path, kubectl, new_namespace
+from localcluster.harness.waiting import wait_for
+from multinode.api import LABEL_JOB_NAME
+from multinode.api.constants import LABEL_RENDEZVOUS_STORE
+from tests.support.realnodes import RealClusterSlot, clients, pod_log
+
+OUT = REPO / ".cache" / "bench" / "elastic.json"
+SIDES = ("elastic", "gang")
+JOB = "real-elastic"
+STEP = re.compile(r"^step=(\d+) rank=\d+ loss=", re.M)
+WORLD = re.compile(r"^attempt=(\S*) rank=(\d+) world=(\d+)", re.M)
+RESUMED = re.compile(r"^resumed_from=\S+ step=(\d+)", re.M)
+
+
+def _pods(job: ExampleJob) -> dict:
+    return {p.metadata.name: p for p in job.core.list_namespaced_pod(
+        job.namespace, label_selector=f"{LABEL_JOB_NAME}={JOB}").items
+        if LABEL_RENDEZVOUS_STORE not in (p.metadata.labels or {}) and not p.metadata.deletion_timestamp}
+
+
+def _log(job: ExampleJob, name: str) -> str:
+    try:
+        return pod_log(job.core, job.namespace, name) or ""
+    except Exception:  # noqa: BLE001 - not started yet, or gone: nothing logged to read
+        return ""
+
+
+def _last_round(log: str) -> tuple[int, int, list[int]]:
+    """(attempt, world, steps since) of the pod's last round of training; (-1, 0, []) before any."""
+    rounds = list(WORLD.finditer(log))
+    if not rounds:
+        return -1, 0, []
+    last = rounds[-1]
+    attempt = int(last.group(1)) if last.group(1).isdigit() else 0
+    return attempt, int(last.group(3)), [int(m.group(1)) for m in STEP.finditer(log, last.end())]
+
+
+def _training(job: ExampleJob, world: int, *, attempt: int = 0, rounds: dict[str, int] | None = None,
+              names: list[str] | None = None) -> dict[str, str] | None:
+    """The logs of the pods (`names`, or the job's pods) once each trained in a round of `world` ranks of
+    `attempt`, a pod named in `rounds` in a round newer than the ones it had then; None before."""
+    pods = names or list(_pods(job))
+    logs = {name: _log(job, name) for name in pods}
+    for name, log in logs.items():
+        got, size, steps = _last_round(log)
+        if got != attempt or size != world or not steps or len(WORLD.findall(log)) <= (rounds or {}).get(name, 0):
+            return None
+    return logs if len(logs) == (len(names) if names else world) else None
+
+
+def _start(cluster, folder: Path, elastic: bool) -> ExampleJob:
+    core, custom = clients(cluster)
+    kc = str(cluster.kubeconfig)
+    job = ExampleJob(core, custom, kc, new_namespace(core, prefix="benchelastic"))
+    allow_host_path(core, job.namespace)
+    manifest = yaml.safe_load(realexample.manifest_text("elastic/trainingjob.yaml", cluster.registry))
+    realexample.set_env(manifest, TRAIN_STEPS="100000", CHECKPOINT_EVERY=str(EVERY))
+    if not elastic:
+        del manifest["spec"]["elastic"]
+    (folder / "trainingjob.yaml").write_text(yaml.safe_dump(manifest))
+    kubectl(kc, "apply", "-n", job.namespace, "-f", str(folder))
+    wait_for(lambda: ((logs := _training(job, 3)) and all(max(_last_round(log)[2]) > 2 * EVERY + 3
+                                                         for log in logs.values())) or None,
+             timeout=600, what="three ranks training")
+    return job
+
+
+def _redone(before: dict[str, str], after: dict[str, str]) -> int:
+    """The last step logged before the loss minus the step the next round resumed from."""
+    last = max(max([int(s) for s in STEP.findall(log)], default=0) for log in before.values())
+    resumed = [int(m[-1]) for log in after.values() if (m := RESUMED.findall(log))]
+    return last - max(resumed) if resumed else last
+
+
+def trial(cluster, side: str, folder: Path) -> dict:
+    elastic = side == "elastic"
+    job = _start(cluster, folder, elastic)
+    cordoned = None
+    try:
+        pods = _pods(job)
+        logs = {name: _log(job, name) for name in pods}
+        rank0 = next(name for name, log in logs.items() if _last_round(log) and WORLD.findall(log)[-1][1] == "0")
+        cordoned = pods[rank0].spec.node_name
+        kubectl(job.kubeconfig, "cordon", cordoned)
+        lost_at = time.monotonic()
+        job.core.delete_namespaced_pod(rank0, job.namespace)
+        if elastic:
+            stayed = [name for name in pods if name != rank0]
+            after = wait_for(lambda: _training(job, 2, names=stayed), timeout=300, what="two left at world 2",
+                             interval=0.2)
+        else:
+            after = wait_for(lambda: _training(job, 3, attempt=1), timeout=300, what="attempt 1 training",
+                             interval=0.2)
+        continues = time.monotonic() - lost_at
+        redone = _redone(logs, after)
+        kubectl(job.kubeconfig, "uncordon", cordoned)
+        back_at, cordoned = time.monotonic(), None
+        full = 0.0
+        if elastic:
+            wait_for(lambda: _training(job, 3), timeout=300, what="back at world 3", interval=0.2)
+            full = time.monotonic() - back_at
+        status = job.status()
+        return {"continues_s": round(continues, 2), "full_size_s": round(full, 2), "redone": redone,
+                "restarts": status.get("restarts", 0) + status.get("uncountedRestarts", 0)}
+    finally:
+        if cordoned is not None:
+            kubectl(job.kubeconfig, "uncordon", cordoned, check=False)
+        job.delete()
+
+
+def losses_in_a_row(cluster, folder: Path, losses: int) -> dict:
+    """One elastic job, `losses` pods deleted one after the other (each back at world 3 before the next), then
+    left to finish its steps: Succeeded, one attempt, every resume within a checkpoint interval."""
+    job = _start(cluster, folder, True)
+    try:
+        redone, seconds = [], []
+        for n in range(losses):
+            pods = _pods(job)
+            logs = {name: _log(job, name) for name in pods}
+            rounds = {name: len(WORLD.findall(log)) for name, log in logs.items()}
+            victim = sorted(pods)[n % len(pods)]
+            lost_at = time.monotonic()
+            job.core.delete_namespaced_pod(victim, job.namespace)
+            after = wait_for(lambda r=rounds: _training(job, 3, rounds=r) if len(_pods(job)) == 3 else None,
+                             timeout=300, what=f"loss {n + 1}: back at world 3", interval=0.5)
+            seconds.append(round(time.monotonic() - lost_at, 2))
+            redone.append(_redone(logs, after))
+        status = job.status()
+        assert (status["attempt"], status.get("restarts", 0)) == (0, 0), status
+        return {"losses": losses, "redone": redone, "back_at_world_3_s": seconds, "attempt": status["attempt"],
+                "resizes": status["elastic"]["resizes"], "every_resume_within_a_checkpoint":
+                all(r <= EVERY for r in redone)}
+    finally:
+        job.delete()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--losses", type=int, default=10)
+    args = parser.parse_args()
+    slot = RealClusterSlot()
+    results: dict[str, list[dict]] = {side: [] for side in SIDES}
+    try:
+        cluster, _ = slot.operator()
+        for n in range(args.trials):
+            for side in SIDES:
+                folder = realexample.write_manifests(cluster.registry, OUT.parent / f"elastic-{side}-{n}")
+                result = trial(cluster, side, folder)
+                print(f"trial {n} {side}: {result}", flush=True)
+                results[side].append(result)
+        endurance = losses_in_a_row(cluster, realexample.write_manifests(cluster.registry, OUT.parent / "elastic-row"),
+                                    args.losses) if args.losses else {}
+        print(f"losses in a row: {endurance}", flush=True)
+    finally:
+        slot.release()
+    summary = summarize(results, median=("continues_s", "full_size_s", "redone", "restarts"),
+                        most=("continues_s", "redone"))
+    return write_results(OUT, args.trials, summary, results, in_a_row=endurance)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
