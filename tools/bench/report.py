@@ -369,8 +369,8 @@ def spare_table(data: dict) -> str:
 
 
 def elastic_table(data: dict) -> str:
-    header = ["side", "trials", "node lost → training continues s, median", "max", "capacity back → full size s, "
-              "median", "steps redone, median", "max", "gang restarts, median"]
+    header = ["side", "trials", "node lost → training continues s, median", "max",
+              "capacity back → full size s, median", "steps redone, median", "max", "gang restarts, median"]
     names = {"elastic": "elastic (minNodes 2)", "gang": "not elastic (gang restart)"}
     rows = [[names.get(side, side), len(data["results"][side]), f"{s['continues_s_median']:.1f}",
              f"{s['continues_s_max']:.1f}", f"{s['full_size_s_median']:.1f}" if side == "elastic" else "—",
