@@ -22,11 +22,6 @@ from localcluster.harness.waiting import wait_for
 JOB = "elastic"
 
 
-@pytest.fixture(scope="module")
-def custom(api: client.ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api)
-
-
 @pytest.fixture
 def elastic_pool(local_cluster: LocalCluster, core: client.CoreV1Api) -> Iterator[str]:
     # Three for the gang, one for the store.

@@ -69,6 +69,17 @@ def _trained_at(core: client.CoreV1Api, namespace: str, pods: list[str], world: 
     return logs
 
 
+def _resharded(log: str) -> list[tuple[int, int, int]]:
+    """(step, world saved at, world loaded at) of each resume from a checkpoint saved at another world size."""
+    found = []
+    for resumed in RESUMED.finditer(log):
+        step, loaded = int(resumed.group(1)), int(resumed.group(2))
+        saved = [size for _, size, steps in _rounds(log[:resumed.start()]) if step in steps]
+        if saved and saved[-1] != loaded:
+            found.append((step, saved[-1], loaded))
+    return found
+
+
 def _seen_rounds(core: client.CoreV1Api, namespace: str, pods: list[str]) -> dict[str, int]:
     return {name: len(_rounds(log)) for name, log in _logs(core, namespace, pods).items()}
 
@@ -86,7 +97,7 @@ def test_an_elastic_job_shrinks_grows_waits_below_min_and_succeeds(real_operator
     kc = str(cluster.kubeconfig)
     folder = realexample.write_manifests(cluster.registry, tmp_path)
     manifest = yaml.safe_load(realexample.manifest_text("elastic/trainingjob.yaml", cluster.registry))
-    realexample.set_env(manifest, TRAIN_STEPS="160", STEP_SECONDS="0.3", CHECKPOINT_EVERY=str(CHECKPOINT_EVERY))
+    realexample.set_env(manifest, TRAIN_STEPS="130", STEP_SECONDS="0.3", CHECKPOINT_EVERY=str(CHECKPOINT_EVERY))
     manifest["spec"]["elastic"]["resizeWindowSeconds"] = 5
     (folder / "trainingjob.yaml").write_text(yaml.safe_dump(manifest))
     cordoned: set[str] = set()
@@ -156,13 +167,16 @@ def test_an_elastic_job_shrinks_grows_waits_below_min_and_succeeds(real_operator
         assert (final["attempt"], final["restarts"], final.get("uncountedRestarts", 0)) == (0, 0, 0)
         assert final["elastic"]["resizes"] >= 5 and final["goodput"]["reducedSeconds"] > 0
         survivor = _logs(core, namespace, [keeper])[keeper]
-        redone = []
-        for resumed in RESUMED.finditer(survivor):
-            before = [int(m.group(1)) for m in STEP.finditer(survivor, 0, resumed.start())]
-            if before:
-                redone.append(max(before) - int(resumed.group(1)))
-        assert redone and all(0 <= r <= CHECKPOINT_EVERY for r in redone), redone
-        print(f"elastic figures: shrink {shrink_seconds:.1f}s, grow {grow_seconds:.1f}s, steps redone {redone}")
+        # Each regroup's first step against the last step trained before it: redone steps (a resume from the
+        # newest checkpoint, or from the start before the first one), never more than a checkpoint interval.
+        rounds = [steps for _, _, steps in _rounds(survivor) if steps]
+        redone = [max(max(r) for r in rounds[:i]) - (rounds[i][0] - 1) for i in range(1, len(rounds))]
+        assert len(redone) >= 3, "shrink, grow, below min then grow: three regroups at least"
+        # DCP resharded: a checkpoint saved at one world size loaded at another.
+        assert _resharded(survivor), survivor[-3000:]
+        assert all(0 <= r <= CHECKPOINT_EVERY for r in redone), redone
+        print(f"elastic figures: shrink {shrink_seconds:.1f}s, grow {grow_seconds:.1f}s, steps redone {redone}, "
+              f"resharded {_resharded(survivor)}")
     finally:
         for node in cordoned:
             kubectl(kc, "uncordon", node, check=False)
