@@ -103,7 +103,9 @@ def grow(job: TrainingJob, status: TrainingJobStatus, joining: dict[int, Observe
     back = {i: p for i, p in joining.items() if p.phase == PodPhase.RUNNING and p.started_at and not p.terminating}
     failed = [p.name for p in joining.values() if p.phase == PodPhase.FAILED and not p.terminating]
     if not back:
-        return Decision(delete=tuple(failed))  # made again after the window, like any shed node's
+        # Made again one window later (the window counts from now: a pod that keeps failing is not made in a loop).
+        later = {"elastic": status.elastic.model_copy(update={"last_resize_time": rfc3339(now)})} if failed else {}
+        return Decision(delete=tuple(failed), status=later)
     rows = [row for row in status.elastic.shed if row.index not in back]
     after = status.elastic.model_copy(update={"shed": rows, "resizes": status.elastic.resizes + 1,
                                               "last_resize_time": rfc3339(now)})

@@ -35,10 +35,10 @@ from multinode.reconcile.elastic import (
     due_indices,
     elastic_verdict,
     grow,
+    keep_store,
     shed_indices,
     sheds,
     shrink,
-    keep_store,
     split,
     without_shed,
 )
@@ -191,8 +191,9 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     store_failure = keep_store(p, current)
     for seen in observed.integrations:
         take(seen.integration.live_objects(job, status, seen))
-    take(grow(job, status, *split(current, status)[::-1], now))
-    training = split(current, status)[0]
+    training, joining = split(current, status)
+    take(grow(job, status, joining, training, now))
+    training = split(current, status)[0]  # with the shed nodes that are back
     running = {i for i, pod in training.items() if pod.phase == PodPhase.RUNNING}
     take(report_progress(job, status, observed.progress, running))
     failure = take(attempt_failure(job, status, before, training, observed, now)).failure or store_failure

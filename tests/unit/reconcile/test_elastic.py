@@ -211,3 +211,19 @@ def test_the_store_stays_while_the_final_sync_holds_the_job_and_goes_with_it() -
     again = run(job, done, previous=held.status, rendezvous_stores=(_store(terminating=True),),
                 mirror=running_mirror(), now=NOW + timedelta(seconds=5))
     assert again.status.restarts == 0 and not again.status.restart_history
+
+
+def test_a_new_pod_that_fails_is_made_again_one_window_later() -> None:
+    job = _job(resizeWindowSeconds=30)
+    shed = _shed_one(job)
+    later = NOW + timedelta(seconds=40)
+    failed = run(job, [_pod(0), _pod(1, "Failed", uid="uid-1b", exit_code=1), _pod(2)], previous=shed.status,
+                 now=later, rendezvous_stores=(_store(),))
+    assert "llama-1-a0" in failed.pods_to_delete and failed.status.restarts == 0
+    assert failed.status.elastic is not None and len(failed.status.elastic.shed) == 1
+    soon = run(job, [_pod(0), _pod(2)], previous=failed.status, now=later + timedelta(seconds=10),
+               rendezvous_stores=(_store(),))
+    assert len(soon.pods_to_create) == 0
+    after = run(job, [_pod(0), _pod(2)], previous=soon.status, now=later + timedelta(seconds=31),
+                rendezvous_stores=(_store(),))
+    assert [p["metadata"]["name"] for p in after.pods_to_create] == ["llama-1-a0"]
