@@ -63,25 +63,23 @@ def _log(job: ExampleJob, name: str) -> str:
         return ""
 
 
-def _last_round(log: str) -> tuple[int, int, list[int]]:
-    """(attempt, world, steps since) of the pod's last round of training; (-1, 0, []) before any."""
-    rounds = list(WORLD.finditer(log))
-    if not rounds:
-        return -1, 0, []
-    last = rounds[-1]
-    attempt = int(last.group(1)) if last.group(1).isdigit() else 0
-    return attempt, int(last.group(3)), [int(m.group(1)) for m in STEP.finditer(log, last.end())]
+def _rounds(log: str) -> list[tuple[int, int, list[int]]]:
+    """Each round of training the pod's workers joined: (attempt, world size, steps trained in it)."""
+    found = list(WORLD.finditer(log))
+    ends = [m.start() for m in found[1:]] + [len(log)] if found else []
+    return [(int(m.group(1)) if m.group(1).isdigit() else 0, int(m.group(3)),
+             [int(s.group(1)) for s in STEP.finditer(log, m.end(), end)]) for m, end in zip(found, ends, strict=True)]
 
 
 def _training(job: ExampleJob, world: int, *, attempt: int = 0, rounds: dict[str, int] | None = None,
               names: list[str] | None = None) -> dict[str, str] | None:
-    """The logs of the pods (`names`, or the job's pods) once each trained in a round of `world` ranks of
-    `attempt`, a pod named in `rounds` in a round newer than the ones it had then; None before."""
+    """The logs of the pods (`names`, or the job's pods) once each trained a step in a round of `world` ranks
+    of `attempt`, newer than the first rounds[name] rounds of the pod; None before."""
     pods = names or list(_pods(job))
     logs = {name: _log(job, name) for name in pods}
     for name, log in logs.items():
-        got, size, steps = _last_round(log)
-        if got != attempt or size != world or not steps or len(WORLD.findall(log)) <= (rounds or {}).get(name, 0):
+        newer = _rounds(log)[(rounds or {}).get(name, 0):]
+        if not any(got == attempt and size == world and steps for got, size, steps in newer):
             return None
     return logs if len(logs) == (len(names) if names else world) else None
 
@@ -97,7 +95,7 @@ def _start(cluster, folder: Path, elastic: bool) -> ExampleJob:
         del manifest["spec"]["elastic"]
     (folder / "trainingjob.yaml").write_text(yaml.safe_dump(manifest))
     kubectl(kc, "apply", "-n", job.namespace, "-f", str(folder))
-    wait_for(lambda: ((logs := _training(job, 3)) and all(max(_last_round(log)[2]) > 2 * EVERY + 3
+    wait_for(lambda: ((logs := _training(job, 3)) and all(max(_rounds(log)[-1][2]) > 2 * EVERY + 3
                                                          for log in logs.values())) or None,
              timeout=600, what="three ranks training")
     return job
@@ -113,37 +111,49 @@ def _redone(before: dict[str, str], after: dict[str, str]) -> int:
 def trial(cluster, side: str, folder: Path) -> dict:
     elastic = side == "elastic"
     job = _start(cluster, folder, elastic)
-    cordoned = None
+    cordoned: list[str] = []
     try:
         pods = _pods(job)
         logs = {name: _log(job, name) for name in pods}
-        rank0 = next(name for name, log in logs.items() if _last_round(log) and WORLD.findall(log)[-1][1] == "0")
-        cordoned = pods[rank0].spec.node_name
-        kubectl(job.kubeconfig, "cordon", cordoned)
+        rank0 = next(name for name, log in logs.items() if WORLD.findall(log)[-1][1] == "0")
+        # The elastic job's fourth machine (its store's) cordoned too: no room for the lost node's new pod until
+        # it is uncordoned. The gang restarts on the three machines left, the fourth among them.
+        store = [p.spec.node_name for p in job.core.list_namespaced_pod(
+            job.namespace, label_selector=LABEL_RENDEZVOUS_STORE).items] if elastic else []
+        for node in [pods[rank0].spec.node_name, *store]:
+            kubectl(job.kubeconfig, "cordon", node)
+            cordoned.append(node)
+        stayed = [name for name in pods if name != rank0]
+        seen = {name: len(_rounds(logs[name])) for name in stayed}
         lost_at = time.monotonic()
         job.core.delete_namespaced_pod(rank0, job.namespace)
         if elastic:
-            stayed = [name for name in pods if name != rank0]
-            after = wait_for(lambda: _training(job, 2, names=stayed), timeout=300, what="two left at world 2",
-                             interval=0.2)
+            after = wait_for(lambda: _training(job, 2, rounds=seen, names=stayed), timeout=300,
+                             what="two left at world 2", interval=0.2)
         else:
             after = wait_for(lambda: _training(job, 3, attempt=1), timeout=300, what="attempt 1 training",
                              interval=0.2)
         continues = time.monotonic() - lost_at
         redone = _redone(logs, after)
-        kubectl(job.kubeconfig, "uncordon", cordoned)
-        back_at, cordoned = time.monotonic(), None
+        seen = {name: len(_rounds(log)) for name, log in _logs_of(job, stayed).items()}
+        kubectl(job.kubeconfig, "uncordon", cordoned.pop(0))
+        back_at = time.monotonic()
         full = 0.0
         if elastic:
-            wait_for(lambda: _training(job, 3), timeout=300, what="back at world 3", interval=0.2)
+            wait_for(lambda: len(_pods(job)) == 3 and _training(job, 3, rounds=seen), timeout=300,
+                     what="back at world 3", interval=0.2)
             full = time.monotonic() - back_at
         status = job.status()
         return {"continues_s": round(continues, 2), "full_size_s": round(full, 2), "redone": redone,
                 "restarts": status.get("restarts", 0) + status.get("uncountedRestarts", 0)}
     finally:
-        if cordoned is not None:
-            kubectl(job.kubeconfig, "uncordon", cordoned, check=False)
+        for node in cordoned:
+            kubectl(job.kubeconfig, "uncordon", node, check=False)
         job.delete()
+
+
+def _logs_of(job: ExampleJob, names: list[str]) -> dict[str, str]:
+    return {name: _log(job, name) for name in names}
 
 
 def losses_in_a_row(cluster, folder: Path, losses: int) -> dict:
@@ -155,8 +165,8 @@ def losses_in_a_row(cluster, folder: Path, losses: int) -> dict:
         for n in range(losses):
             pods = _pods(job)
             logs = {name: _log(job, name) for name in pods}
-            rounds = {name: len(WORLD.findall(log)) for name, log in logs.items()}
             victim = sorted(pods)[n % len(pods)]
+            rounds = {name: len(_rounds(log)) for name, log in logs.items() if name != victim}
             lost_at = time.monotonic()
             job.core.delete_namespaced_pod(victim, job.namespace)
             after = wait_for(lambda r=rounds: _training(job, 3, rounds=r) if len(_pods(job)) == 3 else None,
