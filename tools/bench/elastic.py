@@ -38,7 +38,7 @@ from example_trial import EVERY, ExampleJob, summarize, write_results
 from localcluster.harness import realexample
 from localcluster.harness.kube import allow_host_path, kubectl, new_namespace
 from localcluster.harness.waiting import wait_for
-from multinode.api import LABEL_JOB_NAME
+from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from multinode.api.constants import LABEL_RENDEZVOUS_STORE
 from tests.support.realnodes import RealClusterSlot, clients, pod_log
 
@@ -48,6 +48,10 @@ JOB = "real-elastic"
 STEP = re.compile(r"^step=(\d+) rank=\d+ loss=", re.M)
 WORLD = re.compile(r"^attempt=(\S*) rank=(\d+) world=(\d+)", re.M)
 RESUMED = re.compile(r"^resumed_from=\S+ step=(\d+)", re.M)
+
+
+def _status(job: ExampleJob) -> dict:
+    return job.custom.get_namespaced_custom_object(GROUP, VERSION, job.namespace, PLURAL, JOB).get("status") or {}
 
 
 def _pods(job: ExampleJob) -> dict:
@@ -143,7 +147,7 @@ def trial(cluster, side: str, folder: Path) -> dict:
             wait_for(lambda: len(_pods(job)) == 3 and _training(job, 3, rounds=seen), timeout=300,
                      what="back at world 3", interval=0.2)
             full = time.monotonic() - back_at
-        status = job.status()
+        status = _status(job)
         return {"continues_s": round(continues, 2), "full_size_s": round(full, 2), "redone": redone,
                 "restarts": status.get("restarts", 0) + status.get("uncountedRestarts", 0)}
     finally:
@@ -173,7 +177,7 @@ def losses_in_a_row(cluster, folder: Path, losses: int) -> dict:
                              timeout=300, what=f"loss {n + 1}: back at world 3", interval=0.5)
             seconds.append(round(time.monotonic() - lost_at, 2))
             redone.append(_redone(logs, after))
-        status = job.status()
+        status = _status(job)
         assert (status["attempt"], status.get("restarts", 0)) == (0, 0), status
         return {"losses": losses, "redone": redone, "back_at_world_3_s": seconds, "attempt": status["attempt"],
                 "resizes": status["elastic"]["resizes"], "every_resume_within_a_checkpoint":
