@@ -58,15 +58,12 @@ def split(current: dict[int, ObservedPod], status: TrainingJobStatus) -> tuple[d
     return ({i: p for i, p in current.items() if i not in shed}, {i: p for i, p in current.items() if i in shed})
 
 
-# The failures that are the node's, not the job's: the rest of an elastic gang goes on without it.
-_SHED_FOR = frozenset({Reason.NODE_LOST, Reason.PREEMPTED, Reason.NODE_UNHEALTHY, Reason.STRAGGLER})
-
-
 def sheds(job: TrainingJob, status: TrainingJobStatus, failure: Failure) -> bool:
-    """Whether an elastic job goes on without the failure's node instead of restarting."""
+    """Whether an elastic job goes on without the failure's node instead of restarting: a failure that is the
+    node's, not the job's (lost, preempted, drained; unhealthy; a straggler), and names its node."""
     if job.spec.elastic is None or failure.index is None or status.pods_attempt is not None:
         return False
-    if not (failure.node_loss or failure.unhealthy_node or failure.straggler or failure.reason in _SHED_FOR):
+    if not (failure.node_loss or failure.unhealthy_node or failure.straggler):
         return False
     shed = status.elastic.shed if status.elastic else []
     return failure.index not in {row.index for row in shed} and len(shed) < MAX_SHED_ROWS
