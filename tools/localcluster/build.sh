@@ -5,7 +5,8 @@
 #                                                  for real nodes debs containerd runc cni coredns pause
 #                                                  deviceplugin gangcrds (default: all of these); jobset, kubeflow
 #                                                  (the benchmark peers, built by `make peers`); actionlint
-#                                                  (built by `make lint`); syft (by `make release`)
+#                                                  (built by `make lint`); syft (by `make release`); kstatus
+#                                                  (by the GitOps tests)
 #
 # Each component is built once per version into $CACHE/bin/<component>-<version>/ and skipped when the
 # binaries are already there. Kubernetes and etcd need a wrapper module: their go.mod files point staging
@@ -232,6 +233,11 @@ build_pause() {
 # advertise them. Keyed by the kubelet API version and the source's hash.
 build_deviceplugin() {
   local_main deviceplugin "$KUBE_VERSION" "$here/deviceplugin" fake-device-plugin "k8s.io/kubelet@v0.${KUBE_VERSION#v1.}"
+}
+
+# kstatus (tools/localcluster/kstatus): cli-utils' health rules, which Flux uses, run on objects the tests read.
+build_kstatus() {
+  local_main kstatus "$CLI_UTILS_VERSION" "$here/kstatus" kstatus "sigs.k8s.io/cli-utils@$CLI_UTILS_VERSION"
 }
 
 # The gang schedulers' CRDs (spec.scheduling.volcano / coscheduling tests): no scheduler is built, only the

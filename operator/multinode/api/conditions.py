@@ -32,6 +32,11 @@ class ConditionType(StrEnum):
     # With failurePolicy.restartStrategy InPlace: whether the cluster kept the pods' container restart rules
     # (False: it dropped them, and every failure recreates the gang).
     IN_PLACE_RESTARTS = "InPlaceRestarts"
+    # What kstatus reads (Flux's health checks): derived from the phase and the conditions above, last
+    # (reconcile/kstatus.py). Ready: nothing left to wait for; Reconciling: on its way; Stalled: failed.
+    READY = "Ready"
+    RECONCILING = "Reconciling"
+    STALLED = "Stalled"
 
 
 class Reason(StrEnum):

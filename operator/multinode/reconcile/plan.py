@@ -59,6 +59,7 @@ from multinode.reconcile.in_place import (
     rules_kept,
 )
 from multinode.reconcile.integration import Gate
+from multinode.reconcile.kstatus import mark_kstatus
 from multinode.reconcile.lease_loss import hold_for_leases, judge_stale_leases
 from multinode.reconcile.node_loss import force_delete_stranded
 from multinode.reconcile.observe import ObservedPod, PodPhase
@@ -97,6 +98,7 @@ def plan(job: TrainingJob, observed: Observed, *, previous: TrainingJobStatus | 
     # Last, once the pass has decided the job's state: the seconds since the last pass are counted by
     # the state the job was in, and a restart this pass made takes back the work it loses.
     p.take(account(before, p.status, now))
+    mark_kstatus(p.result.status, now=now, generation=job.metadata.generation)
     return p.result
 
 

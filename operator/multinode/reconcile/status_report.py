@@ -14,6 +14,7 @@ from multinode.api.conditions import ConditionType, Reason
 from multinode.api.health_check import HealthStatus, NodeHealth
 from multinode.api.timestamps import rfc3339
 from multinode.reconcile.conditions import set_condition
+from multinode.reconcile.kstatus import mark_kstatus
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.outcome import Event, Plan, Verdict
@@ -138,3 +139,4 @@ def mark_failed(status: TrainingJobStatus, reason: str, message: str, *, now: da
                   now=rfc3339(now), generation=generation)
     set_condition(status.conditions, ConditionType.FAILED, "True", reason, message, now=rfc3339(now),
                   generation=generation)
+    mark_kstatus(status, now=now, generation=generation)

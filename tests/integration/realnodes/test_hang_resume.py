@@ -28,14 +28,24 @@ NAME = "hang-resume"
 EVERY, HANG_AFTER, STEPS, STEP_SECONDS = 5, 14, 22, 2
 TIMEOUT = 20  # hangDetection.timeoutSeconds: longer than a step and than a checkpoint's mirroring
 # The example's trainer, run without torchrun (RANK and WORLD_SIZE from the operator's env) and with its
-# heartbeat wrapped: rank 1 of attempt 0 sleeps after printing the HANG_AFTER heartbeat.
+# heartbeat wrapped: rank 1 of attempt 0 sleeps after printing the HANG_AFTER heartbeat. Until its first
+# heartbeat the wrapper prints a line every 5 s: the trainer says nothing while torch loads and the ranks
+# meet, which on a loaded 2-core machine took longer than TIMEOUT once (a Hung before any step, by design:
+# a gang that never prints is hung). The hang this test is about comes after step HANG_AFTER.
 WRAPPER = textwrap.dedent(f"""
-    import os, sys, time
+    import os, sys, threading, time
     os.environ["RANK"], os.environ["WORLD_SIZE"] = os.environ["NODE_RANK"], os.environ["NNODES"]
+    beating = threading.Event()
+    def starting():
+        while not beating.is_set():
+            print("starting", flush=True)
+            beating.wait(5)
+    threading.Thread(target=starting, daemon=True).start()
     sys.path.insert(0, "/app")
     import train
     beat = train.heartbeat
     def heartbeat(step, **kw):
+        beating.set()
         printed = beat(step, **kw)
         if step == {HANG_AFTER} and os.environ["MULTINODE_ATTEMPT"] == "0" and os.environ["NODE_RANK"] == "1":
             train.log("rank 1 stops after step {HANG_AFTER}")

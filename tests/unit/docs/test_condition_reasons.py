@@ -24,6 +24,11 @@ OTHER_MEANINGS = {
     ("Suspended", "api/status.py"),
     ("Restarting", "metrics/operator.py"),
     ("Suspended", "metrics/operator.py"),
+    # Ready: the printer column of status.ready, and the pods' and nodes' own Ready condition.
+    ("Ready", "api/crd.py"),
+    ("Ready", "cli/describe.py"),
+    ("Ready", "reconcile/observe.py"),
+    ("Ready", "reconcile/placement.py"),
     # The same meaning, in the one module a trainer may copy, which imports nothing of multinode: a test of
     # its own (tests/unit/progress) holds it to the Reason.
     ("NodeCordoned", "progress.py"),

@@ -132,6 +132,16 @@ def syft() -> Path:
     return _tool("syft", "SYFT_VERSION")
 
 
+def kstatus() -> Path:
+    """tools/localcluster/kstatus built against cli-utils: Flux's health rules for the GitOps tests (a minute
+    cold, seconds to relink)."""
+    binary = (cache_dir() / "bin" / f"kstatus-{read_versions()['CLI_UTILS_VERSION']}-{sources_hash('kstatus')}"
+              / "kstatus")
+    if not binary.exists():
+        ensure("kstatus")
+    return binary
+
+
 def gang_crds_dir() -> Path:
     """The gang schedulers' CRDs (Volcano's PodGroup and Queue, scheduler-plugins' PodGroup): build.sh gangcrds."""
     v = read_versions()
