@@ -1,14 +1,18 @@
-"""The Argo CD health check (docs/gitops/argocd-health.lua), executed by a real Lua runtime (lupa)."""
+"""The Argo CD health check (docs/gitops/argocd/resource_customizations/multinode.dev/TrainingJob, in the shape of
+Argo CD's own resource_customizations), executed by a real Lua runtime (lupa): every case of its
+health_test.yaml on the operator's own objects, as Argo CD's test runs them, and a few states beside."""
 
 from __future__ import annotations
 
-
 import pytest
+import yaml
 from lupa import LuaRuntime
 
 from tests.support.paths import DOCS
 
-SCRIPT = (DOCS / "gitops" / "argocd-health.lua").read_text()
+CUSTOMIZATION = DOCS / "gitops" / "argocd" / "resource_customizations" / "multinode.dev" / "TrainingJob"
+SCRIPT = (CUSTOMIZATION / "health.lua").read_text()
+CASES = yaml.safe_load((CUSTOMIZATION / "health_test.yaml").read_text())["tests"]
 
 
 def health(obj: dict) -> tuple[str, str]:
@@ -17,6 +21,18 @@ def health(obj: dict) -> tuple[str, str]:
     # Argo CD runs the script as a chunk with `obj` set; so do we.
     result = lua.execute(SCRIPT)
     return result["status"], result["message"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["inputPath"] for c in CASES])
+def test_each_fixture_gets_the_health_its_test_names(case: dict) -> None:
+    obj = yaml.safe_load((CUSTOMIZATION / case["inputPath"]).read_text())
+    assert health(obj) == (case["healthStatus"]["status"], case["healthStatus"]["message"])
+
+
+def test_every_phase_has_a_fixture() -> None:
+    phases = {(yaml.safe_load((CUSTOMIZATION / c["inputPath"]).read_text()).get("status") or {}).get("phase")
+              for c in CASES}
+    assert phases == {None, "Pending", "Starting", "Running", "Restarting", "Suspended", "Succeeded", "Failed"}
 
 
 def job(phase: str | None = None, conditions: list | None = None, generation: int = 1, observed: int = 1,

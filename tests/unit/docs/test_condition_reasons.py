@@ -11,7 +11,8 @@ from tests.support.paths import DOCS, REPO
 PACKAGE = REPO / "operator" / "multinode"
 TROUBLESHOOTING = (DOCS / "troubleshooting.md").read_text()
 API = (DOCS / "api.md").read_text()
-LUA = (DOCS / "gitops" / "argocd-health.lua").read_text()
+LUA = (DOCS / "gitops" / "argocd" / "resource_customizations" / "multinode.dev" / "TrainingJob"
+       / "health.lua").read_text()
 
 REASONS = {r.value for r in Reason}
 TYPES = {t.value for t in ConditionType}

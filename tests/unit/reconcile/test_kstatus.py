@@ -1,5 +1,5 @@
 """Ready, Reconciling and Stalled (what kstatus reads) follow the phase and quote the condition that decided;
-tests/integration/controller/test_kstatus.py runs kstatus itself on the operator's jobs."""
+tests/integration/controller/test_health_checks.py runs kstatus itself on the operator's jobs."""
 
 from __future__ import annotations
 

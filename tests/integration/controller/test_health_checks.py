@@ -1,6 +1,7 @@
-"""kstatus, the health rules of Flux (sigs.k8s.io/cli-utils, run as tools/localcluster/kstatus), on jobs the
-operator reconciled on the real apiserver: Pending, Running and a spec change not yet observed read as
-InProgress, Succeeded and Suspended as Current, Failed as Failed."""
+"""The health GitOps tools read, on jobs the operator reconciled on the real apiserver. kstatus, the rules of
+Flux (sigs.k8s.io/cli-utils, run as tools/localcluster/kstatus): Pending, Running and a spec change not yet
+observed read as InProgress, Succeeded and Suspended as Current, Failed as Failed. Argo CD's health check
+(docs/gitops/argocd/..., run in a Lua runtime as Argo CD runs it): Progressing, Healthy, Suspended, Degraded."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
+from lupa import LuaRuntime
 
 from localcluster import binaries
 from localcluster.harness.kube import kubectl, new_namespace
@@ -18,6 +20,9 @@ from multinode.api import GROUP, PLURAL, VERSION
 from multinode.testing import training_job
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
+from tests.support.paths import DOCS
+
+ARGOCD_HEALTH = DOCS / "gitops" / "argocd" / "resource_customizations" / "multinode.dev" / "TrainingJob" / "health.lua"
 
 
 def kstatus(kubeconfig: str, namespace: str, *names: str) -> dict[str, dict]:
@@ -27,7 +32,14 @@ def kstatus(kubeconfig: str, namespace: str, *names: str) -> dict[str, dict]:
     return {v["name"]: v for v in map(json.loads, out.stdout.splitlines())}
 
 
-def test_kstatus_reads_each_phase_of_a_reconciled_job(custom: client.CustomObjectsApi, kubeconfig: str,
+def argocd_health(obj: dict) -> tuple[str, str]:
+    lua = LuaRuntime(unpack_returned_tuples=True)
+    lua.globals().obj = lua.table_from(obj, recursive=True)
+    result = lua.execute(ARGOCD_HEALTH.read_text())
+    return result["status"], result["message"]
+
+
+def test_kstatus_and_argocd_read_each_phase_of_a_reconciled_job(custom: client.CustomObjectsApi, kubeconfig: str,
                                                       job_namespace: str) -> None:
     ns = job_namespace
     bodies = {
@@ -62,6 +74,10 @@ def test_kstatus_reads_each_phase_of_a_reconciled_job(custom: client.CustomObjec
     # What users alert on keeps its meaning: Running, Failed, Succeeded are there as before.
     assert jobs.condition(late, "Failed")["status"] == "True"
     assert jobs.condition(done, "Succeeded")["status"] == "True"
+
+    argocd = {name: argocd_health(jobs.get_job(custom, ns, name))[0] for name in phases}
+    assert argocd == {"waits": "Progressing", "runs": "Healthy", "done": "Healthy", "late": "Degraded",
+                      "held": "Suspended"}
 
     # A mutable field changed: once the operator has seen it, observedGeneration follows and the job reads as
     # its phase says again.
