@@ -6,7 +6,7 @@
 #                                                  deviceplugin gangcrds (default: all of these); jobset, kubeflow
 #                                                  (the benchmark peers, built by `make peers`); actionlint
 #                                                  (built by `make lint`); syft (by `make release`); kstatus
-#                                                  (by the GitOps tests)
+#                                                  and flux (by the GitOps tests)
 #
 # Each component is built once per version into $CACHE/bin/<component>-<version>/ and skipped when the
 # binaries are already there. Kubernetes and etcd need a wrapper module: their go.mod files point staging
@@ -268,6 +268,34 @@ build_gangcrds() {
   dir=$(go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
   cp "$dir/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" "$out.tmp/"
+  chmod -R u+w "$out.tmp"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+# Flux's source-, kustomize- and helm-controller, and their CRDs, for the GitOps test, into
+# $CACHE/bin/flux-<source>-<kustomize>-<helm>/. Each is built from its own module's source: its go.mod points
+# its api module at ./api, which the module proxy's zip leaves out (a module of its own), so that replace is
+# dropped and the published api module of the version go.mod requires is used.
+build_flux() {
+  local out="$CACHE/bin/flux-$FLUX_SOURCE_CONTROLLER_VERSION-$FLUX_KUSTOMIZE_CONTROLLER_VERSION-$FLUX_HELM_CONTROLLER_VERSION"
+  local bins=(source-controller kustomize-controller helm-controller)
+  if have_all "$out" "${bins[@]}"; then log "flux: cached"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp/crds"
+  local name v dir mod
+  for name in "${bins[@]}"; do
+    case $name in
+      source-controller) v=$FLUX_SOURCE_CONTROLLER_VERSION ;;
+      kustomize-controller) v=$FLUX_KUSTOMIZE_CONTROLLER_VERSION ;;
+      helm-controller) v=$FLUX_HELM_CONTROLLER_VERSION ;;
+    esac
+    dir=$(go mod download -json "github.com/fluxcd/$name@$v" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+    mod="$CACHE/src/flux-$name-$v"
+    rm -rf "$mod"; cp -r "$dir" "$mod"; chmod -R u+w "$mod"
+    (cd "$mod" && go mod edit -dropreplace "github.com/fluxcd/$name/api")
+    log "flux $name $v: resolving and compiling"
+    (cd "$mod" && go build -p "$(nproc)" -trimpath -ldflags "-s -w" -o "$out.tmp/$name" .)
+    cp "$dir"/config/crd/bases/*.yaml "$out.tmp/crds/"
+  done
   chmod -R u+w "$out.tmp"
   rm -rf "$out"; mv "$out.tmp" "$out"
 }
