@@ -29,6 +29,8 @@ REAL_NODES = 4
 ALL_BUT_ONE = REAL_NODES - 1
 # The session's real-node cluster (one per test session, one per host at a time).
 REAL_CLUSTER_NAME = f"pytest-real-{os.getpid()}"
+# The helm release of the operator on it.
+RELEASE = "mn"
 
 
 def real_node_name(index: int) -> str:
@@ -47,7 +49,10 @@ class RealClusterSlot:
 
     def __init__(self) -> None:
         self._cluster: LocalCluster | None = None
-        self._operator_namespace: str | None = None
+        # One release namespace per slot: the chart's CRD outlives `helm uninstall` (its keep policy), and only
+        # a release of the same name in the same namespace adopts it again (test_flux.py installs its own).
+        self._release_namespace = f"mn-system-{uuid.uuid4().hex[:6]}"
+        self._installed = False
 
     def get(self) -> LocalCluster:
         if self._cluster is None:
@@ -69,17 +74,27 @@ class RealClusterSlot:
         repository and values-local.yaml, as docs/development.md tells a user to (once per cluster); returns
         it and the release's namespace."""
         cluster = self.get()
-        if self._operator_namespace is None:
-            namespace = f"mn-system-{uuid.uuid4().hex[:6]}"
-            helm("install", "mn", *registry_chart(cluster), "-n", namespace, "--create-namespace",
+        if not self._installed:
+            helm("install", RELEASE, *registry_chart(cluster), "-n", self._release_namespace, "--create-namespace",
                  "--set", f"image.repository={publish.image_repository(cluster.registry, OPERATOR)}",
                  "-f", str(CHART_DIR / "values-local.yaml"), "--wait", "--timeout", "180s",
                  "--kubeconfig", str(cluster.kubeconfig), timeout=240)
-            self._operator_namespace = namespace
-        return cluster, self._operator_namespace
+            self._installed = True
+        return cluster, self._release_namespace
+
+    def without_operator(self) -> tuple[LocalCluster, str]:
+        """The cluster with the operator of operator() uninstalled (when it was), for a test that installs it
+        its own way as release RELEASE in the namespace returned (no two operators handle one job); the next
+        operator() installs it again."""
+        cluster = self.get()
+        if self._installed:
+            helm("uninstall", RELEASE, "-n", self._release_namespace, "--wait", "--timeout", "120s",
+                 "--kubeconfig", str(cluster.kubeconfig), timeout=180)
+            self._installed = False
+        return cluster, self._release_namespace
 
     def release(self) -> None:
-        self._operator_namespace = None
+        self._installed = False
         if self._cluster is not None:
             cluster, self._cluster = self._cluster, None
             cluster.stop()

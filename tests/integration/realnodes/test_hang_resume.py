@@ -94,9 +94,13 @@ def test_a_hung_gang_resumes_from_the_latest_complete_checkpoint(
             return status
         return None
 
-    at_restart = wait_for(restarted, timeout=300, interval=0.5, what="attempt 1 resuming from a checkpoint")
+    with jobs.PhaseRecorder(cluster.api_client(), namespace, NAME, timeout_seconds=300) as seen:
+        at_restart = wait_for(restarted, timeout=300, interval=0.5, what="attempt 1 resuming from a checkpoint")
     [record] = at_restart["restartHistory"]
     assert (record["reason"], record["attempt"], record["counted"]) == ("Hung", 0, True), record
+    assert "(heartbeat)" in record["message"], record["message"]
+    hung = [c for c in seen.conditions if c["type"] == "Progressing" and c["reason"] == "Hung"]
+    assert hung and hung[0]["status"] == "False" and "rank 1 on node real-node-" in hung[0]["message"], seen.conditions
     for rank in (0, 1):  # both silent since the step-14 heartbeat
         assert re.search(rf"rank {rank} on node real-node-\d: last progress \S+Z \(step {HANG_AFTER}\)",
                          record["message"]), record["message"]
@@ -130,5 +134,7 @@ def test_a_hung_gang_resumes_from_the_latest_complete_checkpoint(
     final = jobs.wait_phase(custom, namespace, NAME, "Succeeded", timeout=300)
     for log in attempt_logs(core, namespace, NAME, 1).values():
         assert re.search(rf"^done step={STEPS}", log, re.M), log
+    progress = final["status"]["progress"]  # attempt 1's own, from its heartbeats
+    assert progress["attempt"] == 1 and progress["source"] == "Heartbeat", progress
     lost = final["status"]["goodput"]["lost"]
     assert (lost.get("hang", 0), lost.get("redone", 0)) == (hang, redone), lost  # one restart, counted once
