@@ -108,6 +108,11 @@ def flux_cluster(real_slot: RealClusterSlot) -> Iterator[tuple[LocalCluster, str
     yield cluster, release_namespace
 
 
+def chart_version(deployment: client.V1Deployment) -> str:
+    """The chart version of the release that made `deployment` (its helm.sh/chart label, less Flux's digest)."""
+    return deployment.metadata.labels["helm.sh/chart"].removeprefix("multinode-operator-").split("_")[0]
+
+
 def _ready(custom: client.CustomObjectsApi, group: str, version: str, plural: str, ns: str, name: str) -> dict:
     obj = custom.get_namespaced_custom_object(group, version, ns, plural, name)
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
@@ -145,9 +150,12 @@ def test_flux_installs_the_chart_and_runs_upgrades_and_prunes_jobs_from_git(
             wait_for(lambda: kustomization("infrastructure").get("status") == "True", timeout=240,
                      what=f"the infrastructure Kustomization Ready\n{flux.log_tail('helm-controller')}")
             deployment = apps.list_namespaced_deployment(release_namespace).items
-            assert [d.metadata.labels["helm.sh/chart"] for d in deployment] == [f"multinode-operator-{__version__}"]
+            # helm-controller gives a chart from an OCIRepository the version <version>+<digest> (the label: `_`).
+            assert [chart_version(d) for d in deployment] == [__version__]
 
             # 2. The jobs applied; one trains and succeeds, the other fails, and Flux says so (kstatus Failed).
+            wait_for(lambda: not any(jobs.job_gone(custom, jobs_ns, name) for name in ("train", "broken")),
+                     timeout=120, what=f"the jobs applied\n{flux.log_tail('kustomize-controller')}")
             jobs.wait_phase(custom, jobs_ns, "train", "Succeeded", timeout=240)
             jobs.wait_phase(custom, jobs_ns, "broken", "Failed", timeout=120)
             unhealthy = wait_for(lambda: (c := kustomization("training-jobs")).get("status") == "False"
@@ -212,11 +220,12 @@ def test_flux_installs_the_chart_and_runs_upgrades_and_prunes_jobs_from_git(
                 release = custom.get_namespaced_custom_object("helm.toolkit.fluxcd.io", "v2", flux_ns, "helmreleases",
                                                               "multinode-operator")
                 history = (release.get("status") or {}).get("history") or [{}]
-                return history[0].get("chartVersion") == NEXT_VERSION and history[0].get("status") == "deployed"
+                return (history[0].get("chartVersion", "").split("+")[0] == NEXT_VERSION
+                        and history[0].get("status") == "deployed")
             wait_for(upgraded, timeout=240, what=f"the release upgraded to {NEXT_VERSION}\n"
                                                  f"{flux.log_tail('helm-controller')}")
             [deployment] = apps.list_namespaced_deployment(release_namespace).items
-            assert deployment.metadata.labels["helm.sh/chart"] == f"multinode-operator-{NEXT_VERSION}"
+            assert chart_version(deployment) == NEXT_VERSION
             kubectl(kubeconfig, "rollout", "status", "-n", release_namespace, f"deployment/{deployment.metadata.name}",
                     "--timeout=120s")
         finally:

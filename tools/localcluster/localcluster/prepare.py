@@ -9,7 +9,8 @@ debootstrap fetching Debian are network and disk. Run one after the other they t
 - `go-kubernetes`: Kubernetes (the largest Go build), the cluster's registry and crane (which pushes to it),
   then the peers when asked for;
 - `go-rest`: etcd, kwok, helm, and the real nodes' containerd, runc, CNI plugins, CoreDNS, device plugin;
-  then with --release syft (`make release`'s SBOM; the test that runs it);
+  then with --peers Flux's controllers and kstatus (the GitOps tests), with --release syft (`make release`'s
+  SBOM; the test that runs it);
 - `torch` (with --images): the trainer env (pip download and unpack of about 5 GB), then with --frameworks
   HF Transformers and DeepSpeed for the real-framework checkpoint tests;
 - `images` (with --images): the real nodes' images (debootstrap, pylib).
@@ -38,6 +39,8 @@ FIRST = ("debs", "pause")
 KUBERNETES_LANE = ("kubernetes", "registry", "crane")
 REST_LANE = ("etcd", "kwok", "helm", "containerd", "runc", "cni", "coredns", "deviceplugin", "gangcrds")
 PEERS = ("jobset", "kubeflow", "kueue")
+# Flux's controllers and cli-utils' kstatus, for the GitOps tests: with the peers (other projects' controllers).
+GITOPS = ("kstatus", "flux")
 RELEASE_TOOLS = ("syft",)
 GO_CHATTER = ("go: downloading ", "go: added ", "go: upgraded ", "go: finding ")
 FAILURE_TAIL_LINES = 20
@@ -53,7 +56,7 @@ def lanes(images: bool, peers: bool, frameworks: bool = False, release: bool = F
     build = str(binaries.BUILD_SCRIPT)
     python = [sys.executable, "-m"]
     kubernetes = [*KUBERNETES_LANE, *(PEERS if peers else ())]
-    rest = [*REST_LANE, *(RELEASE_TOOLS if release else ())]
+    rest = [*REST_LANE, *(GITOPS if peers else ()), *(RELEASE_TOOLS if release else ())]
     result = [Lane("go-kubernetes", [build, *kubernetes]), Lane("go-rest", [build, *rest])]
     if images:
         # Not `-m localcluster.trainerenv`: the package imports it first, and runpy warns about that. The
@@ -123,7 +126,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", action="store_true",
                         help="also the real nodes' images and torch for their trainers")
     parser.add_argument("--peers", action="store_true",
-                        help="also JobSet and Kubeflow (the benchmark peers) and Kueue (its integration test)")
+                        help="also JobSet and Kubeflow (the benchmark peers), Kueue (its integration test), Flux and "
+                             "kstatus (the GitOps tests)")
     parser.add_argument("--release", action="store_true",
                         help="also syft, which writes the SBOM of `make release` (and of the test that runs it)")
     parser.add_argument("--frameworks", action="store_true",

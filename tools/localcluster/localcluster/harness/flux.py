@@ -55,7 +55,7 @@ class FluxControllers:
 
     def __enter__(self) -> FluxControllers:
         self.install_crds()
-        self.work_dir.mkdir(parents=True, exist_ok=True)
+        (self.work_dir / "storage").mkdir(parents=True, exist_ok=True)
         storage = _free_port()
         for name in CONTROLLERS:
             health = self._health[name] = _free_port()
@@ -70,8 +70,12 @@ class FluxControllers:
             with open(self.work_dir / f"{name}.log", "ab") as log:
                 self._procs[name] = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
                                                      start_new_session=True)
-        for name in CONTROLLERS:
-            wait_for(lambda name=name: self._healthy(name), timeout=60, what=f"{name} healthy")
+        try:
+            for name in CONTROLLERS:
+                wait_for(lambda name=name: self._healthy(name), timeout=60, what=f"{name} healthy")
+        except BaseException:
+            self.__exit__()  # `with` calls it only once __enter__ returned
+            raise
         return self
 
     def _healthy(self, name: str) -> bool:

@@ -100,6 +100,7 @@ class WorkTree:
 
     def __init__(self, root: Path, name: str):
         self.bare, self.tree = root / name, root / f"{name}.work"
+        root.mkdir(parents=True, exist_ok=True)
         for path in (self.bare, self.tree):
             shutil.rmtree(path, ignore_errors=True)
         self._git(root, "init", "-q", "--bare", "-b", "main", str(self.bare))
