@@ -80,6 +80,11 @@ class RealClusterSlot:
                  "-f", str(CHART_DIR / "values-local.yaml"), "--wait", "--timeout", "180s",
                  "--kubeconfig", str(cluster.kubeconfig), timeout=240)
             self._installed = True
+            # Ready is not leading: a release installed again (after test_flux.py's) finds the Lease its
+            # predecessor left, and a test that looks for the leader at once must find one.
+            core = client.CoreV1Api(cluster.api_client())
+            wait_for(lambda: leading_operator(core, self._release_namespace), timeout=120,
+                     what="a live operator replica holding the Lease")
         return cluster, self._release_namespace
 
     def without_operator(self) -> tuple[LocalCluster, str]:

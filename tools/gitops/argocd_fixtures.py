@@ -84,6 +84,16 @@ def capture(api: client.ApiClient, kubeconfig: str, name: str) -> dict:
             core.delete_persistent_volume(pv)
 
 
+def unreconciled(api: client.ApiClient, kubeconfig: str) -> dict:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    ns = new_namespace(core, prefix="fixtures")
+    try:
+        jobs.apply(kubeconfig, ns, training_job("llm", 2))
+        return _cleaned(jobs.get_job(custom, ns, "llm"))
+    finally:
+        core.delete_namespace(ns)
+
+
 def wait_condition(custom: client.CustomObjectsApi, ns: str, type_: str, reasons: tuple[str, ...]) -> dict:
     from localcluster.harness.waiting import wait_for
 
@@ -101,11 +111,11 @@ def main() -> int:
     captured = {name: capture(api, kubeconfig, name) for name in CASES}
     for name, obj in captured.items():
         _dump(name, obj)
-    # Two states no phase job stays in long enough to read: just applied, before the operator's first status;
+    # Two states no job stays in long enough to capture with an operator watching: just applied, before the
+    # operator's first status (read in a namespace no operator watches: the status the CRD's defaults give);
     # and a spec change the operator has not seen yet (Argo CD may read the job between the two).
+    _dump("no-status", unreconciled(api, kubeconfig))
     running = captured["running"]
-    _dump("no-status", {k: v for k, v in running.items() if k != "status"} | {
-        "metadata": {**running["metadata"], "generation": 1}})
     _dump("spec-not-observed", running | {"metadata": {**running["metadata"], "generation": 2},
                                           "spec": {**running["spec"], "activeDeadlineSeconds": 86400}})
     print(f"wrote {len(captured) + 2} fixtures to {OUT.relative_to(ROOT)}")

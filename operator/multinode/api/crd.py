@@ -147,6 +147,11 @@ def openapi_schema() -> dict[str, Any]:
         },
         "type": "object",
     }
+    # A job the operator has not reconciled yet reads status.observedGeneration 0: the apiserver applies the
+    # schema's defaults to a stored object as it reads it, and the status subresource drops what a create
+    # sends. kstatus (Flux's health checks) then calls the new job InProgress ("generation is 1, but latest
+    # observed generation is 0"), not Current, its verdict on an object with no status at all.
+    properties["status"]["default"] = {"observedGeneration": 0}
     schema.pop("default", None)
     return schema
 

@@ -165,7 +165,8 @@ class TrainingJobStatus(StatusModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         description="Conditions (Created, Running, Succeeded, Failed, Suspended, ImageConsistent, CheckpointsSynced, "
-                    "Progressing, Stragglers, GangScheduled, KueueAdmitted, InPlaceRestarts), one per type.",
+                    "CheckpointMirror, Progressing, Stragglers, GangScheduled, KueueAdmitted, InPlaceRestarts; "
+                    "Ready, Reconciling, Stalled for kstatus), one per type.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],

@@ -98,7 +98,7 @@ def unwatched_namespace(core: client.CoreV1Api) -> Iterator[str]:
     core.delete_namespace(name)
 
 
-def test_a_spec_change_the_operator_has_not_observed_reads_in_progress(
+def test_a_job_or_a_spec_change_the_operator_has_not_observed_reads_in_progress(
         custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str, unwatched_namespace: str) -> None:
     namespace = unwatched_namespace
     # A job that succeeded, its status written by the operator; then the same object and status in a namespace
@@ -106,6 +106,11 @@ def test_a_spec_change_the_operator_has_not_observed_reads_in_progress(
     jobs.apply(kubeconfig, job_namespace, training_job("done", 1, gpus=1, pod_annotations={FINISH_AFTER: "1s"}))
     status = jobs.wait_phase(custom, job_namespace, "done", "Succeeded")["status"]
     jobs.apply(kubeconfig, namespace, training_job("done", 1, gpus=1, pod_annotations={FINISH_AFTER: "1s"}))
+    # Before any operator wrote its status, the CRD's default says generation 0 was observed: InProgress, where
+    # an object with no status at all would read Current (Flux would call a job healthy before it started).
+    unseen = kstatus(kubeconfig, namespace, "done")["done"]
+    assert unseen == {"namespace": namespace, "name": "done", "status": "InProgress",
+                      "message": "TrainingJob generation is 1, but latest observed generation is 0"}, unseen
     custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, "done", {"status": status})
     assert kstatus(kubeconfig, namespace, "done")["done"]["status"] == "Current"
 

@@ -68,6 +68,6 @@ def test_every_component_of_the_build_script_is_in_exactly_one_lane() -> None:
     go = [c for lane in lanes if lane.command[0] == str(binaries.BUILD_SCRIPT) for c in lane.command[1:]]
     in_lanes = [*prepare.FIRST, *go]
     assert sorted(in_lanes) == sorted(set(in_lanes)), "a component is built by two lanes at once"
-    assert built_by_default | set(prepare.PEERS) | set(prepare.RELEASE_TOOLS) == set(in_lanes)
+    assert built_by_default | set(prepare.PEERS) | set(prepare.GITOPS) | set(prepare.RELEASE_TOOLS) == set(in_lanes)
     assert {lane.name for lane in lanes} >= {"torch", "images"}
     assert {lane.name for lane in prepare.lanes(images=False, peers=False)} == {"go-kubernetes", "go-rest"}

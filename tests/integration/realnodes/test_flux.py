@@ -137,6 +137,15 @@ def test_flux_installs_the_chart_and_runs_upgrades_and_prunes_jobs_from_git(
     def kustomization(name: str) -> dict:
         return _ready(custom, "kustomize.toolkit.fluxcd.io", "v1", "kustomizations", flux_ns, name)
 
+    def wait_kustomization(name: str, ready: str, words: str, what: str) -> dict:
+        """The Ready condition of Kustomization `name` once its status is `ready` and its message has `words`;
+        on a timeout, the last condition and kustomize-controller's log say why."""
+        try:
+            return wait_for(lambda: (c := kustomization(name)).get("status") == ready
+                            and words in c.get("message", "") and c, timeout=120, what=what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nReady: {kustomization(name)}\n{flux.log_tail('kustomize-controller')}") from e
+
     def fetch() -> None:  # what `flux reconcile source git fleet` does
         now = datetime.now(timezone.utc).isoformat()
         custom.patch_namespaced_custom_object("source.toolkit.fluxcd.io", "v1", flux_ns, "gitrepositories", "fleet",
@@ -158,9 +167,7 @@ def test_flux_installs_the_chart_and_runs_upgrades_and_prunes_jobs_from_git(
                      timeout=120, what=f"the jobs applied\n{flux.log_tail('kustomize-controller')}")
             jobs.wait_phase(custom, jobs_ns, "train", "Succeeded", timeout=240)
             jobs.wait_phase(custom, jobs_ns, "broken", "Failed", timeout=120)
-            unhealthy = wait_for(lambda: (c := kustomization("training-jobs")).get("status") == "False"
-                                 and "broken" in c.get("message", "") and c, timeout=120,
-                                 what="the jobs' Kustomization to report the failed job")
+            unhealthy = wait_kustomization("training-jobs", "False", "broken", "the failed job reported")
             assert unhealthy["reason"] == "HealthCheckFailed", unhealthy
             assert f"TrainingJob/{jobs_ns}/broken" in unhealthy["message"], unhealthy  # the succeeded one is healthy
             assert f"TrainingJob/{jobs_ns}/train" not in unhealthy["message"], unhealthy
@@ -177,8 +184,7 @@ def test_flux_installs_the_chart_and_runs_upgrades_and_prunes_jobs_from_git(
                                and j["status"].get("observedGeneration") == 2 and j, timeout=60,
                                what="the change applied and observed")
             assert changed["spec"]["failurePolicy"]["maxRestarts"] == 2 and changed["status"]["phase"] == "Succeeded"
-            wait_for(lambda: kustomization("training-jobs").get("status") == "True", timeout=120,
-                     what="the jobs' Kustomization Ready once the failed job is gone")
+            wait_kustomization("training-jobs", "True", "", "the Kustomization Ready once the failed job is gone")
 
             # An immutable field changed in git: refused at admission, and Flux says why, field by field; put
             # back, the Kustomization is Ready again.
@@ -187,15 +193,12 @@ def test_flux_installs_the_chart_and_runs_upgrades_and_prunes_jobs_from_git(
             repo.write("jobs/train.yaml", _dump(resized))
             repo.commit("numNodes 3")
             fetch()
-            refused = wait_for(lambda: (c := kustomization("training-jobs")).get("status") == "False"
-                               and "immutable" in c.get("message", "") and c, timeout=120,
-                               what="the jobs' Kustomization to report the refused change")
+            refused = wait_kustomization("training-jobs", "False", "immutable", "the refusal reported")
             assert "spec.numNodes is immutable" in refused["message"], refused
             repo.write("jobs/train.yaml", _dump(train))
             repo.commit("numNodes 2 again")
             fetch()
-            wait_for(lambda: kustomization("training-jobs").get("status") == "True", timeout=120,
-                     what="the jobs' Kustomization Ready again")
+            wait_kustomization("training-jobs", "True", "", "the jobs' Kustomization Ready again")
             assert jobs.get_job(custom, jobs_ns, "train")["spec"]["numNodes"] == 2
 
             # 4. The last job removed from git: pruned with its pods and every object it owned.

@@ -35,6 +35,13 @@ def flux_dir() -> Path:
     return out
 
 
+def install_crds(kubeconfig: str) -> None:
+    """Flux's CRDs, as `flux install` applies them (the docs' Flux objects are dry-run against them too)."""
+    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(flux_dir() / "crds"))
+    for crd in KINDS:
+        kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -48,13 +55,8 @@ class FluxControllers:
         self._procs: dict[str, subprocess.Popen] = {}
         self._health: dict[str, int] = {}
 
-    def install_crds(self) -> None:
-        kubectl(self.kubeconfig, "apply", "--server-side", "-f", str(self.dir / "crds"))
-        for crd in KINDS:
-            kubectl(self.kubeconfig, "wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
-
     def __enter__(self) -> FluxControllers:
-        self.install_crds()
+        install_crds(self.kubeconfig)
         (self.work_dir / "storage").mkdir(parents=True, exist_ok=True)
         storage = _free_port()
         for name in CONTROLLERS:
