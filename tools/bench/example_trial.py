@@ -115,7 +115,7 @@ def trials_argument(doc: str | None) -> int:
 def write_results(out: Path, trials: int, summary: dict, results: dict, **facts: Any) -> int:
     """`out` (.cache/bench/<name>.json, which tools/bench/report.py reads) written; the summary printed."""
     data = {"trials": trials, "checkpoint_every": EVERY, **facts, "summary": summary, "results": results,
-            "command": f"python -P tools/bench/{out.stem}.py --trials {trials}"}
+            "command": " ".join(["python -P", f"tools/bench/{out.stem}.py", *sys.argv[1:]])}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2))
     print(json.dumps(summary, indent=2))

@@ -380,7 +380,9 @@ def elastic_table(data: dict) -> str:
     tail = (f" Then one elastic job through {row['losses']} losses in a row (a pod deleted, back at world 3 before "
             f"the next): back at world 3 after {statistics.median(row['back_at_world_3_s']):.1f} s median, steps "
             f"redone {row['redone']}, still attempt {row['attempt']}, every resume within a checkpoint interval: "
-            f"{'yes' if row['every_resume_within_a_checkpoint'] else 'no'}." if row else "")
+            f"{'yes' if row['every_resume_within_a_checkpoint'] else 'no'}"
+            + (f"; the job ({row['steps']} steps) ended {row['phase']}" if "phase" in row else "")
+            + (f" (measured on its own: `{row['command']}`)" if "command" in row else "") + "." if row else "")
     return (_table(header, rows, "--- ---: ---: ---: ---: ---: ---: ---:")
             + "\n\nThe real example on 3 of 4 real nodes (stock timings), DCP checkpoints every "
               f"{data['checkpoint_every']} steps of 1 s; the node of the rank-0 pod cordoned and the pod deleted once "
