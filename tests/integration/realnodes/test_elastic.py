@@ -97,7 +97,7 @@ def test_an_elastic_job_shrinks_grows_waits_below_min_and_succeeds(real_operator
     kc = str(cluster.kubeconfig)
     folder = realexample.write_manifests(cluster.registry, tmp_path)
     manifest = yaml.safe_load(realexample.manifest_text("elastic/trainingjob.yaml", cluster.registry))
-    realexample.set_env(manifest, TRAIN_STEPS="130", STEP_SECONDS="0.3", CHECKPOINT_EVERY=str(CHECKPOINT_EVERY))
+    realexample.set_env(manifest, TRAIN_STEPS="100", STEP_SECONDS="0.3", CHECKPOINT_EVERY=str(CHECKPOINT_EVERY))
     manifest["spec"]["elastic"]["resizeWindowSeconds"] = 5
     (folder / "trainingjob.yaml").write_text(yaml.safe_dump(manifest))
     cordoned: set[str] = set()

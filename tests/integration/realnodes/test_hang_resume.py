@@ -25,7 +25,7 @@ from tests.support.realnodes import attempt_logs, clients
 
 EXAMPLE = realexample.EXAMPLE_DIR
 NAME = "hang-resume"
-EVERY, HANG_AFTER, STEPS, STEP_SECONDS = 5, 14, 22, 2
+EVERY, HANG_AFTER, STEPS, STEP_SECONDS = 5, 14, 17, 2  # attempt 1: steps 11-17, a checkpoint at 15
 TIMEOUT = 20  # hangDetection.timeoutSeconds: longer than a step and than a checkpoint's mirroring
 # The example's trainer, run without torchrun (RANK and WORLD_SIZE from the operator's env) and with its
 # heartbeat wrapped: rank 1 of attempt 0 sleeps after printing the HANG_AFTER heartbeat. Until its first
