@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -78,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
 
-    async def operate() -> None:
+    async def operate(stop_flag: asyncio.Event | None) -> None:
         await kopf.operator(
+            stop_flag=stop_flag,
             registry=build_registry(settings, metrics),
             # kopf watches nothing itself (controller/handlers.py): the namespaces are our informers' to follow.
             clusterwide=True,
@@ -91,21 +93,34 @@ def run(args: argparse.Namespace) -> int:
 
     if election is None:
         metrics.leader.set(1)  # the only replica: it always acts
-        asyncio.run(operate())
+        asyncio.run(operate(None))
     else:
         asyncio.run(lead(election, operate, args.liveness, lambda leading: metrics.leader.set(int(leading))))
     return 0
 
 
-async def lead(election: LeaderElection, operate: Callable[[], Coroutine[Any, Any, None]], liveness: str | None,
-               on_change: Callable[[bool], None]) -> None:
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT. Needed while standing by: in a container the operator is PID 1, and
+    the kernel delivers no signal to PID 1 that has no handler, so a standby would ignore the kubelet's
+    SIGTERM and be killed only at the end of the grace period (30 s of every rolling upgrade)."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    return stopping
+
+
+async def lead(election: LeaderElection, operate: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+               liveness: str | None, on_change: Callable[[bool], None]) -> None:
     """Wait for the Lease (answering the probes as a standby), then run kopf while renewing it. Losing it
     ends the process at once, mid-reconcile or not: a replica without the Lease must not write another
-    byte, and its restart (as a standby) clears every in-memory state. On a graceful stop (SIGTERM: kopf
-    stops its workers first) the Lease is released, so a standby takes over within a retry period."""
+    byte, and its restart (as a standby) clears every in-memory state. On a graceful stop (SIGTERM) a
+    standby ends at once; a leader's kopf stops its workers first, then the Lease is released, so a standby
+    takes over within a retry period."""
     from multinode.controller.kube import KubeApi
     from multinode.controller.leader import LeaderElector, StandbyHealth
 
+    stopping = stop_on_signals()
     timings = election.timings
     kube = KubeApi.connect(2, timeout=timings.renew_deadline_seconds / 2)
     elector = LeaderElector(kube, election, on_change)
@@ -113,11 +128,25 @@ async def lead(election: LeaderElection, operate: Callable[[], Coroutine[Any, An
     if health is not None:
         await health.start()
     on_change(False)
-    await elector.acquire()
+    acquiring = asyncio.create_task(elector.acquire(), name="multinode-acquire")
+    stopped = asyncio.create_task(stopping.wait(), name="multinode-stop")
+    await asyncio.wait({acquiring, stopped}, return_when=asyncio.FIRST_COMPLETED)
     if health is not None:
         await health.close()  # kopf's liveness endpoint takes the port
+    if not acquiring.done() or stopping.is_set():
+        logging.getLogger("multinode.leader").info("stopping as a standby: a signal came before the Lease")
+        for task in (acquiring, stopped):
+            task.cancel()
+        await asyncio.gather(acquiring, stopped, return_exceptions=True)
+        if acquiring.done() and not acquiring.cancelled() and acquiring.exception() is None:
+            await elector.release()  # it got the Lease in the same moment: hand it back
+        await kube.close()
+        return
+    stopped.cancel()
+    acquiring.result()
+    # kopf takes the signals from here; a signal that came before it did is its stop flag, already set.
     holding = asyncio.create_task(elector.hold(), name="multinode-lease")
-    operating = asyncio.create_task(operate(), name="multinode-kopf")
+    operating = asyncio.create_task(operate(stopping), name="multinode-kopf")
     try:
         await asyncio.wait({holding, operating}, return_when=asyncio.FIRST_COMPLETED)
         if holding.done():

@@ -10,6 +10,7 @@ Shortened timings (the benchmark, tools/bench/failover.py, uses client-go's defa
 from __future__ import annotations
 
 import itertools
+import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -138,6 +139,27 @@ def test_only_the_leader_acts_and_the_standby_takes_over_a_killed_one(
         wait_for(third.leading, timeout=DURATION - 1, what="the standby leading after the leader released")
         assert time.monotonic() - released_at < DURATION
         assert lease_holder(api, ns) == "replica-2"
+    finally:
+        replicas.stop_all()
+
+
+def test_a_standby_ends_at_once_on_sigterm_and_leaves_the_lease_to_the_leader(
+    api: client.ApiClient, kubeconfig: str, ha_namespace: str, tmp_path: Path
+) -> None:
+    """In a container the operator is PID 1, which the kernel sends no signal it has no handler for: a standby
+    without one ignored the kubelet's SIGTERM until the grace period's SIGKILL (30 s of every rolling upgrade).
+    It handles SIGTERM itself: exit status 0 (a default SIGTERM death would be -15), the leader untouched."""
+    replicas = Replicas(kubeconfig, ha_namespace, tmp_path)
+    try:
+        replicas.start()
+        replicas.start()
+        first, leader = replicas.wait_leader()
+        (_, standby), = ((i, op) for i, op in replicas.running.items() if i != first)
+        assert not standby.leading() and standby.proc is not None
+        standby.proc.send_signal(signal.SIGTERM)
+        assert standby.proc.wait(timeout=10) == 0
+        assert "stopping as a standby" in standby.log_path.read_text()
+        assert leader.leading() and lease_holder(api, ha_namespace) == first
     finally:
         replicas.stop_all()
 
