@@ -97,7 +97,14 @@ def preflight_request(args: argparse.Namespace) -> PreflightRequest:
 
 def run_preflight(args: argparse.Namespace) -> int:
     preflight_program.configure_logging()
+    # The init container's PID 1: without a handler the kernel drops SIGTERM, and a pod deleted while its
+    # preflight waits (for peers, or a spare for its rank) would stay Terminating for the whole grace period.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     return preflight_program.run(preflight_request(args))
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # the shell's convention: 143 for SIGTERM
 
 
 def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ resolv.conf points at loopback, so a name not in it fails at once instead of wai
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,22 @@ def test_fails_after_the_deadline_naming_only_the_unresolvable_peers(hosts: Path
     assert "2/3 peers did not resolve within 2s" in failure
     assert "job-1.job.ns.svc" in failure and "job-2.job.ns.svc" in failure
     assert "job-0.job.ns.svc" not in failure
+
+
+def test_sigterm_ends_a_waiting_preflight_at_once_with_143(hosts: Path) -> None:
+    """In a pod the preflight is PID 1, which gets no signal it has no handler for: it handles SIGTERM itself,
+    so a pod deleted while it waits is not kept for the grace period (a default death would read -15)."""
+    proc = start_preflight(hosts, ["job-0.job.ns.svc"], timeout=300)
+    try:
+        line = proc.stdout.readline()
+        while line and "waiting for 1/1 peers" not in line:
+            line = proc.stdout.readline()
+        assert line, "it never said it waits"
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143
 
 
 def test_peers_from_the_env_contract_are_the_rendered_dns_names() -> None:
