@@ -106,12 +106,14 @@ class Reason(StrEnum):
     SPARE_REPLACED = "SpareReplaced"
     # spec.elastic: a node shed (the rest train on) or back (the job grows): an Event each, and Running's
     # reason while it trains without some nodes; below minNodes it waits (Running False), then fails the
-    # attempt; the rendezvous store's pod failed or vanished.
+    # attempt; the rendezvous store's pod failed or vanished; no machine without a training pod could take the
+    # store, so it shares one (an Event).
     ELASTIC_SHRUNK = "ElasticShrunk"
     ELASTIC_GREW = "ElasticGrew"
     RUNNING_REDUCED = "RunningReduced"
     BELOW_MIN_NODES = "BelowMinNodes"
     RENDEZVOUS_LOST = "RendezvousLost"
+    RENDEZVOUS_STORE_SHARED = "RendezvousStoreShared"
     # Suspend
     SUSPENDED = "Suspended"
     RESUMED = "Resumed"

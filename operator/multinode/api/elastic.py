@@ -62,7 +62,11 @@ class ElasticStatus(StatusModel):
     below_min_since: str | None = Field(None, description="Since when fewer than minNodes nodes train.",
                                         json_schema_extra=_DATE_TIME)
     store_uid: str | None = Field(None, max_length=64, description="The UID of the current attempt's rendezvous "
-                                                                   "store pod, once seen: its loss fails the attempt.")
+                                                                   "store pod, once placed: its loss fails the "
+                                                                   "attempt.")
+    store_shared: bool | None = Field(None, description="True: no machine without a training pod could take the "
+                                                        "current attempt's rendezvous store, so it shares one; "
+                                                        "losing that machine restarts the gang.")
 
 
 def gang_min_count(num_nodes: int, elastic: ElasticSpec | None) -> int:

@@ -32,10 +32,7 @@ from multinode.reconcile.failures import Failure
 from multinode.reconcile.node_loss import NodeDown
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Event, Verdict
-from multinode.reconcile.image_consistency import pinned_image
-from multinode.reconcile.planning_pass import Pass
 from multinode.render.names import job_name, pod_name
-from multinode.render.rendezvous_store import render_store_pod, store_pod_name
 
 
 def shed_indices(status: TrainingJobStatus) -> frozenset[int]:
@@ -159,36 +156,3 @@ def elastic_verdict(job: TrainingJob, status: TrainingJobStatus, training: dict[
     return Decision(status=kept, requeue_after=elastic.below_min_timeout_seconds - waited, verdict=Verdict(
         Phase.RUNNING, Reason.BELOW_MIN_NODES,
         f"{words} (up to {elastic.below_min_timeout_seconds - waited:.0f}s more)"))
-
-
-def keep_store(p: Pass, current: dict[int, ObservedPod]) -> Failure | None:
-    """An elastic job's rendezvous store: made with the attempt's pods, earlier attempts' deleted; once seen, its
-    UID is kept (status.elastic.storeUid) and its loss (gone, deleted, failed, on a node that is down) is the
-    attempt's failure: a new store would hold none of the rendezvous the agents are in."""
-    job, status, stores, down = p.job, p.status, p.observed.rendezvous_stores, p.observed.down_nodes
-    attempt = status.attempt_of_pods
-    old = [s for s in stores if s.attempt != attempt and not s.terminating]
-    p.take(Decision(delete=tuple(s.name for s in old if (s.node or "") not in down),
-                    force_delete=tuple(s.name for s in old if (s.node or "") in down)))
-    if job.spec.elastic is None:
-        return None
-    known = status.elastic.store_uid if status.elastic else None
-    store = next((s for s in stores if s.attempt == attempt), None)
-    if store is None and known is None:
-        if current or len(p.result.pods_to_create):
-            p.result.objects_to_create.append(render_store_pod(job, attempt, image=pinned_image(job, status)))
-        return None
-    if store is not None and known is None:
-        p.take(Decision(status={"elastic": (status.elastic or ElasticStatus()).model_copy(
-            update={"store_uid": store.uid})}))
-        known = store.uid
-    if current and all(pod.phase == PodPhase.SUCCEEDED for pod in current.values()):
-        return None  # training is over: the store has served its purpose
-    why = ("is gone" if store is None or store.uid != known else "was deleted" if store.terminating
-           else "is on a node that is down" if (store.node or "") in down
-           else f"ended ({store.phase})" if store.phase in (PodPhase.FAILED, PodPhase.SUCCEEDED) else None)
-    if why is None:
-        return None
-    name = store.name if store is not None else store_pod_name(job_name(job), attempt)
-    return Failure(Reason.RENDEZVOUS_LOST, f"the rendezvous store's pod {name} {why}: the gang restarts with a new one",
-                   reasons=frozenset({Reason.RENDEZVOUS_LOST, Reason.NODE_LOST}), node_loss=True)

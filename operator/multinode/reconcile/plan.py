@@ -35,7 +35,6 @@ from multinode.reconcile.elastic import (
     due_indices,
     elastic_verdict,
     grow,
-    keep_store,
     shed_indices,
     sheds,
     shrink,
@@ -67,6 +66,7 @@ from multinode.reconcile.observed import Observed
 from multinode.reconcile.outcome import Plan, PodStream, Verdict
 from multinode.reconcile.placement import attempt_node_selector
 from multinode.reconcile.progress import report_progress
+from multinode.reconcile.rendezvous_store import keep_store
 from multinode.reconcile.restarts import apply_failure_policy, wait_for_next_attempt
 from multinode.reconcile.planning_pass import Pass, with_gate_selectors
 from multinode.reconcile.replacement import give_rank_to_spare, keep_spare_pool, replace_missing
@@ -187,7 +187,8 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     if waiting is not None:
         return _report(p, current, waiting)
 
-    # 8. The attempt's missing pods (an elastic job's rendezvous store first); then what it reports, and whether
+    # 8. The attempt's missing pods (an elastic job's rendezvous store once they are placed); then what it
+    #    reports, and whether
     #    it failed (the first cause found). An elastic job's shed nodes back first: they train again.
     blocked = _create_missing(p, current, gates)
     store_failure = keep_store(p, current)

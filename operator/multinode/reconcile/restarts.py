@@ -134,7 +134,7 @@ def new_attempt(status: TrainingJobStatus) -> dict[str, Any]:
         "pods_attempt": None}
     if status.elastic is not None:  # a new attempt is the whole gang again: nothing shed (spec.elastic)
         edits["elastic"] = status.elastic.model_copy(update={"shed": [], "below_min_since": None,
-                                                             "store_uid": None})
+                                                             "store_uid": None, "store_shared": None})
     if status.scheduling is not None:  # the mechanism is chosen again for the next attempt's pods
         edits["scheduling"] = status.scheduling.model_copy(update={"pod_group": None, "partial_since": None})
     return edits

@@ -98,17 +98,18 @@ def exclude_nodes(affinity: dict[str, Any] | None, nodes: Sequence[str]) -> dict
     """The user's affinity with every required node selector term also requiring a node not in `nodes`
     (by name).
 
-    Terms of requiredDuringScheduling...nodeSelectorTerms are ORed, so the NotIn goes into each of them;
-    with no required terms it becomes the only one. The user's object is not changed.
+    Terms of requiredDuringScheduling...nodeSelectorTerms are ORed, so the NotIns go into each of them;
+    with no required terms they become the only one. One NotIn per node: the apiserver takes a single value in
+    a node field selector's In or NotIn. The user's object is not changed.
     """
     if not nodes:
         return affinity
     merged: dict[str, Any] = copy.deepcopy(affinity) if affinity else {}
-    not_in = {"key": NODE_NAME_FIELD, "operator": "NotIn", "values": sorted(set(nodes))}
+    not_in = [{"key": NODE_NAME_FIELD, "operator": "NotIn", "values": [node]} for node in sorted(set(nodes))]
     node_affinity = merged.setdefault("nodeAffinity", {})
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required.get("nodeSelectorTerms") or [{}]
     for term in terms:
-        term["matchFields"] = [*(term.get("matchFields") or []), not_in]
+        term["matchFields"] = [*(term.get("matchFields") or []), *copy.deepcopy(not_in)]
     required["nodeSelectorTerms"] = terms
     return merged

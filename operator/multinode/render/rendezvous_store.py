@@ -3,16 +3,18 @@
 torchrun's c10d rendezvous keeps its state in a TCPStore; by default the agent on the endpoint's host serves
 it, so the node holding it takes the rendezvous down with it (the peers' issue: rank 0 dies, the job dies).
 Here the store is a pod of its own per attempt, `<job>-rdzv-a<attempt>`, named `<job>-rdzv` under the job's
-headless Service, preferring a machine that runs no training pod: any training node, rank 0's included, may
-go and the rendezvous stays. It runs torch's own TCPStore server in the trainer's image and environment
-(torch is what the trainer has anyway), so the wire protocol is torch's whatever its version. Every agent
-is a client of it (is_host=false); the workers' own store is made fresh by each round's rank 0
-(TORCH_DISABLE_SHARE_RDZV_TCP_STORE: with sharing on, torch 2.15's agents keep the first round's address
-when rank 0 moves).
+headless Service, on a machine that runs no training pod: any training node, rank 0's included, may go and the
+rendezvous stays. It is made once the attempt's pods are placed, required off their machines; where no other
+machine fits it, it is made again sharing one (reconcile/rendezvous_store.py). It runs torch's own TCPStore
+server in the trainer's image and environment (torch is what the trainer has anyway), so the wire protocol is
+torch's whatever its version. Every agent is a client of it (is_host=false); the workers' own store is made
+fresh by each round's rank 0 (TORCH_DISABLE_SHARE_RDZV_TCP_STORE: with sharing on, torch 2.15's agents keep
+the first round's address when rank 0 moves).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from multinode.api import TrainingJob
@@ -26,6 +28,7 @@ from multinode.api.constants import (
     rendezvous_store_hostname,
 )
 from multinode.render.env import rendezvous_port, user_env
+from multinode.render.health_check_pod import exclude_nodes
 from multinode.render.names import common_labels, job_identity, owner_reference, service_name
 from multinode.render.security import trainer_security_context
 from multinode.render.tolerations import pod_tolerations
@@ -55,8 +58,10 @@ def store_pod_name(job_name: str, attempt: int) -> str:
     return f"{job_name}-rdzv-a{attempt}"
 
 
-def render_store_pod(job: TrainingJob, attempt: int, image: str | None = None) -> dict[str, Any]:
-    """The rendezvous store's pod of `attempt` (a new attempt starts a new rendezvous on a new store)."""
+def render_store_pod(job: TrainingJob, attempt: int, image: str | None = None,
+                     off_nodes: Sequence[str] = ()) -> dict[str, Any]:
+    """The rendezvous store's pod of `attempt` (a new attempt starts a new rendezvous on a new store), required
+    off `off_nodes` (the machines of the attempt's training pods; none: it may share one)."""
     identity = job_identity(job)
     spec, template = job.spec, job.spec.pod_template
     user_volumes = [v.model_dump(by_alias=True, exclude_none=True) for v in template.volumes or []]
@@ -78,11 +83,14 @@ def render_store_pod(job: TrainingJob, attempt: int, image: str | None = None) -
         **({"volumeMounts": mounts} if mounts else {}),
         **({"imagePullPolicy": spec.image_pull_policy} if spec.image_pull_policy else {}),
     }
-    # Anywhere but a training node, when the cluster has room: a node lost takes a rank, never the rendezvous.
-    away = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+    # Off the training pods' machines: a node lost takes a rank, never the rendezvous. By node name, not by a
+    # required pod anti-affinity, which would also keep a shed node's new pod off the store's machine for good.
+    # The preferred term still weighs when the store may share (no other machine fits it).
+    away = exclude_nodes(None, off_nodes) or {}
+    away["podAntiAffinity"] = {"preferredDuringSchedulingIgnoredDuringExecution": [{
         "weight": 100, "podAffinityTerm": {"topologyKey": LABEL_HOSTNAME, "labelSelector": {
             "matchLabels": {LABEL_JOB_NAME: identity.name},
-            "matchExpressions": [{"key": LABEL_NODE_INDEX, "operator": "Exists"}]}}}]}}
+            "matchExpressions": [{"key": LABEL_NODE_INDEX, "operator": "Exists"}]}}}]}
     pod_spec: dict[str, Any] = {
         "hostname": rendezvous_store_hostname(identity.name),
         "subdomain": service_name(identity.name),

@@ -293,7 +293,7 @@ def full_job() -> dict[str, Any]:
                                   "reason": Reason.NODE_LOST.value, "time": "2025-01-02T03:50:00Z"}],
                         "resizes": 3, "lastResizeTime": "2025-01-02T03:50:00Z",
                         "belowMinSince": "2025-01-02T03:50:00Z",
-                        "storeUid": "5d1e0c8a-9f3b-4e2a-8c61-2b7f0e4a9d33"},
+                        "storeUid": "5d1e0c8a-9f3b-4e2a-8c61-2b7f0e4a9d33", "storeShared": True},
             "scheduling": {"gang": "None", "podGroup": "llama-a2", "partialSince": "2025-01-01T00:10:00Z",
                            "releases": 1, "nextTryTime": "2025-01-01T00:11:00Z"},
         },

@@ -1,5 +1,6 @@
 """Elastic jobs (spec.elastic) on kwok nodes, through the operator and a real apiserver and scheduler: the
-rendezvous store is a pod of its own on a machine without training pods; a node cordoned and its pod deleted
+rendezvous store is a pod of its own on a machine without training pods, or sharing one (with a Warning) when
+the pool has no other; a node cordoned and its pod deleted
 is shed while the others stay (not a restart); the shed index's new pod waits for capacity and is back once
 it runs; the store deleted restarts the gang, uncounted. (With real torchrun on real nodes:
 tests/integration/realnodes/test_elastic.py.)"""
@@ -51,6 +52,9 @@ def test_a_node_lost_is_shed_grows_back_and_the_store_lost_restarts_the_gang(
                      timeout=60, what="the rendezvous store scheduled")
     assert store.metadata.labels[LABEL_RENDEZVOUS_STORE] == "0"
     assert store.spec.node_name not in {p.spec.node_name for p in gang.values()}, "no training node's"
+    kept = wait_for(lambda: (s := jobs.get_job(custom, ns, JOB)["status"]).get("elastic", {}).get("storeUid") and s,
+                    timeout=30, what="the store's UID kept")
+    assert kept["elastic"]["storeUid"] == store.metadata.uid and not kept["elastic"].get("storeShared")
     env = jobs.pod_env(core, gang[f"{JOB}-1-a0"])
     assert env["PET_NNODES"] == "2:3" and env["PET_RDZV_ENDPOINT"].startswith(f"{JOB}-rdzv.{JOB}.{ns}.svc:")
 
@@ -93,3 +97,27 @@ def test_a_node_lost_is_shed_grows_back_and_the_store_lost_restarts_the_gang(
     assert (record["reason"], record["counted"]) == ("RendezvousLost", False)
     wait_for(lambda: f"{JOB}-rdzv-a1" in _live(core, ns) or None, timeout=60, what="attempt 1's store")
     custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, JOB)
+
+
+def test_a_pool_no_larger_than_the_gang_shares_a_machine_with_the_store_and_says_so(
+        local_cluster: LocalCluster, core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str,
+        job_namespace: str) -> None:
+    ns = job_namespace
+    with own_pool(local_cluster, core, "elastic-full", count=3) as pool:
+        jobs.apply(kubeconfig, ns, training_job(JOB, 3, elastic={"minNodes": 2}, podTemplate={
+            "nodeSelector": {"localcluster.multinode.dev/pool": pool.prefix}}))
+        store = wait_for(lambda: (p := _live(core, ns).get(f"{JOB}-rdzv-a0")) and p.spec.node_name and p,
+                         timeout=60, what="the rendezvous store placed, sharing a machine")
+        gang = {p.spec.node_name for name, p in _live(core, ns).items() if "rdzv" not in name}
+        assert len(gang) == 3 and store.spec.node_name in gang, "the gang first; then the only room there is"
+        status = wait_for(lambda: (s := jobs.get_job(custom, ns, JOB)["status"]).get("elastic", {}).get("storeUid")
+                          and s, timeout=30, what="the store's UID kept")
+        assert status["elastic"]["storeShared"] is True and status["elastic"]["storeUid"] == store.metadata.uid
+        assert jobs.wait_phase(custom, ns, JOB, "Running")["status"]["currentNodes"] == 3
+        assert status["attempt"] == 0 and status["restarts"] == 0
+        warning = wait_for(lambda: next((e for e in core.list_namespaced_event(
+            ns, field_selector=f"involvedObject.name={JOB},reason=RendezvousStoreShared").items), None),
+            timeout=30, what="the RendezvousStoreShared Event")
+        assert warning.type == "Warning" and "restarts the gang" in warning.message
+        custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, JOB)
+        wait_for(lambda: not _live(core, ns) or None, timeout=60, what="the job's pods gone")

@@ -89,6 +89,14 @@ def test_an_elastic_jobs_pods_and_its_rendezvous_store_meet_restricted(core: cli
                      podTemplate={"securityContext": NON_ROOT})
     assert admit(core, render_node_pod(job, 0, 0)) is None
     assert admit(core, render_store_pod(job, 0)) is None
+    assert admit(core, render_store_pod(job, 0, off_nodes=["gpu-0", "gpu-1", "gpu-2"])) is None
+
+
+def test_pods_kept_off_several_named_machines_are_valid(core: client.CoreV1Api, restricted: str) -> None:
+    """status.excludedNodes of two or more (health checks, stragglers): the apiserver takes one value per node
+    field selector NotIn, so each machine is a requirement of its own."""
+    job = stored_job(namespace=restricted, **STORAGE, podTemplate={"securityContext": NON_ROOT})
+    assert admit(core, render_node_pod(job, 0, 1, excluded_nodes=["gpu-3", "gpu-9"])) is None
 
 
 def _known_service_account(reason: str | None, refusals: list[str]) -> str | None:

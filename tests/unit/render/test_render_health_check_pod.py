@@ -64,9 +64,10 @@ OTHER_TRAINERS = {"labelSelector": {"matchLabels": {"app": "other"}}, "topologyK
 
 def test_excluded_nodes_without_a_user_affinity() -> None:
     pod = render_node_pod(stored_job(2), 0, 1, excluded_nodes=["gpu-9", "gpu-3"])
+    one_each = [{"key": "metadata.name", "operator": "NotIn", "values": [node]} for node in ("gpu-3", "gpu-9")]
     assert pod["spec"]["affinity"]["nodeAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "NotIn",
-                                                "values": ["gpu-3", "gpu-9"]}]}]}}
+        "nodeSelectorTerms": [{"matchFields": one_each}]}}, \
+        "one NotIn per node: the apiserver refuses more than one value in a node field selector's NotIn"
 
 
 def test_excluded_nodes_join_every_term_of_the_users_affinity_and_leave_it_unchanged() -> None:

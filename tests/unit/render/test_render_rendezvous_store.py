@@ -78,6 +78,21 @@ def test_the_store_pod() -> None:
     assert "requests" in container["resources"] and "gpu" not in str(container["resources"])
 
 
+def test_the_store_is_required_off_the_machines_named_and_may_share_one_when_none_are() -> None:
+    job = _job(podTemplate={"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}]}}}})
+    off = render_store_pod(job, 0, off_nodes=["gpu-2", "gpu-1"])["spec"]["affinity"]
+    (term,) = off["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [node]}
+                                    for node in ("gpu-1", "gpu-2")]}, \
+        "by name, and only the node selector of the podTemplate carries over (not its affinity)"
+    assert "preferredDuringSchedulingIgnoredDuringExecution" in off["podAntiAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in off["podAntiAffinity"], \
+        "a pod anti-affinity would keep a shed node's new pod off the store's machine too"
+    shared = render_store_pod(job, 0)["spec"]["affinity"]
+    assert "nodeAffinity" not in shared and shared["podAntiAffinity"] == off["podAntiAffinity"]
+
+
 def test_the_operator_reads_the_store_back_as_no_nodes_pod() -> None:
     pod = render_store_pod(_job(), 0)
     pod["status"] = {"phase": "Running"}
