@@ -35,7 +35,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from example_trial import EVERY, ExampleJob, summarize, write_results
+from example_trial import EVERY, ExampleJob, run_command, summarize, write_results
 from localcluster.harness import realexample
 from localcluster.harness.kube import allow_host_path, kubectl, new_namespace
 from localcluster.harness.waiting import wait_for
@@ -106,9 +106,14 @@ def _start(cluster, folder: Path, elastic: bool, steps: int = 100000) -> Example
     return job
 
 
+def _last_step(logs: dict[str, str]) -> int:
+    """The highest step any rank logged."""
+    return max(max([int(s) for s in STEP.findall(log)], default=0) for log in logs.values())
+
+
 def _redone(before: dict[str, str], after: dict[str, str]) -> int:
     """The last step logged before the loss minus the step the next round resumed from."""
-    last = max(max([int(s) for s in STEP.findall(log)], default=0) for log in before.values())
+    last = _last_step(before)
     resumed = [int(m[-1]) for log in after.values() if (m := RESUMED.findall(log))]
     return last - max(resumed) if resumed else last
 
@@ -170,7 +175,7 @@ def losses_in_a_row(cluster, folder: Path, losses: int, steps: int) -> dict:
         for n in range(losses):
             pods = _pods(job)
             logs = {name: _log(job, name) for name in pods}
-            last = max(max([int(s) for s in STEP.findall(log)], default=0) for log in logs.values())
+            last = _last_step(logs)
             if last > steps - 4 * EVERY:  # it would finish during the loss: what follows would measure nothing
                 raise SystemExit(f"loss {n + 1}: the job is at step {last} of {steps}; run with more --row-steps")
             victim = sorted(pods)[n % len(pods)]
@@ -225,7 +230,7 @@ def main() -> int:
 def replace_losses(out: Path, endurance: dict) -> int:
     """The last run's elastic.json with its losses in a row replaced, and the command that measured them."""
     data = json.loads(out.read_text())
-    data["in_a_row"] = {**endurance, "command": " ".join(["python -P", "tools/bench/elastic.py", *sys.argv[1:]])}
+    data["in_a_row"] = {**endurance, "command": run_command(out)}
     out.write_text(json.dumps(data, indent=2))
     print(json.dumps(data["in_a_row"], indent=2))
     return 0

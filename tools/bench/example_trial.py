@@ -112,10 +112,15 @@ def trials_argument(doc: str | None) -> int:
     return int(parser.parse_args().trials)
 
 
+def run_command(out: Path) -> str:
+    """The command line that ran the benchmark writing `out` (.cache/bench/<name>.json)."""
+    return " ".join(["python -P", f"tools/bench/{out.stem}.py", *sys.argv[1:]])
+
+
 def write_results(out: Path, trials: int, summary: dict, results: dict, **facts: Any) -> int:
     """`out` (.cache/bench/<name>.json, which tools/bench/report.py reads) written; the summary printed."""
     data = {"trials": trials, "checkpoint_every": EVERY, **facts, "summary": summary, "results": results,
-            "command": " ".join(["python -P", f"tools/bench/{out.stem}.py", *sys.argv[1:]])}
+            "command": run_command(out)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2))
     print(json.dumps(summary, indent=2))
