@@ -233,6 +233,12 @@ def wait_operator_env(core: client.CoreV1Api, namespace: str, name: str, value: 
     return wait_for(rolled_out, timeout=timeout, what=f"every operator pod with {name}={value}, one leading")
 
 
+# `python3 -c script` is its container's PID 1 without a SIGTERM handler: it ignores SIGTERM, and each of its
+# pods deleted (a gang restart, the job's end) would take the whole 30 s default grace period. These scripts
+# save nothing on SIGTERM, so they say so as a user would (docs/user-guide.md, "Stopping a trainer").
+REAL_JOB_GRACE_SECONDS = 3
+
+
 def real_job(name: str, num_nodes: int, script: str, *, gpus: int = 1, image: str | None = None,
              pod_template: dict | None = None, **spec) -> dict:
     """A TrainingJob for real nodes whose trainers run `script` with python3 (no torch needed), in the trainer
@@ -241,5 +247,5 @@ def real_job(name: str, num_nodes: int, script: str, *, gpus: int = 1, image: st
                         command=["python3", "-u", "-c", script],
                         resourcesPerNode={"gpus": gpus, "cpu": "50m", "memory": "64Mi"},
                         podTemplate={"nodeSelector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION],
-                                     **(pod_template or {})},
+                                     "terminationGracePeriodSeconds": REAL_JOB_GRACE_SECONDS, **(pod_template or {})},
                         **spec)

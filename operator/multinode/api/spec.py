@@ -54,6 +54,8 @@ _DEFAULT_EMPTY_OBJECT: JsonDict = {"default": {}}
 
 MAX_NUM_NODES = 20000
 MAX_SPARE_NODES = 1000
+# A day: room for a trainer that saves a very large checkpoint on SIGTERM (Kubernetes itself sets no bound).
+MAX_TERMINATION_GRACE_SECONDS = 86400
 
 def _list_map(*keys: str) -> dict[str, Any]:
     """Schema markers for a list merged by key (server-side apply; duplicates rejected)."""
@@ -139,6 +141,13 @@ class PodTemplate(ApiModel):
         None,
         description="The trainer container's security context; multinode's defaults (no privilege escalation, "
                     "every capability dropped, IPC_LOCK with RDMA) fill what is unset.",
+    )
+    termination_grace_period_seconds: int | None = Field(
+        None, ge=0, le=MAX_TERMINATION_GRACE_SECONDS,
+        description="Seconds a node pod has from SIGTERM to SIGKILL when it is deleted (a gang restart, a node "
+                    "shed, the job deleted); Kubernetes' 30 when unset. Raise it for a trainer that saves a "
+                    "checkpoint on SIGTERM; lower it for one that is its container's PID 1 without a SIGTERM "
+                    "handler (`python train.py`), which ignores the signal and waits all of it at every restart.",
     )
     runtime_class_name: str | None = Field(
         None, max_length=MAX_NAME_LENGTH, pattern=DNS1123_SUBDOMAIN_PATTERN,

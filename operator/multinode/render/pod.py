@@ -343,6 +343,7 @@ def render_node_pod(
             "automountServiceAccountToken": template.automount_service_account_token,
             "securityContext": _dump(template.security_context),
             "runtimeClassName": template.runtime_class_name,
+            "terminationGracePeriodSeconds": template.termination_grace_period_seconds,
             "imagePullSecrets": _dump_all(template.image_pull_secrets),
             "hostNetwork": True if host_network else None,
             # With hostNetwork the default policy would use the node's resolver and

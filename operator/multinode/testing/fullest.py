@@ -122,6 +122,7 @@ def full_job() -> dict[str, Any]:
                     "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/trainer.json"},
                     "appArmorProfile": {"type": "Localhost", "localhostProfile": "trainer-strict"}},
                 "runtimeClassName": "nvidia",
+                "terminationGracePeriodSeconds": 120,
                 "imagePullSecrets": [{"name": "regcred"}],
                 "volumes": [
                     {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}},

@@ -112,3 +112,17 @@ def test_deleting_the_job_removes_its_pods_and_service(
     wait_for(lambda: jobs.job_pods(core, ns, "short-lived") == [], timeout=60, what="pods garbage-collected")
     wait_for(lambda: not [s for s in core.list_namespaced_service(ns).items if s.metadata.name == "short-lived"],
              timeout=60, what="service garbage-collected")
+
+
+def test_a_node_pod_is_deleted_with_the_jobs_grace_period(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str
+) -> None:
+    """podTemplate.terminationGracePeriodSeconds reaches the pods through the CRD, and the apiserver gives their
+    deletion that grace (what the kubelet waits between SIGTERM and SIGKILL)."""
+    ns = job_namespace
+    jobs.apply(kubeconfig, ns, training_job("graceful", 2, podTemplate={"terminationGracePeriodSeconds": 7}))
+    jobs.wait_phase(custom, ns, "graceful", "Running")
+    pod = jobs.job_pods(core, ns, "graceful")[0]
+    assert pod.spec.termination_grace_period_seconds == 7
+    deleted = core.delete_namespaced_pod(pod.metadata.name, ns)
+    assert deleted.metadata.deletion_grace_period_seconds == 7

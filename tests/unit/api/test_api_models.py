@@ -101,6 +101,8 @@ def test_world_size_is_nodes_times_processes_per_node() -> None:
         {"successPolicy": "AnyNode"},
         {"podTemplate": {"tolerations": [{"operator": "Maybe"}]}},
         {"podTemplate": {"volumes": [{"persistentVolumeClaim": {"claimName": "x"}}]}},
+        {"podTemplate": {"terminationGracePeriodSeconds": -1}},
+        {"podTemplate": {"terminationGracePeriodSeconds": 86401}},
     ],
 )
 def test_rejects_invalid_spec(fields: dict) -> None:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from multinode.render import RenderSettings, render_headless_service, render_node_pod
 from multinode.render.pod import one_pod_per_node
 from multinode.render.settings import OPERATOR_IMAGE_REPOSITORY
+from multinode.render.spare import render_spare_pod
 from tests.support.packaging import PROJECT_VERSION
 from multinode.testing import node_env, preflight, preflight_env, trainer
 
@@ -89,7 +90,8 @@ def test_minimal_job_omits_unset_fields() -> None:
     for key in ("imagePullPolicy", "command", "args", "workingDir", "resources"):
         assert key not in container
     for key in ("nodeSelector", "hostNetwork", "dnsPolicy", "imagePullSecrets", "priorityClassName",
-                "schedulerName", "serviceAccountName", "securityContext", "runtimeClassName"):
+                "schedulerName", "serviceAccountName", "securityContext", "runtimeClassName",
+                "terminationGracePeriodSeconds"):
         assert key not in pod["spec"]
     assert pod["spec"]["affinity"] == {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         one_pod_per_node("llama", 0)]}}
@@ -237,9 +239,12 @@ def test_scheduling_fields_pass_through() -> None:
             "schedulerName": "volcano",
             "serviceAccountName": "trainer",
             "imagePullSecrets": [{"name": "regcred"}],
+            "terminationGracePeriodSeconds": 5,
         }
     )
     spec = render_node_pod(job, 0, 0)["spec"]
+    assert spec["terminationGracePeriodSeconds"] == 5
+    assert render_spare_pod(job, 0, RenderSettings())["spec"]["terminationGracePeriodSeconds"] == 5, "a spare too"
     assert spec["tolerations"][0] == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     assert spec["affinity"] == {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [],
                                                     "requiredDuringSchedulingIgnoredDuringExecution": [
