@@ -1,12 +1,13 @@
 """An elastic job's rendezvous store pod (render/rendezvous_store.py): made once the attempt's pods are placed,
 off their machines; kept; its loss the attempt's failure.
 
-- Made after the gang is placed, not with it: a store placed first on an empty pool is only a preference to
-  the gang's placement, and the gang's scheduler may put a pod on its machine (a native PodGroup's placement
-  weighs the whole group at once). Placed after, the store is required off the gang's machines by name.
+- Made after the gang is placed, not with it: made together, each side's anti-affinity is only a preference
+  to the other's placement, and a full run found a rank beside the store with a machine of the pool free.
+  Placed after, the store is required off the gang's machines by name.
 - No other machine fits it (a job as large as its pool): the scheduler says so (Unschedulable), the store,
-  which never ran, goes and is made again without that requirement, sharing a machine (preferring the least
-  busy); a Warning Event and status.elastic.storeShared say that losing that machine restarts the gang.
+  which never ran, goes and is made again without that requirement, sharing a machine (its preferred
+  anti-affinity still weighs); a Warning Event and status.elastic.storeShared say that losing that machine
+  restarts the gang.
 - Once placed, its UID is kept (status.elastic.storeUid) and its loss (gone, deleted, failed, on a node that is
   down) is the attempt's failure: a new store would hold none of the rendezvous the agents are in. A store
   not placed yet holds none: deleted or gone, it is made again.
