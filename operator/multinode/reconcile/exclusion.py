@@ -2,7 +2,7 @@
 
 A node lands here when its health check fails (spec.healthCheck) or it hosts a straggler (stragglers.action
 Exclude, stragglers.py); `exclude_node` is the one way in. New attempts' pods get a required node affinity
-NotIn the excluded nodes (render/health_check_pod.py). Entries expire after spec.healthCheck.exclusionSeconds,
+NotIn the excluded nodes (render/node_exclusion.py). Entries expire after spec.healthCheck.exclusionSeconds,
 whatever excluded the node: a node is repaired or replaced, and a job that excluded every node of a small
 pool must get it back. The list is bounded (MAX_EXCLUDED_NODES, the oldest entry goes first).
 Pods already created keep their affinity: an exclusion that expires while an attempt's pods are Pending

@@ -27,16 +27,13 @@ from multinode.render.names import job_name
 from multinode.render.rendezvous_store import render_store_pod, store_pod_name
 
 
-def gang_nodes(p: Pass, current: dict[int, ObservedPod]) -> list[str] | None:
+def gang_nodes(p: Pass, current: dict[int, ObservedPod], min_nodes: int) -> list[str] | None:
     """The machines of the attempt's pods once it is placed: none waits to be made or placed (a pod the
-    scheduler cannot place does not hold the store back) and at least minNodes have a node; else None."""
-    elastic = p.job.spec.elastic
-    if elastic is None or len(p.result.pods_to_create) or not current:
-        return None
-    if any(pod.node is None and not pod.unschedulable for pod in current.values()):
+    scheduler cannot place does not hold the store back) and at least `min_nodes` have a node; else None."""
+    if len(p.result.pods_to_create) or any(pod.node is None and not pod.unschedulable for pod in current.values()):
         return None
     nodes = sorted({pod.node for pod in current.values() if pod.node})
-    return nodes if len(nodes) >= elastic.min_nodes else None
+    return nodes if nodes and len(nodes) >= min_nodes else None
 
 
 def keep_store(p: Pass, current: dict[int, ObservedPod]) -> Failure | None:
@@ -54,7 +51,7 @@ def keep_store(p: Pass, current: dict[int, ObservedPod]) -> Failure | None:
     store = next((s for s in stores if s.attempt == attempt), None)
     if known is None:
         if store is None:
-            nodes = gang_nodes(p, current)
+            nodes = gang_nodes(p, current, job.spec.elastic.min_nodes)
             if nodes is not None:
                 p.result.objects_to_create.append(render_store_pod(
                     job, attempt, image=pinned_image(job, status), off_nodes=() if elastic.store_shared else nodes))

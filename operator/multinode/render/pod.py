@@ -41,9 +41,9 @@ from multinode.render.health_check_pod import (
     checks_shm,
     collective_args,
     collective_limits,
-    exclude_nodes,
     health_args,
 )
+from multinode.render.node_exclusion import exclude_nodes
 from multinode.render.storage import CACHE_VOLUME, job_cache_dir, node_storage_mounts, storage_volumes
 from multinode.render.names import (
     check_node,

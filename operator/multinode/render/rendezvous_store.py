@@ -28,7 +28,7 @@ from multinode.api.constants import (
     rendezvous_store_hostname,
 )
 from multinode.render.env import rendezvous_port, user_env
-from multinode.render.health_check_pod import exclude_nodes
+from multinode.render.node_exclusion import exclude_nodes
 from multinode.render.names import common_labels, job_identity, owner_reference, service_name
 from multinode.render.security import trainer_security_context
 from multinode.render.tolerations import pod_tolerations

@@ -35,8 +35,7 @@ def test_a_deleted_pod_is_shed_and_the_rest_train_on_without_a_restart() -> None
     assert gone.pods_to_delete == [] and gone.pods_to_force_delete == [], "already terminating"
     # The old pod, still terminating, never counts again; no new pod within the resize window.
     later = run(job, [node_pod(0), node_pod(1, terminating=True), node_pod(2)], previous=status,
-                now=NOW + timedelta(seconds=5),
-                rendezvous_stores=(store_pod(),))
+                now=NOW + timedelta(seconds=5), rendezvous_stores=(store_pod(),))
     assert later.status.elastic is not None and len(later.status.elastic.shed) == 1
     assert later.events == [] and later.status.restarts == 0
     assert len(later.pods_to_create) == 0 and later.requeue_after is not None and later.requeue_after <= 25
@@ -55,8 +54,7 @@ def test_a_trainer_that_fails_on_its_own_restarts_the_gang_as_in_any_job() -> No
     job = elastic_job()
     running = running_plan(job)
     failed = run(job, [node_pod(0), node_pod(1, "Failed", exit_code=1, reason="Error"), node_pod(2)],
-                 previous=running.status,
-                 rendezvous_stores=(store_pod(),))
+                 previous=running.status, rendezvous_stores=(store_pod(),))
     assert failed.status.phase == Phase.RESTARTING and failed.status.restarts == 1
     assert not failed.status.elastic or not failed.status.elastic.shed
 
@@ -76,8 +74,7 @@ def test_after_the_window_the_shed_index_gets_a_new_pod_and_is_back_once_it_runs
     assert made.status.phase == Phase.RUNNING and made.status.restarts == 0
     # Pending (no machine yet): still shed, still training on 2; no startup timeout for it.
     pending = run(job, [node_pod(0), node_pod(1, "Pending", uid="uid-1b", node=None), node_pod(2)],
-                  previous=made.status,
-                  now=after + timedelta(hours=2), rendezvous_stores=(store_pod(),))
+                  previous=made.status, now=after + timedelta(hours=2), rendezvous_stores=(store_pod(),))
     assert pending.status.phase == Phase.RUNNING and pending.status.restarts == 0
     assert pending.status.elastic is not None and len(pending.status.elastic.shed) == 1
     # Its trainer runs: back, an Event, full size.
@@ -163,8 +160,7 @@ def test_a_new_pod_that_fails_is_made_again_one_window_later() -> None:
     shed = _shed_one(job)
     later = NOW + timedelta(seconds=40)
     failed = run(job, [node_pod(0), node_pod(1, "Failed", uid="uid-1b", exit_code=1), node_pod(2)],
-                 previous=shed.status,
-                 now=later, rendezvous_stores=(store_pod(),))
+                 previous=shed.status, now=later, rendezvous_stores=(store_pod(),))
     assert "llama-1-a0" in failed.pods_to_delete and failed.status.restarts == 0
     assert failed.status.elastic is not None and len(failed.status.elastic.shed) == 1
     soon = run(job, [node_pod(0), node_pod(2)], previous=failed.status, now=later + timedelta(seconds=10),
