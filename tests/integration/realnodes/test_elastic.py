@@ -84,6 +84,27 @@ def _seen_rounds(core: client.CoreV1Api, namespace: str, pods: list[str]) -> dic
     return {name: len(_rounds(log)) for name, log in _logs(core, namespace, pods).items()}
 
 
+def _snapshot(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace: str) -> str:
+    """What a timed-out wait saw last: the job's status, each pod's place and rounds, the newest Events (CI keeps
+    no cluster to look at afterwards)."""
+    status = _status(custom, namespace)
+    lines = [f"status.elastic={status.get('elastic')} currentNodes={status.get('currentNodes')}"]
+    lines += [f"condition {c['type']}={c['status']} {c.get('reason')}: {c.get('message')}"
+              for c in status.get("conditions", [])]
+    pods = core.list_namespaced_pod(namespace).items
+    logs = _logs(core, namespace, [p.metadata.name for p in pods])
+    for pod in pods:
+        scheduled = next((c for c in pod.status.conditions or [] if c.type == "PodScheduled"), None)
+        lines.append(f"pod {pod.metadata.name} uid={pod.metadata.uid[:8]} node={pod.spec.node_name} "
+                     f"phase={pod.status.phase} deleting={pod.metadata.deletion_timestamp} scheduled="
+                     f"{scheduled and (scheduled.status, scheduled.reason, scheduled.message)} rounds="
+                     f"{[(rank, world, steps[-1:]) for rank, world, steps in _rounds(logs[pod.metadata.name])]}")
+    events = sorted(core.list_namespaced_event(namespace).items,
+                    key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+    lines += [f"event {e.last_timestamp} {e.involved_object.name} {e.reason}: {e.message}" for e in events[-25:]]
+    return "\n".join(lines)
+
+
 def _rank_of(log: str) -> int:
     return int(list(WORLD.finditer(log))[-1].group(1))
 
@@ -177,6 +198,8 @@ def test_an_elastic_job_shrinks_grows_waits_below_min_and_succeeds(real_operator
         assert all(0 <= r <= CHECKPOINT_EVERY for r in redone), redone
         print(f"elastic figures: shrink {shrink_seconds:.1f}s, grow {grow_seconds:.1f}s, steps redone {redone}, "
               f"resharded {_resharded(survivor)}")
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{_snapshot(core, custom, namespace)}") from failed
     finally:
         for node in cordoned:
             kubectl(kc, "uncordon", node, check=False)
