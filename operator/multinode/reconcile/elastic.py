@@ -15,7 +15,11 @@ them restart into a round with it. The pods stay. The operator's part:
   elastic.belowMinTimeoutSeconds the attempt fails with BelowMinNodes, a node-loss restart of the gang.
 - grow: a shed index gets a new pod (same name, same attempt) once elastic.resizeWindowSeconds have passed
   since the last resize; it may wait Pending until a machine is free. Once its trainer runs, its agent joins
-  and the index is back (an Event): the row goes.
+  and the index is back (an Event): the row goes. The new pod joins no native PodGroup (the gang is placed:
+  its minCount is bound) and keeps to the gang's topology domain by a node selector: Kubernetes 1.36's scheduler
+  retries a PodGroup member it cannot place at once, again and again, whenever its queue is otherwise empty
+  (backend/queue: no event-based requeueing for pod groups yet, and pods popped from backoff when the active
+  queue is empty), which kept a core busy for as long as a shrunk job waited for a machine.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from datetime import datetime, timedelta
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import Reason
 from multinode.api.elastic import MAX_SHED_ROWS, ElasticStatus, ShedNode
+from multinode.api.status import GangMode
 from multinode.api.timestamps import parse_time, rfc3339
 from multinode.reconcile.decision import Decision
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.node_loss import NodeDown
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Event, Verdict
+from multinode.reconcile.placement import ObservedNode
 from multinode.render.names import job_name, pod_name
 
 
@@ -121,6 +127,23 @@ def due_indices(job: TrainingJob, status: TrainingJobStatus, missing: Collection
     if now >= opens:
         return list(missing), None
     return [i for i in missing if i not in shed], (opens - now).total_seconds()
+
+
+def grow_outside_group(job: TrainingJob, status: TrainingJobStatus, training: Mapping[int, ObservedPod],
+                       nodes: Collection[ObservedNode]) -> tuple[frozenset[int], dict[str, str] | None]:
+    """The shed indices whose new pod joins no native PodGroup, and the node selector it has instead (the
+    gang's topology domain: status.topologyDomain, or the label of a node a training pod is on). Only the
+    native gang: a Volcano or coscheduling pod needs its scheduler's name and group. With spec.topology and no
+    domain known, the pod joins the group, which keeps it in the gang's."""
+    if status.scheduling is None or status.scheduling.gang != GangMode.POD_GROUP:
+        return frozenset(), None
+    if job.spec.topology is None:
+        return shed_indices(status), None
+    key = job.spec.topology.same_domain_label
+    labels = {node.name: node.labels for node in nodes}
+    domain = status.topology_domain or next(
+        (value for pod in training.values() if pod.node and (value := labels.get(pod.node, {}).get(key))), None)
+    return (shed_indices(status), {key: domain}) if domain else (frozenset(), None)
 
 
 def elastic_verdict(job: TrainingJob, status: TrainingJobStatus, training: dict[int, ObservedPod],

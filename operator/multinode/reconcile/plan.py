@@ -35,6 +35,7 @@ from multinode.reconcile.elastic import (
     due_indices,
     elastic_verdict,
     grow,
+    grow_outside_group,
     shed_indices,
     sheds,
     shrink,
@@ -337,13 +338,18 @@ def _create_missing(p: Pass, current: dict[int, ObservedPod], gates: list[Gate])
     status.attempt_start_time = status.attempt_start_time or rfc3339(now)
     image = pinned_image(job, status)
     attempt, name, settings = status.attempt, job_name(job), p.settings
-    keys = PodKeys()
+    keys, grow_keys = PodKeys(), PodKeys()
     for seen in observed.integrations:  # the attempt's group only to the integration that gangs it
         keys = keys.then(seen.integration.pod_keys(job, attempt, group if seen is gang else None))
+        grow_keys = grow_keys.then(seen.integration.pod_keys(job, attempt, None))
+    # A shed index's new pod (elastic.py, grow) joins a placed gang: no native group, the gang's domain instead.
+    growing, grow_selector = grow_outside_group(job, status, current, observed.nodes)
+    grow_selector = with_gate_selectors(grow_selector, gates)
     result.pods_to_create = PodStream(
         missing, lambda i: pod_name(name, i, attempt),
         lambda i: render_node_pod(job, i, attempt, settings, resume_from=resume, image=image,
-                                  node_selector=node_selector, excluded_nodes=excluded, keys=keys,
+                                  node_selector=grow_selector if i in growing else node_selector,
+                                  excluded_nodes=excluded, keys=grow_keys if i in growing else keys,
                                   restarts=status.restarts))
     if wants_disruption_budget(job):  # before the pods: a drain must never find them unguarded
         result.objects_to_create.append(render_disruption_budget(job))

@@ -78,6 +78,10 @@ def test_a_node_lost_is_shed_grows_back_and_the_store_lost_restarts_the_gang(
         waiting = wait_for(lambda: (p := _live(core, ns).get(f"{JOB}-1-a0")) and p.metadata.uid != lost.metadata.uid
                            and p, timeout=60, what="node 1's new pod")
         assert waiting.spec.node_name is None
+        # The gang's PodGroup is placed; the new pod waits outside it, where the scheduler retries it on events
+        # (in the group, 1.36's retried it without pause while no machine was free: a core busy).
+        assert all(p.spec.scheduling_group.pod_group_name == f"{JOB}-a0" for p in gang.values())
+        assert waiting.spec.scheduling_group is None
         assert jobs.get_job(custom, ns, JOB)["status"]["currentNodes"] == 2
     finally:
         for node in (lost.spec.node_name, store.spec.node_name):

@@ -169,3 +169,56 @@ def test_a_new_pod_that_fails_is_made_again_one_window_later() -> None:
     after = run(job, [node_pod(0), node_pod(2)], previous=soon.status, now=later + timedelta(seconds=31),
                 rendezvous_stores=(store_pod(),))
     assert [p["metadata"]["name"] for p in after.pods_to_create] == ["llama-1-a0"]
+
+
+def test_a_shed_index_new_pod_joins_no_pod_group_and_keeps_to_the_gangs_domain() -> None:
+    from tests.unit.reconcile.test_gang import group
+    from tests.unit.reconcile.test_placement import nodes
+
+    job = stored_job(3, elastic={"minNodes": 2, "resizeWindowSeconds": 30}, resourcesPerNode={"gpus": 8},
+                     topology={"sameDomainLabel": "block"})
+    cluster = nodes({"block-0": 3, "block-1": 4})
+    seen = {"gang_api": True, "nodes": cluster, "rendezvous_stores": (store_pod(),)}
+    first = run(job, [], **seen, pod_groups=(group(topology_keys=("block",)),))
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in first.pods_to_create} == {"llama-a0"}
+    placed = {"pod_groups": (group(scheduled="True", topology_keys=("block",)),), **seen}
+    pods = [node_pod(i, node=f"block-1-{i}", pod_group="llama-a0") for i in range(3)]
+    running = run(job, pods, previous=first.status, **placed)
+    assert running.status.topology_domain == "block-1"
+    shed = run(job, [pods[0], node_pod(1, node="block-1-1", terminating=True), pods[2]], previous=running.status,
+               **placed)
+    made = run(job, [pods[0], pods[2]], previous=shed.status, now=NOW + timedelta(seconds=31), **placed)
+
+    [new] = made.pods_to_create
+    # The gang is placed (its minCount bound): the new pod is scheduled on its own, in the gang's domain. In
+    # the group, 1.36's scheduler would retry it without pause for as long as no machine is free.
+    assert new["metadata"]["name"] == "llama-1-a0" and "schedulingGroup" not in new["spec"]
+    assert new["spec"]["nodeSelector"]["block"] == "block-1"
+
+
+def test_without_topology_a_shed_index_new_pod_joins_no_pod_group_and_has_no_domain() -> None:
+    from tests.unit.reconcile.test_gang import group
+
+    job = elastic_job(resizeWindowSeconds=30)
+    seen = {"gang_api": True, "rendezvous_stores": (store_pod(),), "pod_groups": (group(scheduled="True"),)}
+    first = run(job, [], **seen)
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in first.pods_to_create} == {"llama-a0"}
+    pods = [node_pod(i, pod_group="llama-a0") for i in range(3)]
+    running = run(job, pods, previous=first.status, **seen)
+    shed = run(job, [pods[0], node_pod(1, terminating=True), pods[2]], previous=running.status, **seen)
+    made = run(job, [pods[0], pods[2]], previous=shed.status, now=NOW + timedelta(seconds=31), **seen)
+
+    [new] = made.pods_to_create
+    assert "schedulingGroup" not in new["spec"] and "block" not in new["spec"].get("nodeSelector", {})
+
+
+def test_with_volcano_a_shed_index_new_pod_keeps_its_scheduler_and_group() -> None:
+    job = stored_job(3, elastic={"minNodes": 2, "resizeWindowSeconds": 30}, scheduling={"volcano": {}})
+    seen = {"rendezvous_stores": (store_pod(),)}
+    running = running_plan(job)
+    shed = run(job, [node_pod(0), node_pod(1, terminating=True), node_pod(2)], previous=running.status, **seen)
+    made = run(job, [node_pod(0), node_pod(2)], previous=shed.status, now=NOW + timedelta(seconds=31), **seen)
+
+    [new] = made.pods_to_create
+    assert new["spec"]["schedulerName"] == "volcano"
+    assert new["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "llama-a0"
