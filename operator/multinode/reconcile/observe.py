@@ -58,6 +58,8 @@ class ObservedPod:
     message: str | None = None
     # The scheduler's words when it cannot place the pod (PodScheduled=False, Unschedulable).
     unschedulable: str | None = None
+    # Since when (the PodScheduled condition's lastTransitionTime, RFC3339): the scheduler refused it first then.
+    unschedulable_since: str | None = None
     # MULTINODE_RESUME_FROM as rendered: every pod of one attempt must resume from the same place.
     resume_from: str | None = None
     # Reason of a DisruptionTarget condition (DeletionByTaintManager, EvictionByEvictionAPI, ...).
@@ -162,9 +164,10 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     ready = (conditions.get("Ready") or {}).get("status") == "True"
     scheduled = conditions.get("PodScheduled") or {}
-    unschedulable = None
+    unschedulable = unschedulable_since = None
     if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
         unschedulable = scheduled.get("message") or "Unschedulable"
+        unschedulable_since = scheduled.get("lastTransitionTime")
 
     exit_code = reason = message = None
     preflight = _terminated(status.get("initContainerStatuses"), PREFLIGHT_CONTAINER)
@@ -228,6 +231,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod | None:
         reason=reason,
         message=message,
         unschedulable=unschedulable,
+        unschedulable_since=unschedulable_since,
     )
 
 

@@ -3,7 +3,8 @@ off their machines; kept; its loss the attempt's failure.
 
 - Made after the gang is placed, not with it: made together, each side's anti-affinity is only a preference
   to the other's placement, and a full run found a rank beside the store with a machine of the pool free.
-  Placed after, the store is required off the gang's machines by name.
+  Placed after, the store is required off the gang's machines by name. A gang pod the scheduler refused holds
+  it back for REFUSED_GRACE_SECONDS, then no longer (a pool too small for the gang still gets its store).
 - No other machine fits it (a job as large as its pool): the scheduler says so (Unschedulable), the store,
   which never ran, goes and is made again without that requirement, sharing a machine (its preferred
   anti-affinity still weighs); a Warning Event and status.elastic.storeShared say that losing that machine
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from multinode.api.conditions import Reason
 from multinode.api.elastic import ElasticStatus
+from multinode.api.timestamps import parse_time
 from multinode.reconcile.decision import Decision
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.image_consistency import pinned_image
@@ -27,10 +29,31 @@ from multinode.render.names import job_name
 from multinode.render.rendezvous_store import render_store_pod, store_pod_name
 
 
+# How long a pod the scheduler refused holds the store back: past kube-scheduler's longest backoff
+# (podMaxBackoffSeconds, 10 s), so that it was tried again after whatever freed a machine. The store, a pod of
+# no group, is tried again at once on that event; a PodGroup member only after its backoff (1.36 has no
+# event-based requeueing for pod groups), and a machine just freed (a node turning Ready) went to the store.
+REFUSED_GRACE_SECONDS = 15.0
+
+
 def gang_nodes(p: Pass, current: dict[int, ObservedPod], min_nodes: int) -> list[str] | None:
     """The machines of the attempt's pods once it is placed: none waits to be made or placed (a pod the
-    scheduler cannot place does not hold the store back) and at least `min_nodes` have a node; else None."""
-    if len(p.result.pods_to_create) or any(pod.node is None and not pod.unschedulable for pod in current.values()):
+    scheduler refused for REFUSED_GRACE_SECONDS does not hold the store back; until then, the pass comes
+    again when it would not) and at least `min_nodes` have a node; else None."""
+    if len(p.result.pods_to_create):
+        return None
+    waits = []
+    for pod in current.values():
+        if pod.node is not None:
+            continue
+        if not pod.unschedulable:
+            return None
+        refused = (p.now - parse_time(pod.unschedulable_since, p.now)).total_seconds() if pod.unschedulable_since \
+            else REFUSED_GRACE_SECONDS
+        if refused < REFUSED_GRACE_SECONDS:
+            waits.append(REFUSED_GRACE_SECONDS - refused)
+    if waits:
+        p.take(Decision(requeue_after=max(waits)))
         return None
     nodes = sorted({pod.node for pod in current.values() if pod.node})
     return nodes if nodes and len(nodes) >= min_nodes else None

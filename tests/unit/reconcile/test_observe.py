@@ -41,10 +41,10 @@ def test_unschedulable_and_terminating_are_read() -> None:
         "metadata": {"name": "llama-3-a1", "labels": LABELS, "deletionTimestamp": "2026-11-20T12:00:00Z"},
         "status": {"phase": "Pending", "conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-             "message": "0/8 nodes are available"}]},
+             "message": "0/8 nodes are available", "lastTransitionTime": "2026-11-20T11:59:50Z"}]},
     })
 
-    assert pod.unschedulable == "0/8 nodes are available"
+    assert pod.unschedulable == "0/8 nodes are available" and pod.unschedulable_since == "2026-11-20T11:59:50Z"
     assert pod.terminating and not pod.active
 
 

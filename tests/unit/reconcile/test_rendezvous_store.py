@@ -4,12 +4,16 @@ placed, and its loss restarts the gang; earlier attempts' stores go."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from multinode.api import Phase
+from multinode.api.timestamps import rfc3339
 from multinode.api.conditions import Reason
 from multinode.api.constants import LABEL_RENDEZVOUS_STORE
 from multinode.testing import stored_job
 from tests.unit.reconcile.elastic_jobs import elastic_job, gang, node_pod, running_plan, store_pod
-from tests.unit.reconcile.planning import run
+from multinode.reconcile.rendezvous_store import REFUSED_GRACE_SECONDS
+from tests.unit.reconcile.planning import NOW, run
 
 NO_ROOM = "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."
 
@@ -42,6 +46,22 @@ def test_the_store_is_made_once_the_attempts_pods_are_placed_off_their_machines(
     assert _stores(run(job, below_min, previous=created.status)) == []
     # A job that is not elastic has none.
     assert _stores(run(stored_job(3), gang())) == []
+
+
+def test_a_pod_refused_just_now_holds_the_store_back_past_the_schedulers_longest_backoff() -> None:
+    # A machine freed (a node turning Ready) is the store's at once, a PodGroup member's after its backoff.
+    job = elastic_job()
+    created = run(job, [])
+    refused_at = NOW - timedelta(seconds=4)
+    just_refused = [node_pod(0), node_pod(1, "Pending", node=None, unschedulable=NO_ROOM,
+                                          unschedulable_since=rfc3339(refused_at)), node_pod(2)]
+    held = run(job, just_refused, previous=created.status)
+    assert _stores(held) == [] and held.requeue_after is not None
+    assert held.requeue_after <= REFUSED_GRACE_SECONDS - 4
+    later = run(job, just_refused, previous=created.status,
+                now=refused_at + timedelta(seconds=REFUSED_GRACE_SECONDS))
+    (store,) = _stores(later)
+    assert _off_nodes(store) == ["gpu-node-0", "gpu-node-2"]
 
 
 def test_a_store_no_machine_without_a_training_pod_fits_is_made_again_sharing_one() -> None:
