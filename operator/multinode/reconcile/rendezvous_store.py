@@ -48,15 +48,16 @@ def gang_nodes(p: Pass, current: dict[int, ObservedPod], min_nodes: int) -> list
             continue
         if not pod.unschedulable:
             return None
-        refused = (p.now - parse_time(pod.unschedulable_since, p.now)).total_seconds() if pod.unschedulable_since \
-            else REFUSED_GRACE_SECONDS
-        if refused < REFUSED_GRACE_SECONDS:
-            waits.append(REFUSED_GRACE_SECONDS - refused)
+        if pod.unschedulable_since is None:
+            continue  # refused since when, unknown: it does not hold the store back
+        left = REFUSED_GRACE_SECONDS - (p.now - parse_time(pod.unschedulable_since, p.now)).total_seconds()
+        if left > 0:
+            waits.append(left)
     if waits:
         p.take(Decision(requeue_after=max(waits)))
         return None
     nodes = sorted({pod.node for pod in current.values() if pod.node})
-    return nodes if nodes and len(nodes) >= min_nodes else None
+    return nodes if len(nodes) >= min_nodes else None
 
 
 def keep_store(p: Pass, current: dict[int, ObservedPod]) -> Failure | None:

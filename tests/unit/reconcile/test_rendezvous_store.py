@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from multinode.api import Phase
-from multinode.api.timestamps import rfc3339
 from multinode.api.conditions import Reason
 from multinode.api.constants import LABEL_RENDEZVOUS_STORE
+from multinode.api.timestamps import rfc3339
+from multinode.reconcile.rendezvous_store import REFUSED_GRACE_SECONDS
 from multinode.testing import stored_job
 from tests.unit.reconcile.elastic_jobs import elastic_job, gang, node_pod, running_plan, store_pod
-from multinode.reconcile.rendezvous_store import REFUSED_GRACE_SECONDS
 from tests.unit.reconcile.planning import NOW, run
 
 NO_ROOM = "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."
