@@ -1,10 +1,10 @@
-"""The kubelets' Leases, for jobs with hot spares (reconcile/lease_loss.py): read from the apiserver's watch
-cache at most every REFRESH_SECONDS, shared by every job, and only while a job with spares asks. Not watched:
+"""The kubelets' Leases, for jobs with hot spares and in-place restarts (reconcile/lease_loss.py): read from the
+apiserver's watch cache at most every REFRESH_SECONDS, shared by every job, and only while such a job asks. Not watched:
 every kubelet writes its Lease every 10 s, a stream of events the operator has no use for otherwise.
 
 Without the right to list them (the chart grants it; a hand-made Role may not), the check is off: spares
-still take lost nodes' ranks, once the nodes turn NotReady. That is logged once, and asked again every
-RETRY_SECONDS.
+still take lost nodes' ranks, once the nodes turn NotReady, and a trainer restarted in place is not held.
+That is logged once, and asked again every RETRY_SECONDS.
 """
 
 from __future__ import annotations

@@ -21,10 +21,12 @@ from multinode.reconcile import Observed
 from multinode.reconcile.checkpointing import Resumer
 from multinode.reconcile.integration import Seen
 from multinode.reconcile.kinds import ApiKind
+from multinode.reconcile.lease_loss import restarted_in_place
 from multinode.reconcile.node_loss import NodeDown, node_down
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import TERMINAL_PHASES
 from multinode.reconcile.placement import needs_nodes
+from multinode.render.in_place import restarts_in_place
 
 MAX_GONE_PER_JOB = 256  # disrupted pods remembered per job after their deletion (DisruptedPods)
 
@@ -89,7 +91,10 @@ class Observer:
         pods = [p for p in pods if not p.waiting_spare and not p.rendezvous_store]
         mirror = self.stores.pods.mirror_of(namespace, name, uid)
         reads = JobReads(self.stores, self.kube, key, uid)
-        leases = await self.leases.current() if job.spec.spare_nodes and spares else {}
+        # Leases tell a lost node from a crash (reconcile/lease_loss.py): for a spare to take a rank, or for the
+        # ranks a trainer's restart in place took down with it.
+        wanted = (job.spec.spare_nodes and spares) or (restarts_in_place(job) and restarted_in_place(pods))
+        leases = await self.leases.current() if wanted else {}
         integrations = tuple([replace(seen, observed=await seen.integration.observe(job, reads)) if seen.served
                               else seen for seen in self.integrations])
         return Observed(pods=tuple(pods), service_exists=bool(self.stores.services.of_job(namespace, name, uid)),

@@ -1,26 +1,30 @@
-"""A node whose kubelet stops renewing its Lease loses its rank to a hot spare (spec.spareNodes), without
-waiting for the node's Ready condition.
+"""A node whose kubelet stops renewing its Lease is lost before its Ready condition says so: while a hot spare
+(spec.spareNodes) waits to take its rank, and while its peers' trainers restarted in place without it.
 
 On stock settings a kubelet renews its Lease every 10 s (a quarter of its 40 s leaseDurationSeconds), and the
 node lifecycle controller turns the node NotReady (Ready Unknown) only once the lease is 40 s old; the pods'
-node-loss toleration comes on top (node_loss.py). With a warm spare waiting, the gang need not wait that long:
-a current pod whose node's lease is older than half its duration (two renewals missed) is lost now. A false
-alarm (a kubelet that only fell behind) costs a spare swap, which is what a spare is for; so the check runs
-only while a warm spare can take the rank. The lost pod's old attempt is fenced off as any other: the gang's
-next attempt has its own rendezvous port and id (render/in_place.py).
+node-loss toleration comes on top (node_loss.py). A current pod whose node's lease is older than half its
+duration (two renewals missed) is lost now when something already says so: a warm spare waits (a false alarm,
+a kubelet that only fell behind, costs a spare swap, which is what a spare is for), or the other ranks'
+trainers failed and restarted in place while that node said nothing (their collectives lost it). The lost
+pod's old attempt is fenced off as any other: the gang's next attempt has its own rendezvous port and id
+(render/in_place.py).
 
 Which of the two came first matters too. A node that dies takes its rank with it, and the other ranks'
 collectives fail at once: their trainers exit and restart in place before the dead node's lease is stale.
-Declared then, their new attempt would look for the rendezvous at the dead rank 0 (torchrun's agent waits
-there, in no process the operator's next attempt can stop) and count a restart that was no fault of the job.
-So, while a warm spare waits, a trainer restarted in place is held at its preflight barrier until every pod
-that did not restart has its node renew its lease after that restart (≤ 10 s on stock settings, the cost of
-telling a crash from a dead node); a lease that goes stale instead makes it the node's loss, the spare takes
-the rank, and one attempt follows, uncounted.
+Declared then, their new attempt would wait for the dead node: torchrun's agent starts its rendezvous (at the
+dead rank 0's name, or with rank 0 waiting for the dead rank), a wait in no process the operator's next
+attempt can stop, and the node's replacement, declared later as the attempt after, never meets them: the
+in-place restart is abandoned after 120 s and the gang recreated (docs/benchmarks.md measured about 4
+minutes). So a trainer restarted in place is held at its preflight barrier until every pod that did not
+restart has its node renew its lease after that restart (≤ 10 s on stock settings, and nothing when the peers
+restart too, as gloo's do at once: the cost of telling a crash from a dead node); a lease that goes stale
+instead makes it the node's loss, and one attempt follows, uncounted, the lost rank on a spare or a new pod.
 
 Leases are not watched (every kubelet writes one every 10 s): the controller reads them from the apiserver's
-watch cache, shared by every job (controller/node_leases.py), and a job with spares comes back every
-LEASE_CHECK_SECONDS to look again.
+watch cache, shared by every job (controller/node_leases.py), only for a job with spares or a trainer
+restarted in place, and such a job comes back every LEASE_CHECK_SECONDS (held: HOLD_CHECK_SECONDS) to look
+again.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from multinode.reconcile.decision import Decision
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Verdict
+from multinode.render.in_place import restarts_in_place
 
 # How often a job with spares looks at its nodes' leases again (a kubelet renews every 10 s).
 LEASE_CHECK_SECONDS = 5.0
@@ -71,40 +76,46 @@ def stale_for(lease: NodeLease, now: datetime) -> float | None:
     return age if age > lease.duration_seconds / 2 else None
 
 
+def restarted_in_place(pods: Iterable[ObservedPod]) -> list[ObservedPod]:
+    """The pods whose trainer restarted in place past what their annotations expect (in_place.py)."""
+    return [p for p in pods if p.trainer_restarts > p.in_place_trainer_restarts]
+
+
 def judge_stale_leases(job: TrainingJob, current: Iterable[ObservedPod], leases: Mapping[str, NodeLease],
                        warm_spares: int, now: datetime) -> Decision:
     """NodeLost for the first current pod (lowest index) whose node's lease went stale, while a warm spare can
-    take its rank; and, for a job with spares, a timer to look again."""
-    if not job.spec.spare_nodes:
-        return Decision()
-    if not warm_spares:
-        return Decision(requeue_after=LEASE_CHECK_SECONDS)
-    for p in sorted(current, key=lambda pod: pod.index):
+    take its rank or, restarting in place, while the other ranks' trainers restarted without it; and, for a
+    job with spares, a timer to look again."""
+    pods = list(current)
+    restarted = restarted_in_place(pods) if restarts_in_place(job) else []
+    if not warm_spares and not restarted:
+        return Decision(requeue_after=LEASE_CHECK_SECONDS) if job.spec.spare_nodes else Decision()
+    taker = "a warm spare takes its rank" if warm_spares else \
+        f"the other ranks' trainers restarted in place without it ({len(restarted)}); a new pod takes its rank"
+    for p in sorted(pods, key=lambda pod: pod.index):
         lease = leases.get(p.node or "")
-        if lease is None or p.terminating or p.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+        if lease is None or p.terminating or p.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED) or p in restarted:
             continue
         age = stale_for(lease, now)
         if age is None:
             continue
         return Decision(failure=Failure(
             Reason.NODE_LOST, f"pod {p.name} (node {p.index}): its node {p.node} has not renewed its lease for "
-                              f"{age:.0f}s (leaseDurationSeconds {lease.duration_seconds}); a warm spare takes its "
-                              "rank", reasons=frozenset({Reason.NODE_LOST}), node_loss=True, index=p.index))
-    return Decision(requeue_after=LEASE_CHECK_SECONDS)
+                              f"{age:.0f}s (leaseDurationSeconds {lease.duration_seconds}); {taker}",
+            reasons=frozenset({Reason.NODE_LOST}), node_loss=True, index=p.index))
+    return Decision(requeue_after=LEASE_CHECK_SECONDS if job.spec.spare_nodes else None)
 
 
 # How often a held in-place restart looks at the leases again.
 HOLD_CHECK_SECONDS = 1.0
 
 
-def hold_for_leases(job: TrainingJob, current: Iterable[ObservedPod], leases: Mapping[str, NodeLease],
-                    warm_spares: int, now: datetime) -> Decision:
+def hold_for_leases(current: Iterable[ObservedPod], leases: Mapping[str, NodeLease], now: datetime) -> Decision:
     """A Restarting verdict while a trainer restarted in place and a pod that did not restart is on a node
-    whose lease was not renewed since (with a warm spare waiting; else no verdict: declare at once)."""
-    if not job.spec.spare_nodes or not warm_spares:
-        return Decision()
+    whose lease was not renewed since (no verdict: declare at once; so too without the leases, which a
+    controller with no right to list them does not have)."""
     pods = list(current)
-    restarted = [p for p in pods if p.trainer_restarts > p.in_place_trainer_restarts]
+    restarted = restarted_in_place(pods)
     since = min((parse_time(p.preflight_started_at, now) for p in restarted if p.preflight_started_at), default=None)
     if since is None:
         return Decision()

@@ -208,19 +208,19 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
             take(exclude_unhealthy_nodes(job, status, failed, now))
             take(Decision(status=node_table(status, current, n)))
         return _fail_attempt(p, current, failure)
-    # With a warm spare waiting, a node whose lease stopped renewing is lost now, not when it turns NotReady.
+    # With a warm spare waiting, or the other ranks restarted in place without it, a node whose lease stopped
+    # renewing is lost now, not when it turns NotReady.
     spare = pick_spare(observed.spares, observed.down_nodes, observed.cordoned_nodes,
                        {pod.node for pod in current.values()})
     failure = take(judge_stale_leases(job, current.values(), observed.node_leases, int(spare is not None),
                                       now)).failure
     if failure is not None:
         return _fail_attempt(p, current, failure)
-    # InPlace: a trainer that restarted in place fails the attempt too, and the gang follows it in place; with
-    # a warm spare, once the nodes of the pods that did not restart have shown they live (lease_loss.py).
+    # InPlace: a trainer that restarted in place fails the attempt too, and the gang follows it in place, once
+    # the nodes of the pods that did not restart have shown they live (lease_loss.py).
     failure = in_place_failure(status, current)
     if failure is not None:
-        lease_wait = take(hold_for_leases(job, current.values(), observed.node_leases, int(spare is not None),
-                                          now)).verdict
+        lease_wait = take(hold_for_leases(current.values(), observed.node_leases, now)).verdict
         if lease_wait is not None:
             return _report(p, current, lease_wait)
         return _fail_attempt(p, current, failure)

@@ -1,6 +1,8 @@
 """A node whose lease stops renewing loses its rank to a warm spare (lease_loss.py), through the planner: at
 once when the lease is older than half its duration and a spare waits; not while it is fresh, not without a
-spare (the node's Ready condition decides then), never for a job without spares."""
+spare (the node's Ready condition decides then), never for a job without spares; and a trainer restarted in
+place held until its peers' nodes show they live, with or without a spare, a stale lease then the node's
+loss."""
 
 from __future__ import annotations
 
@@ -92,12 +94,42 @@ def test_a_rank_restarted_while_its_peers_node_says_nothing_waits_to_tell_a_cras
     assert (record.reason, record.index, record.spare) == ("NodeLost", 0, 0)
 
 
-def test_without_a_warm_spare_a_restarted_rank_declares_its_attempt_at_once() -> None:
-    job = _job()
+def test_without_a_spare_a_restarted_rank_waits_too_and_a_stale_lease_gives_its_rank_to_a_new_pod() -> None:
+    # Declared at once, rank 1's restarted agent would wait for the dead rank 0, and rank 0's replacement,
+    # declared later as the attempt after, would never meet it (lease_loss.py).
+    job = stored_job(2, failurePolicy={"restartStrategy": "InPlace"})
     gang = [pod(0, node="n0", in_place_attempt=0, restart_rules=True), _restarted(1, "n1", since=3)]
     before = run(job, _gang()).status
-    result = run(job, gang, previous=before, node_leases={"n0": _renewed(6)})
-    assert result.status.attempt == 1
+    held = run(job, gang, previous=before, node_leases={"n0": _renewed(6), "n1": _renewed(1)})
+    assert held.status.attempt == 0 and held.pods_to_annotate == {}, "no attempt declared yet"
+    assert "waiting for node n0 (of pod llama-0-a0) to renew its lease" in condition_message(held.status)
+
+    alive = run(job, gang, previous=held.status, node_leases={"n0": _renewed(1), "n1": _renewed(1)})
+    assert (alive.status.attempt, alive.status.restarts) == (1, 1), "a crash: the in-place attempt, counted"
+    assert set(alive.pods_to_annotate) == {"llama-0-a0", "llama-1-a0"} and not list(alive.pods_to_create)
+
+    dead = run(job, gang, previous=held.status, node_leases={"n0": _renewed(25), "n1": _renewed(1)})
+    assert (dead.status.attempt, dead.status.restarts, dead.status.uncounted_restarts) == (1, 0, 1)
+    record = dead.status.restart_history[-1]
+    assert (record.reason, record.index, record.spare) == ("NodeLost", 0, None)
+    assert "has not renewed its lease for 25s" in record.message and "a new pod takes its rank" in record.message
+    assert set(dead.pods_to_annotate) == {"llama-1-a0"}, "the rank that restarted is told the attempt at once"
+    assert "llama-0-a0" in dead.pods_to_delete
+
+
+def test_a_peer_that_restarted_too_or_leases_not_readable_declare_at_once() -> None:
+    job = stored_job(2, failurePolicy={"restartStrategy": "InPlace"})
+    before = run(job, _gang()).status
+    both = [_restarted(0, "n0", since=2), _restarted(1, "n1", since=3)]
+    assert run(job, both, previous=before, node_leases={"n0": _renewed(6), "n1": _renewed(6)}).status.attempt == 1
+    # No right to list Leases (controller/node_leases.py): nothing to wait for, as before the check.
+    gang = [pod(0, node="n0", in_place_attempt=0, restart_rules=True), _restarted(1, "n1", since=3)]
+    assert run(job, gang, previous=before).status.attempt == 1
+
+
+def test_a_stale_lease_without_a_spare_or_a_restart_in_place_waits_for_the_node_condition() -> None:
+    recreating = stored_job(2)  # BlockingRecreate: restarted pods never exist, the node's Ready condition decides
+    assert run(recreating, _gang(), node_leases={"n1": _renewed(60)}).status.attempt == 0
 
 
 def condition_message(status) -> str:
