@@ -364,8 +364,9 @@ def spare_table(data: dict) -> str:
             + "\n\nThe real example (restartStrategy InPlace) on 2 of 4 real nodes, stock timings; the real node of "
               "rank 0 killed (kubelet, containerd and containers SIGKILLed) once both ranks passed a mirrored "
               "checkpoint; until both ranks of the attempt that trains next log a training step. With a spare: "
-              "`spareNodes: 1`, the node lost when its Lease is 20 s old; without: when it has been NotReady for "
-              f"the 5 s toleration. Both sides alternate in one run. Command: `{data['command']}`.")
+              "`spareNodes: 1`, the rank goes to the warm spare; without: to a new pod on the fourth node. Either "
+              "way the node is lost when its Lease is 20 s old (the rank that lived restarted in place without it). "
+              f"Both sides alternate in one run. Command: `{data['command']}`.")
 
 
 def elastic_table(data: dict) -> str:
