@@ -119,6 +119,9 @@ class Applier:
         # The last status this operator wrote, per job uid. The store can lag behind our own write by
         # one watch event; the operator is the only writer of these fields, so its copy is the newest.
         self.written: dict[str, TrainingJobStatus] = {}
+        # The resourceVersion our last status patch of each job (by uid) gave it: that version's watch event
+        # is our own write coming back, news to nobody (Reconciler.own_status_write).
+        self.written_versions: dict[str, str] = {}
         # Phase of every job this operator has reconciled, by uid: multinode_trainingjobs{phase}.
         self.phases: dict[str, str] = {}
         # Goodput and step of every job, by uid, from the status last written: multinode_trainingjob_*.
@@ -132,7 +135,7 @@ class Applier:
         self.expectations.forget(key)
         self.attempt_envs.forget(key)
         if uid:
-            for by_uid in (self.written, self.phases, self.figures, self.reconciled):
+            for by_uid in (self.written, self.written_versions, self.phases, self.figures, self.reconciled):
                 by_uid.pop(uid, None)
 
     def attempt_of(self, raw: Mapping[str, Any]) -> int:
@@ -228,9 +231,12 @@ class Applier:
         desired = dump_status(result.status)
         # Compare with the server's copy too: a patch we gave up on (timeout) can still land after a newer one.
         on_server = None if job.status is None else dump_status(job.status)
+        uid = job.metadata.uid or ""
         if before is None or dump_status(before) != desired or on_server != desired:
-            await self.kube.patch_job_status(*job_key(job), status_patch(desired, before, on_server))
-        self.written[job.metadata.uid or ""] = result.status
+            version = await self.kube.patch_job_status(*job_key(job), status_patch(desired, before, on_server))
+            if version is not None:
+                self.written_versions[uid] = version
+        self.written[uid] = result.status
         self._account(job, before, result)
         if result.events:
             # After the status that says so, without holding the worker for their round trips: the job's next

@@ -21,6 +21,10 @@ class Enqueue(Protocol):
     def pod_gone(self, key: JobKey, name: str, disruption: str) -> None:
         """The job's pod `name` was deleted by a disruption (its DisruptionTarget reason)."""
 
+    def own_status_write(self, uid: str, resource_version: str) -> bool:
+        """This version of job `uid` is the operator's own last status patch: it holds nothing its reconcile
+        did not already know (only status changed, to what the reconcile wrote)."""
+
 
 class ResyncTarget(Enqueue, Protocol):
     """...and what the periodic re-list (resync.py) checks before it calls a job missed."""

@@ -75,14 +75,15 @@ class KubeCalls:
         raise NotImplementedError
 
     async def _call_unless_gone(self, operation: str, method: str, path: str, body: Any,
-                                content_type: str = JSON) -> None:
+                                content_type: str = JSON) -> bytes | None:
         """A write to an object that may be gone already (a 404): deleting it, or writing to a job that was
-        deleted; nothing is left to do then."""
+        deleted; nothing is left to do then (None). Else the response's body."""
         try:
-            await self._call(operation, method, path, body, content_type)
+            return await self._call(operation, method, path, body, content_type)
         except ApiError as e:
             if e.status != HTTP_NOT_FOUND:
                 raise
+            return None
 
 
 def path_segment(name: str) -> str:

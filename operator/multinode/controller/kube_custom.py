@@ -8,6 +8,8 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
+import orjson
+
 from multinode.api import GROUP, PLURAL, VERSION
 from multinode.api.constants import LABEL_JOB_NAME
 from multinode.controller.kube_calls import (BACKGROUND, HTTP_NOT_FOUND, MERGE_PATCH, ApiError, KubeCalls, job_path,
@@ -43,10 +45,15 @@ class CustomObjectRequests(KubeCalls):
             return False
         return any(r.get("name") == kind.plural for r in json.loads(data).get("resources", []))
 
-    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
-        """Merge-patch .status through the status subresource (spec is never written)."""
-        await self._call_unless_gone("patch_namespaced_custom_object_status", "PATCH",
-                                     job_path(namespace, name) + "/status", {"status": status}, MERGE_PATCH)
+    async def patch_job_status(self, namespace: str, name: str, status: dict) -> str | None:
+        """Merge-patch .status through the status subresource (spec is never written); the job's
+        resourceVersion after the write (None: the job is gone)."""
+        data = await self._call_unless_gone("patch_namespaced_custom_object_status", "PATCH",
+                                            job_path(namespace, name) + "/status", {"status": status}, MERGE_PATCH)
+        if data is None:
+            return None
+        version = (orjson.loads(data).get("metadata") or {}).get("resourceVersion")
+        return str(version) if version else None
 
     async def patch_job_suspend(self, namespace: str, name: str, suspend: bool) -> None:
         """Set spec.suspend: the job's Kueue integration starts (false) or stops (true) it, as Kueue's

@@ -77,6 +77,10 @@ class WorkQueue(Generic[K]):
             timer.cancel()
         self._cooling.discard(key)
 
+    def ready(self, key: K) -> bool:
+        """Queued to run now, not only after a timer."""
+        return key in self._queued
+
     def __contains__(self, key: object) -> bool:
         """Queued, being processed, or due again after a timer."""
         return key in self._queued or key in self._processing or key in self._timers

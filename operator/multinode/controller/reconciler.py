@@ -28,6 +28,7 @@ from multinode.controller.stores import JobKey, Stores
 from multinode.controller.workers import Workers
 from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import plan
+from multinode.reconcile.follow_up import adds_nothing
 from multinode.reconcile.integration import Seen
 
 log = logging.getLogger("multinode.controller")
@@ -71,6 +72,9 @@ class Reconciler:
 
     def pod_gone(self, key: JobKey, name: str, disruption: str) -> None:
         self.observer.disrupted.remember(key, name, disruption)
+
+    def own_status_write(self, uid: str, resource_version: str) -> bool:
+        return bool(resource_version) and self.applier.written_versions.get(uid) == resource_version
 
     def busy(self, key: JobKey) -> bool:
         return key in self.workers.queue
@@ -124,8 +128,17 @@ class Reconciler:
         if unknown:
             self._log_unknown(job, unknown)
         observed = await self.observer.observe(job, key)
-        previous = self.applier.written.get(job.metadata.uid or "")
-        result = plan(job, observed, previous=previous, now=datetime.now(timezone.utc), settings=self.settings.render)
+        uid = job.metadata.uid or ""
+        previous, version = self.applier.written.get(uid), self.applier.written_versions.get(uid)
+        now = datetime.now(timezone.utc)
+        result = plan(job, observed, previous=previous, now=now, settings=self.settings.render)
         result = await self.applier.apply(job, result, list(observed.pods), previous)
         if not result.delete_job and result.requeue_after is not None:
             self.enqueue(key, delay=result.requeue_after)
+        if self.applier.written_versions.get(uid) not in (None, version) and not result.delete_job:
+            # The watch's echo of this status patch reconciles nothing (own_status_write): the pass after it
+            # runs only if it would add something (reconcile/follow_up.py).
+            again = plan(job.model_copy(update={"status": result.status}), observed, previous=result.status,
+                         now=now, settings=self.settings.render)
+            if not adds_nothing(result, again):
+                self.enqueue(key)

@@ -31,7 +31,8 @@ from multinode.reconcile.placement import ObservedNode
 log = logging.getLogger("multinode.controller")
 
 # A pod's events mark its job dirty this long before the reconcile, so that the events of a job's pods in
-# that window cost one reconcile: each pod goes through several events on its way to Running
+# that window cost one reconcile: each pod goes through several events on its way to Running. With this and
+# the echo below, a job of 8 pods took about 12 reconciles over its start and deletion instead of about 41
 # (docs/benchmarks.md, "Throughput"). Kubernetes' Job controller batches its pods' updates the same way
 # (for one second).
 POD_EVENT_BATCH_SECONDS = 0.5
@@ -39,19 +40,20 @@ START_WAIT_SECONDS = 30  # how long the first pass waits for named namespaces' o
 
 
 def job_event(r: Enqueue) -> OnEvent:
-    """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it. The watch's echo of
-    the operator's own status patch is reconciled too: a plan acts on the status it wrote only in the pass
-    after (a job marked Succeeded is deleted by its TTL then), so that pass is never skipped. A job that
-    resumes from another (resumeFrom.trainingJob) makes that one reconcile too: its status.resumedBy, which
-    its mirror pins, follows where this job's attempt resumed from."""
+    """A TrainingJob changed: reconcile it; it went: forget what the operator kept of it. The version our own
+    status patch made is not news to the job's reconcile (Enqueue.own_status_write), and is not reconciled
+    again: the pass that wrote it queued the job itself if a pass after it has more to do
+    (reconcile/follow_up.py). A job that resumes from another (resumeFrom.trainingJob) makes that one
+    reconcile too: its status.resumedBy, which its mirror pins, follows where this job's attempt resumed from."""
     def on_event(kind: str, job: dict, entries: dict) -> None:
         meta = job.get("metadata") or {}
+        echo = kind == "MODIFIED" and r.own_status_write(meta.get("uid") or "", meta.get("resourceVersion") or "")
         for key in entries:
             if not isinstance(key, tuple):
                 continue  # the job is filed by the job it resumes from too (JobStore)
             if kind == "DELETED":
                 r.forget(key, meta.get("uid"))
-            else:
+            elif not echo:
                 r.enqueue(key)
         source = resume_source(job)
         namespace = meta.get("namespace")

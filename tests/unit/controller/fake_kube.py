@@ -46,8 +46,9 @@ class FakeKube:
     async def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         self.annotated.append((name, annotations))
 
-    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
+    async def patch_job_status(self, namespace: str, name: str, status: dict) -> str | None:
         self.statuses.append(status)
+        return str(len(self.statuses))  # the job's resourceVersion after the write
 
     async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
         pass

@@ -74,9 +74,10 @@ class HeldEventsKube(FakeKube):
         self.release = asyncio.Event()
         self.writes: list[str] = []
 
-    async def patch_job_status(self, namespace: str, name: str, status: dict) -> None:
-        await super().patch_job_status(namespace, name, status)
+    async def patch_job_status(self, namespace: str, name: str, status: dict) -> str | None:
+        version = await super().patch_job_status(namespace, name, status)
         self.writes.append(f"status {status.get('phase')}")
+        return version
 
     async def post_event(self, job_meta: dict, event_type: str, reason: str, message: str) -> None:
         await self.release.wait()

@@ -68,3 +68,14 @@ def test_an_integrations_status_write_is_guarded_by_the_resource_version_read() 
     assert method == "PATCH"
     assert url == "https://apiserver/apis/kueue.x-k8s.io/v1beta2/namespaces/ml/workloads/trainingjob-llama-abcde/status"
     assert json.loads(body) == {"metadata": {"resourceVersion": "7"}, "status": {"a": 1}}
+
+
+def test_a_status_patch_gives_the_jobs_resource_version_after_it_and_none_once_the_job_is_gone() -> None:
+    job = {"apiVersion": "multinode.dev/v1alpha1", "kind": "TrainingJob",
+           "metadata": {"name": "llama", "namespace": "ml", "resourceVersion": "4711"}, "status": {"phase": "Running"}}
+    pool = Pool([Response(200, data=json.dumps(job).encode()), Response(404, reason="NotFound")])
+    kube, _, _ = kube_with(pool)
+    assert asyncio.run(kube.patch_job_status("ml", "llama", {"phase": "Running"})) == "4711"
+    assert asyncio.run(kube.patch_job_status("ml", "llama", {"phase": "Running"})) is None
+    assert [(m, u) for m, u, _ in pool.sent] == [
+        ("PATCH", "https://apiserver/apis/multinode.dev/v1alpha1/namespaces/ml/trainingjobs/llama/status")] * 2

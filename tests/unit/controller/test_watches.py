@@ -64,14 +64,18 @@ class PathKube:
 class Queued:
     """The Enqueue interface (controller/enqueue.py), recording the jobs it is asked to reconcile."""
 
-    def __init__(self) -> None:
+    def __init__(self, own_writes: tuple[tuple[str, str], ...] = ()) -> None:
         self.queued: list[JobKey] = []
         self.delays: list[float] = []
         self.forgotten: list[JobKey] = []
+        self.own_writes = set(own_writes)  # (uid, resourceVersion) of the operator's own status patches
 
     def enqueue(self, key: JobKey, delay: float = 0.0) -> None:
         self.queued.append(key)
         self.delays.append(delay)
+
+    def own_status_write(self, uid: str, resource_version: str) -> bool:
+        return (uid, resource_version) in self.own_writes
 
     def forget(self, key: JobKey, uid: str | None) -> None:
         self.forgotten.append(key)
@@ -204,6 +208,19 @@ def test_a_job_resuming_from_another_reconciles_that_one_too() -> None:
     assert r.queued == [("ns", "finetune"), ("ns", "pretrain")]
     job_event(r)("DELETED", finetune, entries)
     assert r.forgotten == [("ns", "finetune")]
+
+
+def test_the_echo_of_the_operators_own_status_patch_reconciles_nothing_but_the_job_it_resumes_from() -> None:
+    """Only status changed, to what the reconcile wrote; the source job's resumedBy follows that status."""
+    r = Queued(own_writes=(("f", "12"),))
+    finetune = {"metadata": {"name": "finetune", "namespace": "ns", "uid": "f", "resourceVersion": "12"},
+                "spec": {"checkpointing": {"resumeFrom": {"trainingJob": "pretrain"}}}}
+    entries = Stores().jobs.keys_of(finetune)
+    job_event(r)("MODIFIED", finetune, entries)
+    assert r.queued == [("ns", "pretrain")]
+    # Any other version of it (a spec change, the mirror's status.checkpoints) is news.
+    job_event(r)("MODIFIED", {**finetune, "metadata": {**finetune["metadata"], "resourceVersion": "13"}}, entries)
+    assert r.queued == [("ns", "pretrain"), ("ns", "finetune"), ("ns", "pretrain")]
 
 
 def test_a_pods_event_marks_its_job_dirty_after_the_batch_window() -> None:
