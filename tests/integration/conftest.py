@@ -60,8 +60,11 @@ def namespace(core: client.CoreV1Api) -> Iterator[str]:
 
 
 # The session operator watches only namespaces with this prefix; tests that need an operator of their
-# own (restart, RBAC identities) use other prefixes, so two operators never handle the same job.
-SHARED_OPERATOR_NS_PREFIX = "t"
+# own (restart, RBAC identities) use other prefixes, so two operators never handle the same job. Each
+# pytest-xdist worker has a session operator of its own, so the prefix names the worker too: with one
+# prefix for both, the two operators raced for every job (and a test reading its operator's metrics saw
+# what the other had done).
+SHARED_OPERATOR_NS_PREFIX = "t" + os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 @pytest.fixture(scope="session")

@@ -68,7 +68,8 @@ def queue(core: client.CoreV1Api, custom: client.CustomObjectsApi, kueue_operato
         conditions = (cq.get("status") or {}).get("conditions", [])
         return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
 
-    wait_for(active, timeout=30, what=f"ClusterQueue {cluster_queue} Active")
+    # Kueue may still be starting its controllers on CRDs another module just installed again (conftest.kueue).
+    wait_for(active, timeout=90, what=f"ClusterQueue {cluster_queue} Active")
     yield ns
     core.delete_namespace(ns)
     # The namespace's Workloads go with it (owner references); then the queue and flavor can go.
