@@ -142,7 +142,8 @@ def test_the_operator_makes_the_schedulers_group_per_attempt_and_joins_the_pods(
         key = "scheduling.k8s.io/group-name" if mode == "Volcano" else "scheduling.x-k8s.io/pod-group"
         where = "annotations" if mode == "Volcano" else "labels"
         assert {p["metadata"][where][key] for p in pods} == {"gang-a1"}
-        assert scheduling_status(custom, ns, name)["podGroup"] == "gang-a1"
+        wait_for(lambda: scheduling_status(custom, ns, name).get("podGroup") == "gang-a1", timeout=30,
+                 what="status.scheduling.podGroup of attempt 1 (written after its pods)")
         jobs.get_job(custom, ns, name)  # still there: the group went, not the job
         custom.delete_namespaced_custom_object("multinode.dev", "v1alpha1", ns, "trainingjobs", name)
         wait_for(lambda: jobs.job_gone(custom, ns, name), timeout=30, what="the job deleted")
@@ -193,6 +194,8 @@ def test_a_job_name_of_61_characters_gets_a_coscheduling_group_whose_name_is_a_v
         pods = wait_for(lambda: p if len(p := pods_of(kubeconfig, ns, name, 0)) == 2 else None, timeout=30,
                         what="the 2 pods of attempt 0")
         assert {p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] for p in pods} == {group_name}
-        assert scheduling_status(custom, ns, name)["podGroup"] == group_name
+        # The status is written after the pods it counts are created: the pods can be seen first.
+        assert wait_for(lambda: scheduling_status(custom, ns, name).get("podGroup"), timeout=30,
+                        what="status.scheduling.podGroup") == group_name
         custom.delete_namespaced_custom_object("multinode.dev", "v1alpha1", ns, "trainingjobs", name)
         wait_for(lambda: jobs.job_gone(custom, ns, name), timeout=30, what="the job deleted")
