@@ -13,11 +13,10 @@ from kubernetes import client
 from localcluster import LocalCluster
 
 from localcluster.harness.drain import BUDGET_REFUSED, draining
-from localcluster.nodes import POOL_LABEL
 from multinode.testing import training_job
 from tests.support import jobs
 from tests.support.cli import cli
-from tests.support.nodepools import own_pool
+from tests.support.nodepools import on_pool, own_pool
 
 CLAIMS = ("cache", "ckpt")
 
@@ -56,7 +55,7 @@ def test_a_trainer_that_never_answers_holds_a_drain_only_to_the_limit_and_no_che
         custom: client.CustomObjectsApi, kubeconfig: str, job_namespace: str, drain_node: tuple[str, str],
         claims: None) -> None:
     ns, (pool, node) = job_namespace, drain_node
-    here = {"nodeSelector": {POOL_LABEL: pool}}
+    here = on_pool(pool)
     ignorer = training_job("ignorer", 1, gpus=1, podTemplate=here, cache={"claimName": "cache"},
                            checkpointing={"claimName": "ckpt", "beforeDisruptionSeconds": 5})
     plain = training_job("plain", 1, gpus=1, podTemplate=here)

@@ -17,7 +17,7 @@ from multinode.api import GROUP, PLURAL, VERSION
 from multinode.api.constants import LABEL_RENDEZVOUS_STORE
 from multinode.testing import training_job
 from tests.support import jobs
-from tests.support.nodepools import own_pool
+from tests.support.nodepools import on_pool, own_pool
 from localcluster.harness.waiting import wait_for
 
 JOB = "elastic"
@@ -43,8 +43,7 @@ def test_a_node_lost_is_shed_grows_back_and_the_store_lost_restarts_the_gang(
         elastic_pool: str) -> None:
     ns = job_namespace
     jobs.apply(kubeconfig, ns, training_job(JOB, 3, elastic={"minNodes": 2, "resizeWindowSeconds": 3},
-                                            podTemplate={"nodeSelector": {"localcluster.multinode.dev/pool":
-                                                                          elastic_pool}}))
+                                            podTemplate=on_pool(elastic_pool)))
     jobs.wait_phase(custom, ns, JOB, "Running")
     gang = {name: pod for name, pod in _live(core, ns).items() if name.endswith("-a0") and "rdzv" not in name}
     assert len(gang) == 3
@@ -108,8 +107,7 @@ def test_a_pool_no_larger_than_the_gang_shares_a_machine_with_the_store_and_says
         job_namespace: str) -> None:
     ns = job_namespace
     with own_pool(local_cluster, core, "elastic-full", count=3) as pool:
-        jobs.apply(kubeconfig, ns, training_job(JOB, 3, elastic={"minNodes": 2}, podTemplate={
-            "nodeSelector": {"localcluster.multinode.dev/pool": pool.prefix}}))
+        jobs.apply(kubeconfig, ns, training_job(JOB, 3, elastic={"minNodes": 2}, podTemplate=on_pool(pool.prefix)))
         store = wait_for(lambda: (p := _live(core, ns).get(f"{JOB}-rdzv-a0")) and p.spec.node_name and p,
                          timeout=60, what="the rendezvous store placed, sharing a machine")
         gang = {p.spec.node_name for name, p in _live(core, ns).items() if "rdzv" not in name}

@@ -32,6 +32,7 @@ from localcluster.nodes import POOL_LABEL
 from multinode.api import CRD_NAME, LABEL_JOB_NAME
 from tests.support import jobs
 from tests.support.jobs import FINISH_AFTER
+from tests.support.nodepools import on_pool, pool_taint
 
 POD_GROUPS = ("scheduling.k8s.io", "v1alpha2", "podgroups")
 
@@ -43,7 +44,8 @@ def custom(api: client.ApiClient) -> client.CustomObjectsApi:
 
 def make_pool(cluster: LocalCluster, count: int, **config: Any) -> NodePoolConfig:
     """`count` fake GPU nodes of a pool of their own, Ready."""
-    pool = NodePoolConfig(count=count, name_prefix=f"gang-{uuid.uuid4().hex[:6]}", **config)
+    prefix = f"gang-{uuid.uuid4().hex[:6]}"
+    pool = NodePoolConfig(count=count, name_prefix=prefix, taints=(pool_taint(prefix),), **config)
     grow_pool(cluster, pool, 0, count)
     return pool
 
@@ -66,7 +68,8 @@ def _ready(core: client.CoreV1Api, name: str) -> bool:
 
 def pool_job(name: str, num_nodes: int, pool: NodePoolConfig, **spec) -> dict:
     manifest = training_job(name, num_nodes, gpus=8, **spec)
-    manifest["spec"].setdefault("podTemplate", {})["nodeSelector"] = {POOL_LABEL: pool.name_prefix}
+    template = manifest["spec"].setdefault("podTemplate", {})
+    template.update(on_pool(pool.name_prefix, template.get("tolerations")))
     return manifest
 
 
@@ -148,7 +151,7 @@ def test_two_jobs_that_do_not_both_fit_run_one_after_the_other_never_half_placed
             # Long enough for the waiting job's status to be read while the other runs.
             for name in ("first", "second"):
                 jobs.apply(kubeconfig, ns, pool_job(name, 6, pool, podTemplate={
-                    "nodeSelector": {POOL_LABEL: pool.name_prefix}, "annotations": {FINISH_AFTER: "15s"}}))
+                    "annotations": {FINISH_AFTER: "15s"}}))
             running = wait_for(lambda: next((n for n in ("first", "second") if (jobs.get_job(custom, ns, n).get(
                 "status") or {}).get("phase") == "Running"), None), timeout=60, what="one job Running")
             waiting = "second" if running == "first" else "first"
@@ -235,6 +238,7 @@ def test_topology_is_the_group_s_constraint_so_the_gang_goes_where_it_all_fits(
     try:
         blocker = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "blocker"}, "spec": {
             "restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": f"{pool.name_prefix}-0"},
+            "tolerations": on_pool(pool.name_prefix)["tolerations"],
             "containers": [{"name": "c", "image": "example.invalid/x",
                             "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
         core.create_namespaced_pod(ns, blocker)
@@ -280,10 +284,10 @@ def test_a_high_priority_job_on_a_full_cluster_preempts_one_lower_priority_gang_
     try:
         with BindingRecorder(core, ns) as recorder:
             jobs.apply(kubeconfig, ns, pool_job("low", 4, pool, podTemplate={
-                "nodeSelector": {POOL_LABEL: pool.name_prefix}, "priorityClassName": low_class}))
+                "priorityClassName": low_class}))
             jobs.wait_phase(custom, ns, "low", "Running", timeout=60)
             jobs.apply(kubeconfig, ns, pool_job("high", 4, pool, podTemplate={
-                "nodeSelector": {POOL_LABEL: pool.name_prefix}, "priorityClassName": high_class}))
+                "priorityClassName": high_class}))
             high = jobs.wait_phase(custom, ns, "high", "Running", timeout=120)
 
             def preempted() -> dict | None:

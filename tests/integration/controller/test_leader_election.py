@@ -24,9 +24,8 @@ from localcluster.harness.kube import new_namespace
 from localcluster.harness.operator import OperatorProcess, leader_election_env
 from multinode.testing import training_job
 from localcluster.harness.waiting import wait_for
-from localcluster.nodes import POOL_LABEL
 from localcluster import LocalCluster
-from tests.support.nodepools import own_pool
+from tests.support.nodepools import on_pool, own_pool
 from multinode.api import LABEL_ATTEMPT, LABEL_NODE_INDEX
 from multinode.cli.operator import LOST_LEASE_EXIT_CODE
 from tests.support import jobs
@@ -189,7 +188,7 @@ def _kill_leaders_while_creating(core: client.CoreV1Api, api: client.ApiClient, 
             # Two more jobs, then wait until the leader is creating pods, then kill it mid-creation.
             for name, n in pending[:2]:
                 jobs.apply(kubeconfig, ns, training_job(name, n, gpus=0,
-                                                        podTemplate={"nodeSelector": {POOL_LABEL: pool}}))
+                                                        podTemplate=on_pool(pool)))
             pending = pending[2:]
             wait_for(lambda op=leader: op.counter("multinode_pods_created") >= 3, timeout=60,
                      what="the leader creating pods")

@@ -12,7 +12,7 @@ from multinode.api import GROUP, LABEL_ATTEMPT, PLURAL, VERSION
 from multinode.testing import training_job
 from tests.support import jobs
 from tests.support.jobs import EXIT_CODE, FINISH_AFTER, START_AFTER
-from tests.support.nodepools import own_pool
+from tests.support.nodepools import on_pool, own_pool
 from localcluster.harness.waiting import wait_for
 
 FAST = {"backoff": {"initialSeconds": 0}}
@@ -112,7 +112,7 @@ def test_node_lost_evicts_and_restarts_without_counting(
 ) -> None:
     ns = job_namespace
     manifest = training_job("lossy", 2, failurePolicy=FAST,
-                                 podTemplate={"nodeSelector": {"localcluster.multinode.dev/pool": lossy_pool}})
+                                 podTemplate=on_pool(lossy_pool))
     jobs.apply(kubeconfig, ns, manifest)
     jobs.wait_phase(custom, ns, "lossy", "Running")
     lost_node = core.read_namespaced_pod("lossy-1-a0", ns).spec.node_name
@@ -134,7 +134,7 @@ def test_in_place_a_lost_node_costs_only_its_pod_replaced_on_another_node(
     restarted here: that half is tests/integration/realnodes/test_real_training.py."""
     ns = job_namespace
     manifest = training_job("spared", 2, failurePolicy={"restartStrategy": "InPlace"},
-                            podTemplate={"nodeSelector": {"localcluster.multinode.dev/pool": lossy_pool}})
+                            podTemplate=on_pool(lossy_pool))
     jobs.apply(kubeconfig, ns, manifest)
     jobs.wait_phase(custom, ns, "spared", "Running")
     stays = core.read_namespaced_pod("spared-0-a0", ns)

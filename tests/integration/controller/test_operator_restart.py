@@ -17,9 +17,8 @@ from tests.support import jobs
 from localcluster.harness.kube import new_namespace
 from localcluster.harness.operator import OperatorProcess
 from localcluster.harness.waiting import wait_for
-from localcluster.nodes import POOL_LABEL
 from localcluster import LocalCluster
-from tests.support.nodepools import own_pool
+from tests.support.nodepools import on_pool, own_pool
 
 NUM_NODES = 100
 HELD_FROM = 10  # the first operator makes pods 0-9 only (_pods_refused_from_index)
@@ -56,7 +55,7 @@ def _kill_mid_creation_then_converge(core: client.CoreV1Api, api: client.ApiClie
         try:
             # A CPU job: 100 pods fit the fake nodes without GPUs, so all of them can run.
             jobs.apply(kubeconfig, ns, training_job("big", NUM_NODES, gpus=0,
-                                                    podTemplate={"nodeSelector": {POOL_LABEL: pool}}))
+                                                    podTemplate=on_pool(pool)))
             wait_for(lambda: _refusal_said(custom, ns, "big"), timeout=60,
                      what="the job saying its pods' creation was refused")
             first.kill()

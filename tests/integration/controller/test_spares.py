@@ -15,7 +15,7 @@ from multinode.api import GROUP, PLURAL, VERSION
 from multinode.api.constants import ANNOTATION_LEADER, ANNOTATION_NODE_INDEX, LABEL_SPARE
 from multinode.testing import training_job
 from tests.support import jobs
-from tests.support.nodepools import own_pool
+from tests.support.nodepools import on_pool, own_pool
 from localcluster.harness.waiting import wait_for
 
 JOB = "spared"
@@ -58,8 +58,7 @@ def test_a_warm_spare_takes_lost_rank_0_and_the_pool_is_refilled(
         spare_pool: str) -> None:
     ns = job_namespace
     jobs.apply(kubeconfig, ns, training_job(JOB, 2, spareNodes=1, failurePolicy={"restartStrategy": "InPlace"},
-                                            podTemplate={"nodeSelector": {"localcluster.multinode.dev/pool":
-                                                                          spare_pool}}))
+                                            podTemplate=on_pool(spare_pool)))
     jobs.wait_phase(custom, ns, JOB, "Running")
     spare = wait_for(lambda: _warm(core, ns, f"{JOB}-s0"), timeout=60, what="the spare waiting in its preflight")
     gang = {p.metadata.name: p for p in jobs.job_pods(core, ns, JOB) if p.metadata.name.endswith("-a0")}

@@ -22,7 +22,7 @@ from tests.support.jobs import FINISH_AFTER
 from localcluster.harness.kube import kubectl
 from tests.support.kube import client_for_token, kubeconfig_for_token, service_account_token
 from tests.support.mirror import MirrorProcess, write_checkpoint
-from tests.support.nodepools import own_pool
+from tests.support.nodepools import on_pool, own_pool
 from tests.support.storage import bound_claim
 from localcluster.harness.waiting import wait_for
 
@@ -219,8 +219,7 @@ def test_a_mirror_on_a_node_that_fails_is_replaced_even_if_the_trainers_tolerate
     forever = [{"key": key, "operator": "Exists", "effect": "NoExecute"}
                for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
     manifest["spec"] |= {"failurePolicy": {"nodeLossTolerationSeconds": 3},
-                         "podTemplate": {"nodeSelector": {"localcluster.multinode.dev/pool": mirror_pool},
-                                         "tolerations": forever}}
+                         "podTemplate": on_pool(mirror_pool, forever)}
     jobs.apply(kubeconfig, ns, manifest)
 
     def mirror_pod() -> client.V1Pod | None:

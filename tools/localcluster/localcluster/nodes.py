@@ -25,6 +25,8 @@ class NodePoolConfig:
     nodes_per_block: int = 4
     block_label: str = "network.topology.nvidia.com/block"
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # Node taints ({"key", "value", "effect"}), there from the node's creation on.
+    taints: tuple[dict[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.count < 0 or self.gpus_per_node < 0 or self.rdma_per_node < 0 or self.nodes_per_block < 1:
@@ -71,7 +73,7 @@ def render_fake_gpu_node(pool: NodePoolConfig, index: int) -> dict:
             "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
             "labels": labels,
         },
-        "spec": {},
+        "spec": {"taints": [dict(t) for t in pool.taints]} if pool.taints else {},
         # What a 1.36 kubelet declares with its default feature gates (NodeDeclaredFeatures): the scheduler
         # places a pod whose container restart rules restart all containers only on a node that declares it.
         "status": {"capacity": capacity, "allocatable": dict(capacity),
