@@ -62,7 +62,7 @@ def in_place_failure(status: TrainingJobStatus, current: dict[int, ObservedPod])
     the pods (their restart rule and annotations), not the spec: a job switched away from InPlace while it
     runs still has pods that restart in place, and they must not wait at their barrier for ever."""
     restarted = [p for p in current.values()
-                 if p.in_place_attempt == status.attempt and p.trainer_restarts > p.in_place_trainer_restarts]
+                 if p.in_place_attempt == status.attempt and p.restarted_undeclared]
     if not restarted:
         return None
     p = min(restarted, key=lambda pod: pod.index)
@@ -95,8 +95,7 @@ def replaced_index(status: TrainingJobStatus) -> int | None:
 
 def _expected_restarts(pod: ObservedPod) -> int:
     """The trainer restart count `pod` has once it runs a newly declared attempt."""
-    already = pod.trainer_restarts > pod.in_place_trainer_restarts
-    return pod.trainer_restarts if already else pod.trainer_restarts + 1
+    return pod.trainer_restarts if pod.restarted_undeclared else pod.trainer_restarts + 1
 
 
 def leader(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod]) -> str:

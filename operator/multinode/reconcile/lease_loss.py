@@ -78,7 +78,7 @@ def stale_for(lease: NodeLease, now: datetime) -> float | None:
 
 def restarted_in_place(pods: Iterable[ObservedPod]) -> list[ObservedPod]:
     """The pods whose trainer restarted in place past what their annotations expect (in_place.py)."""
-    return [p for p in pods if p.trainer_restarts > p.in_place_trainer_restarts]
+    return [p for p in pods if p.restarted_undeclared]
 
 
 def judge_stale_leases(job: TrainingJob, current: Iterable[ObservedPod], leases: Mapping[str, NodeLease],

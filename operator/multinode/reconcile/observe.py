@@ -121,6 +121,12 @@ class ObservedPod:
         return self.in_place_attempt if self.in_place_attempt is not None else self.attempt
 
     @property
+    def restarted_undeclared(self) -> bool:
+        """Its trainer restarted in place past the count its annotations expect: a restart no attempt has been
+        declared for yet (in_place.py)."""
+        return self.trainer_restarts > self.in_place_trainer_restarts
+
+    @property
     def active(self) -> bool:
         """Still holds (or is about to hold) resources: the kind of pod a finished job must not leave."""
         return self.phase in ACTIVE_POD_PHASES and not self.terminating

@@ -149,8 +149,10 @@ def test_an_in_place_pod_reads_its_attempt_resume_path_and_restarts_from_its_ann
     assert (pod.trainer_restarts, pod.in_place_trainer_restarts, pod.resume_from) == (3, 2, "/ckpt/step-7")
     assert pod.exit_code is None, "restarted in place: not a failed pod"
     assert pod.restart_rules
+    assert pod.restarted_undeclared, "3 restarts where the annotations expect 2: no attempt declared for it yet"
 
 
 def test_a_pod_without_in_place_annotations_runs_the_attempt_it_was_made_for() -> None:
     pod = observe_pod({"metadata": {"name": "llama-3-a1", "labels": LABELS}})
     assert (pod.in_place_attempt, pod.runs_attempt, pod.trainer_restarts, pod.restart_rules) == (None, 1, 0, False)
+    assert not pod.restarted_undeclared
