@@ -1,6 +1,7 @@
 """Benchmark: one rank's training process killed → every rank training again, with failurePolicy.restartStrategy
 InPlace (the gang restarts in its pods) against the default BlockingRecreate (every pod deleted and created
-again), in one run on real nodes.
+again) and against torchrun's own agent restarting its workers (spec.elastic with minNodes = numNodes: the
+c10d rendezvous every agent can rejoin, no container restarted), in one run on real nodes.
 
     .venv/bin/python -P tools/bench/in_place.py [--trials 3]
 
@@ -13,6 +14,9 @@ non-zero) and measures:
   back s          the kill → both ranks of the next attempt logged a training step
   steps redone    the last step attempt 0 logged - the step of the checkpoint the next attempt resumed from
   same pods       whether the next attempt ran in the same pods (UIDs) as attempt 0
+The agent side has no next attempt (the operator does not see torchrun's restarts): it waits until both
+ranks' workers logged their start again and a training step after it, and reads the step it resumed from in
+the log.
 Writes .cache/bench/in_place.json; tools/bench/report.py puts the table into docs/benchmarks.md.
 """
 
@@ -32,13 +36,37 @@ from localcluster.harness.waiting import wait_for
 from tests.support.realnodes import attempt_logs
 
 OUT = REPO / ".cache" / "bench" / "in_place.json"
-SIDES = {"in_place": "InPlace", "recreate": "BlockingRecreate"}
+AGENT = "torchrun agent (elastic, minNodes 2 of 2)"
+SIDES = {"in_place": "InPlace", "recreate": "BlockingRecreate", "agent": AGENT}
 KILL_WORKER = kill_worker_script("/app/train.py")
+# What examples/real/train.py prints when a worker starts, and after it resumed.
+WORKER_START = re.compile(r"^attempt=\d* rank=\d+ world=\d+ restart=\d*$", re.M)
+RESUMED = re.compile(r"^resumed_from=\S*step-(\d+) ", re.M)
 
 
-def trial(cluster, operator_namespace: str, strategy: str, folder: Path) -> dict:
-    job = start(cluster, folder, "benchinplace",
-                lambda manifest: manifest["spec"]["failurePolicy"].update(restartStrategy=strategy))
+def edit_for(side: str):
+    def edit(manifest: dict) -> None:
+        if side == AGENT:
+            manifest["spec"]["elastic"] = {"minNodes": manifest["spec"]["numNodes"]}
+        else:
+            manifest["spec"]["failurePolicy"].update(restartStrategy=side)
+    return edit
+
+
+def workers_restarted(job) -> dict[int, str] | None:
+    """Attempt 0's logs after each rank's workers started again (torchrun's agent restarted them) once both
+    logged a training step since; None before."""
+    tails = {}
+    for index, log in attempt_logs(job.core, job.namespace, JOB, 0).items():
+        starts = list(WORKER_START.finditer(log))
+        if len(starts) < 2 or not steps(log[starts[-1].end():]):
+            return None
+        tails[index] = log[starts[-1].end():]
+    return tails if len(tails) == 2 else None
+
+
+def trial(cluster, operator_namespace: str, side: str, folder: Path) -> dict:
+    job = start(cluster, folder, "benchinplace", edit_for(side))
     core, namespace = job.core, job.namespace
     try:
         uids = {p.metadata.uid for p in job.pods()}
@@ -48,15 +76,23 @@ def trial(cluster, operator_namespace: str, strategy: str, folder: Path) -> dict
                          "-c", KILL_WORKER).stdout
         if not killed.startswith("killed"):
             raise AssertionError(f"the kill did not find the worker: {killed}")
-        wait_for(lambda: job.past(1, 0), timeout=600, what="attempt 1 training", interval=0.2)
+        if side == AGENT:
+            tails = wait_for(lambda: workers_restarted(job), timeout=600, what="workers restarted, training",
+                             interval=0.2)
+        else:
+            wait_for(lambda: job.past(1, 0), timeout=600, what="attempt 1 training", interval=0.2)
         back = time.monotonic() - started
         status = job.status()
-        match = re.search(r"step-(\d+)$", status.get("resumedFrom") or "")
+        if side == AGENT:
+            match = RESUMED.search(next(iter(tails.values())))
+            reason = f"none counted (attempt {status.get('attempt', 0)}, restarts {status.get('restarts', 0)})"
+        else:
+            match = re.search(r"step-(\d+)$", status.get("resumedFrom") or "")
+            reason = status["restartHistory"][-1]["reason"]
         resumed = int(match.group(1)) if match else 0
         now_uids = {p.metadata.uid for p in job.pods() if not p.metadata.deletion_timestamp}
         return {"back_s": round(back, 2), "steps_redone": max(0, last - resumed), "last_step_seen": last,
-                "resumed_step": resumed, "same_pods": now_uids == uids,
-                "restart_reason": status["restartHistory"][-1]["reason"]}
+                "resumed_step": resumed, "same_pods": now_uids == uids, "restart_reason": reason}
     finally:
         job.delete()
 

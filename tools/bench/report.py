@@ -350,8 +350,9 @@ def in_place_table(data: dict) -> str:
     return (_table(header, rows, "--- ---: ---: ---: ---: ---")
             + f"\n\nThe real example on 2 of 4 real nodes (stock timings), DCP checkpoints every "
               f"{data['checkpoint_every']} steps of 1 s; rank 1's training process SIGKILLed 3 steps after a "
-              f"checkpoint; until both ranks of the next attempt log a training step. Both sides alternate in one "
-              f"run. Command: `{data['command']}`.")
+              f"checkpoint; until both ranks of the next attempt log a training step (torchrun's agent: until both "
+              f"ranks' restarted workers log one; the operator counts no attempt there). The sides alternate in "
+              f"one run. Command: `{data['command']}`.")
 
 
 def spare_table(data: dict) -> str:
