@@ -59,9 +59,10 @@ def workers_restarted(job) -> dict[int, str] | None:
     tails = {}
     for index, log in attempt_logs(job.core, job.namespace, JOB, 0).items():
         starts = list(WORKER_START.finditer(log))
-        if len(starts) < 2 or not steps(log[starts[-1].end():]):
+        tail = log[starts[-1].end():] if len(starts) >= 2 else ""
+        if not steps(tail):
             return None
-        tails[index] = log[starts[-1].end():]
+        tails[index] = tail
     return tails if len(tails) == 2 else None
 
 

@@ -92,10 +92,10 @@ def judge_stale_leases(job: TrainingJob, current: Iterable[ObservedPod], leases:
         return Decision(requeue_after=LEASE_CHECK_SECONDS) if job.spec.spare_nodes else Decision()
     taker = "a warm spare takes its rank" if warm_spares else \
         f"the other ranks' trainers restarted in place without it ({len(restarted)}); a new pod takes its rank"
-    skipped = {p.name for p in restarted}  # a set: a 20 000-pod gang restarting must not cost N² comparisons
     for p in sorted(pods, key=lambda pod: pod.index):
         lease = leases.get(p.node or "")
-        if lease is None or p.terminating or p.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED) or p.name in skipped:
+        if (lease is None or p.terminating or p.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+                or (restarted and p.restarted_undeclared)):
             continue
         age = stale_for(lease, now)
         if age is None:
@@ -120,10 +120,10 @@ def hold_for_leases(current: Iterable[ObservedPod], leases: Mapping[str, NodeLea
     since = min((parse_time(p.preflight_started_at, now) for p in restarted if p.preflight_started_at), default=None)
     if since is None:
         return Decision()
-    doubtful, skipped = [], {p.name for p in restarted}
+    doubtful = []
     for p in pods:
         lease = leases.get(p.node or "")
-        if p.name in skipped or lease is None or lease.renewed is None:
+        if p.restarted_undeclared or lease is None or lease.renewed is None:
             continue
         if parse_time(lease.renewed, now) <= since:  # whole seconds: a renewal in the restart's second is no proof
             doubtful.append(p)
