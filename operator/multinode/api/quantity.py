@@ -31,6 +31,12 @@ _MULTIPLIERS = {
 def quantity_value(quantity: str) -> int:
     """The quantity in base units (bytes, cores), rounded up as Kubernetes' Quantity.Value() does: "16Mi" is
     16777216, "500m" is 1. Raises ValueError naming the text when it is not a quantity."""
+    return math.ceil(exact_quantity(quantity))
+
+
+def exact_quantity(quantity: str) -> Decimal:
+    """The quantity in base units, not rounded: "500m" is 0.5, for comparing CPU quantities. Raises ValueError
+    naming the text when it is not a quantity, or past what Kubernetes allows."""
     match = re.fullmatch(QUANTITY_PATTERN, quantity)
     if match is None:
         raise ValueError(f"not a Kubernetes quantity: {quantity!r} (for example 64Gi, 500m or 1e3)")
@@ -42,4 +48,4 @@ def quantity_value(quantity: str) -> int:
         value = Decimal("Infinity")
     if value > MAX_QUANTITY_VALUE:
         raise ValueError(f"quantity {quantity!r} is larger than Kubernetes allows ({MAX_QUANTITY_VALUE})")
-    return math.ceil(value)
+    return value

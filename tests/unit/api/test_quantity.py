@@ -4,10 +4,11 @@ Kubernetes' own (Quantity.Value(): base units, rounded up)."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import pytest
 
-from multinode.api.quantity import MAX_QUANTITY_VALUE, QUANTITY_PATTERN, quantity_value
+from multinode.api.quantity import MAX_QUANTITY_VALUE, QUANTITY_PATTERN, exact_quantity, quantity_value
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -48,3 +49,9 @@ def test_what_is_not_a_quantity_is_refused_by_name(text: str) -> None:
 def test_a_quantity_past_int64_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match=f"larger than Kubernetes allows \\({MAX_QUANTITY_VALUE}\\)"):
         quantity_value(text)
+
+
+@pytest.mark.parametrize(("text", "expected"), [("500m", Decimal("0.5")), ("1", 1), ("0.25", Decimal("0.25")),
+                                                ("1.5Ki", 1536), ("1e-3", Decimal("0.001"))])
+def test_an_exact_quantity_is_not_rounded(text: str, expected: Decimal) -> None:
+    assert exact_quantity(text) == expected

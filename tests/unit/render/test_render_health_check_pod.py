@@ -22,7 +22,7 @@ def test_the_checks_follow_the_request() -> None:
                                  "--memlock-floor", str(64 * 2**30), "--rdma-env", "PCIDEVICE_NVIDIA_COM_MLNXNICS",
                                  "--check-shm", "16Gi"]
     # The trainer's devices, so the check sees them (the kubelet hands them on to the trainer).
-    assert container["resources"]["limits"] == {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": "8",
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "128Mi", "nvidia.com/gpu": "8",
                                                 "rdma/hca_shared_devices_a": "2"}
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
     assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
@@ -31,7 +31,7 @@ def test_the_checks_follow_the_request() -> None:
 def test_a_cpu_job_without_shm_size_checks_nothing() -> None:
     container = preflight(render_node_pod(stored_job(2), 0, 0))
     assert container["args"] == ["--timeout", "300"]
-    assert container["resources"]["limits"] == {"cpu": "100m", "memory": "128Mi"}
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "128Mi"}
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]} and "volumeMounts" not in container
 
 
@@ -72,4 +72,4 @@ def test_the_collective_test_is_off_with_the_health_check() -> None:
     job = stored_job(3, healthCheck={"enabled": False, "collectiveBandwidth": {"minGbps": 2.5}})
     container = preflight(render_node_pod(job, 0, 0))
     assert container["args"] == ["--timeout", "300"]
-    assert container["resources"]["limits"] == {"cpu": "100m", "memory": "128Mi"}
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "128Mi"}

@@ -286,10 +286,25 @@ def test_preflight_init_container() -> None:
     assert container["args"] == ["--timeout", "90"]
     assert container["resources"] == {
         "requests": {"cpu": "50m", "memory": "64Mi"},
-        "limits": {"cpu": "100m", "memory": "128Mi"},
+        "limits": {"cpu": "1", "memory": "128Mi"},
     }
     env = env_of(preflight_env(job, 1, 2))
     assert env["MULTINODE_SERVICE"] == "llama" and env["NNODES"] == "2"
+
+
+@pytest.mark.parametrize(("trainer_cpu", "limit"), [
+    (None, "1"),  # a trainer without a CPU limit: one CPU, enough for a Python start
+    ("96", "1"),
+    ("1", "1"),
+    ("200m", "200m"),  # never above the trainer's: the pod's limit stays the trainer's
+    ("0.5", "0.5"),
+    ("10m", "50m"),  # never below the preflight's own request, which a limit may not undercut
+])
+def test_the_preflight_cpu_limit_is_one_cpu_or_the_trainers_when_less(trainer_cpu: str | None, limit: str) -> None:
+    resources = {"gpus": 0} if trainer_cpu is None else {"cpu": trainer_cpu}
+    container = preflight(render_node_pod(stored_job(2, resourcesPerNode=resources), 0, 0))
+    assert container["resources"]["limits"]["cpu"] == limit
+    assert container["resources"]["requests"]["cpu"] == "50m"
 
 
 def test_default_settings_use_the_released_operator_image() -> None:
