@@ -69,23 +69,24 @@ from multinode.render.tolerations import pod_tolerations
 # The preflight checks the node's health, resolves DNS names and creates the job's cache dir; its requests (what
 # the scheduler counts) are small, so it asks for no room beside the trainer's.
 PREFLIGHT_MEMORY_LIMIT_MIB = 128
-PREFLIGHT_CPU_REQUEST = "50m"
 PREFLIGHT_RESOURCES = {
-    "requests": {"cpu": PREFLIGHT_CPU_REQUEST, "memory": "64Mi"},
+    "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"memory": f"{PREFLIGHT_MEMORY_LIMIT_MIB}Mi"},
 }
-# Its CPU limit: one CPU, or the trainer's when that is less. It runs before the trainer, so this CPU is the
-# trainer's own, and the pod's limit (the larger of an init container's and the trainer's) does not grow. At the
-# 100m it had before, its Python start took 2-3 s in a pod, on the path of every start and in-place restart.
+# Its CPU limit: the trainer's, within [PREFLIGHT_CPU_FLOOR, PREFLIGHT_CPU_LIMIT]. It runs before the trainer, so
+# that CPU is the trainer's own: the pod's limit (the larger of an init container's and the trainer's) stays what
+# it was with the floor alone. Held to the floor (its limit until then), its Python start took 2-3 s in a pod, on
+# the path of every start and in-place restart.
+PREFLIGHT_CPU_FLOOR = "100m"
 PREFLIGHT_CPU_LIMIT = "1"
 
 
 def preflight_cpu_limit(job: TrainingJob) -> str:
-    """PREFLIGHT_CPU_LIMIT, or the trainer's CPU when that is less (never below the preflight's request)."""
+    """The trainer's CPU, at least PREFLIGHT_CPU_FLOOR and at most PREFLIGHT_CPU_LIMIT (that, without one)."""
     trainer = job.spec.resources_per_node.cpu
-    if trainer is None or exact_quantity(trainer) >= exact_quantity(PREFLIGHT_CPU_LIMIT):
+    if trainer is None:
         return PREFLIGHT_CPU_LIMIT
-    return max(trainer, PREFLIGHT_CPU_REQUEST, key=exact_quantity)
+    return min(max(trainer, PREFLIGHT_CPU_FLOOR, key=exact_quantity), PREFLIGHT_CPU_LIMIT, key=exact_quantity)
 
 
 def _without_empty(mapping: dict[str, Any]) -> dict[str, Any]:

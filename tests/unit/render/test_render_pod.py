@@ -296,11 +296,14 @@ def test_preflight_init_container() -> None:
     (None, "1"),  # a trainer without a CPU limit: one CPU, enough for a Python start
     ("96", "1"),
     ("1", "1"),
-    ("200m", "200m"),  # never above the trainer's: the pod's limit stays the trainer's
-    ("0.5", "0.5"),
-    ("10m", "50m"),  # never below the preflight's own request, which a limit may not undercut
+    ("1000m", "1000m"),
+    ("0.5", "0.5"),  # the trainer's: the pod's limit is what it was with the floor alone
+    ("200m", "200m"),
+    ("100m", "100m"),
+    ("50m", "100m"),  # never below the floor, its limit before
 ])
-def test_the_preflight_cpu_limit_is_one_cpu_or_the_trainers_when_less(trainer_cpu: str | None, limit: str) -> None:
+def test_the_preflight_cpu_limit_is_the_trainers_between_a_tenth_and_one_cpu(trainer_cpu: str | None,
+                                                                            limit: str) -> None:
     resources = {"gpus": 0} if trainer_cpu is None else {"cpu": trainer_cpu}
     container = preflight(render_node_pod(stored_job(2, resourcesPerNode=resources), 0, 0))
     assert container["resources"]["limits"]["cpu"] == limit
