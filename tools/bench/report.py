@@ -348,8 +348,9 @@ def in_place_table(data: dict) -> str:
              f"{s['back_s_max']:.1f}", s["steps_redone_median"], "yes" if s["same_pods"] else "no"]
             for side, s in data["summary"].items()]
     return (_table(header, rows, "--- ---: ---: ---: ---: ---")
-            + f"\n\nThe real example on 2 of 4 real nodes (stock timings), DCP checkpoints every "
-              f"{data['checkpoint_every']} steps of 1 s; rank 1's training process SIGKILLed 3 steps after a "
+            + f"\n\nThe real example on 2 of 4 real nodes (stock timings; its trainers at one CPU, the last side "
+              f"at 200m), DCP checkpoints every {data['checkpoint_every']} steps of 1 s; rank 1's training process "
+              f"SIGKILLed 3 steps after a "
               f"checkpoint; until both ranks of the next attempt log a training step (torchrun's agent: until both "
               f"ranks' restarted workers log one; the operator counts no attempt there). The sides alternate in "
               f"one run. Command: `{data['command']}`.")
