@@ -213,7 +213,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     spare = pick_spare(observed.spares, observed.down_nodes, observed.cordoned_nodes,
                        {pod.node for pod in current.values()})
     failure = take(judge_stale_leases(job, current.values(), observed.node_leases, int(spare is not None),
-                                      now, status.excluded_nodes)).failure
+                                      now)).failure
     if failure is not None:
         return _fail_attempt(p, current, failure)
     # InPlace: a trainer that restarted in place fails the attempt too, and the gang follows it in place, once
