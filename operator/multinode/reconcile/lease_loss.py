@@ -8,9 +8,7 @@ duration (two renewals missed) is lost now when something already says so: a war
 a kubelet that only fell behind, costs a spare swap, which is what a spare is for), or the other ranks'
 trainers failed and restarted in place while that node said nothing (their collectives lost it). The lost
 pod's old attempt is fenced off as any other: the gang's next attempt has its own rendezvous port and id
-(render/in_place.py). The lost pod is force-deleted with that attempt, as on a NotReady node (node_loss.py): its
-node reads Ready for another 20 s, and a graceful deletion would leave the job Restarting (WaitingForOldPods)
-until then, while it trains.
+(render/in_place.py).
 
 Which of the two came first matters too. A node that dies takes its rank with it, and the other ranks'
 collectives fail at once: their trainers exit and restart in place before the dead node's lease is stale.
@@ -105,7 +103,7 @@ def judge_stale_leases(job: TrainingJob, current: Iterable[ObservedPod], leases:
         return Decision(failure=Failure(
             Reason.NODE_LOST, f"pod {p.name} (node {p.index}): its node {p.node} has not renewed its lease for "
                               f"{age:.0f}s (leaseDurationSeconds {lease.duration_seconds}); {taker}",
-            reasons=frozenset({Reason.NODE_LOST}), node_loss=True, index=p.index, silent_node=p.node))
+            reasons=frozenset({Reason.NODE_LOST}), node_loss=True, index=p.index))
     return Decision(requeue_after=LEASE_CHECK_SECONDS if job.spec.spare_nodes else None)
 
 
