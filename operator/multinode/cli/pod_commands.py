@@ -44,6 +44,9 @@ def add_preflight_arguments(parser: argparse.ArgumentParser) -> None:
                              "here for a newer one")
     parser.add_argument("--in-place-state-file", type=Path, metavar="PATH",
                         help="where the attempt last let through is kept (an emptyDir)")
+    parser.add_argument("--in-place-leader-file", type=Path, metavar="PATH",
+                        help="failurePolicy InPlace: the attempt's leader (a downward API file), read once the "
+                             "barrier is passed; the only name resolved, not every node's")
     parser.add_argument("--spare", action="store_true",
                         help="a hot spare (spec.spareNodes): check the node, then wait without a deadline until "
                              "the operator gives the pod a rank (an attempt in --in-place-attempt-file); no peers")
@@ -92,7 +95,8 @@ def preflight_request(args: argparse.Namespace) -> PreflightRequest:
                             make_dir_mode=args.make_dir_mode, health=health_request(args),
                             collective=collective_request(args),
                             in_place_attempt_file=args.in_place_attempt_file,
-                            in_place_state_file=args.in_place_state_file, spare=args.spare)
+                            in_place_state_file=args.in_place_state_file,
+                            in_place_leader_file=args.in_place_leader_file, spare=args.spare)
 
 
 def run_preflight(args: argparse.Namespace) -> int:

@@ -46,6 +46,10 @@ class PreflightRequest:
     # writes it, and where the last attempt let through is kept.
     in_place_attempt_file: Path | None = None
     in_place_state_file: Path | None = None
+    # And the attempt's leader (multinode.dev/leader), read after the barrier: in an in-place gang a hot spare
+    # may hold a rank under its own name, and `<job>-<index>` then resolves only while the pod it replaced
+    # lingers. The trainer dials the leader alone (MASTER_ADDR), so that is the name to wait for.
+    in_place_leader_file: Path | None = None
     # A hot spare (spec.spareNodes): the node is checked first, then the pod waits, without a deadline, until
     # the operator gives it a rank through the same attempt file; it has no peers to resolve.
     spare: bool = False
@@ -107,6 +111,22 @@ def peers_from_env(env: dict[str, str]) -> list[str]:
     except (KeyError, ValueError) as e:
         raise SystemExit(f"preflight: the env contract is incomplete ({e!r}); is this pod made by multinode?") from None
     return [node_dns_name(job, index, service, namespace) for index in range(nnodes)]
+
+
+def names_to_resolve(request: PreflightRequest) -> list[str]:
+    """Every node's stable name (the env contract); in an in-place gang, the attempt's leader only, unless the
+    collective bandwidth test, which dials every node, runs."""
+    leader = _read_text(request.in_place_leader_file) if request.collective is None else ""
+    return [leader] if leader else peers_from_env(dict(os.environ))
+
+
+def _read_text(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 def _write_termination_message(message: str) -> None:
@@ -209,7 +229,7 @@ def run(request: PreflightRequest) -> int:
         if message is not None:
             _write_termination_message(message)
         return 0
-    names = request.peers or peers_from_env(dict(os.environ))
+    names = request.peers or names_to_resolve(request)
     log.info("waiting up to %.0fs for %d peers to resolve: %s", request.timeout, len(names), describe(names))
     missing = wait_for_peers(names, timeout=request.timeout, interval=request.interval)
     if not missing and request.collective is not None:

@@ -41,6 +41,8 @@ BARRIER_STATE_VOLUME = "multinode-in-place-state"
 BARRIER_MOUNT_PATH = "/etc/multinode/in-place"
 BARRIER_STATE_MOUNT_PATH = "/run/multinode/in-place"
 BARRIER_ATTEMPT_FILE = f"{BARRIER_MOUNT_PATH}/attempt"
+# The attempt's leader (multinode.dev/leader): the one name the preflight resolves in an in-place gang.
+BARRIER_LEADER_FILE = f"{BARRIER_MOUNT_PATH}/leader"
 BARRIER_STATE_FILE = f"{BARRIER_STATE_MOUNT_PATH}/passed"
 
 
@@ -121,7 +123,8 @@ IN_PLACE_ENV_NAMES = frozenset({EnvName.MULTINODE_ATTEMPT_FILE, EnvName.MULTINOD
 def barrier_volumes() -> list[dict[str, Any]]:
     return [
         {"name": BARRIER_VOLUME, "downwardAPI": {"items": [
-            {"path": "attempt", "fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_ATTEMPT}']"}}]}},
+            {"path": "attempt", "fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_ATTEMPT}']"}},
+            {"path": "leader", "fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_LEADER}']"}}]}},
         # Tiny: one number. Not memory-backed, so it never counts against the pod's memory limit.
         {"name": BARRIER_STATE_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}},
     ]
@@ -137,4 +140,5 @@ def trainer_attempt_mount() -> dict[str, Any]:
 
 
 def barrier_args() -> list[str]:
-    return ["--in-place-attempt-file", BARRIER_ATTEMPT_FILE, "--in-place-state-file", BARRIER_STATE_FILE]
+    return ["--in-place-attempt-file", BARRIER_ATTEMPT_FILE, "--in-place-state-file", BARRIER_STATE_FILE,
+            "--in-place-leader-file", BARRIER_LEADER_FILE]

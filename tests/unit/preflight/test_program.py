@@ -17,7 +17,8 @@ import pytest
 from multinode.testing import stored_job
 from multinode.preflight import program
 from multinode.preflight.node_checks import HealthRequest
-from multinode.preflight.program import PreflightRequest, make_dirs, peers_from_env
+from multinode.preflight.bandwidth import BandwidthRequest
+from multinode.preflight.program import PreflightRequest, make_dirs, names_to_resolve, peers_from_env
 from multinode.api.health_check import parse_health_message
 from multinode.render import node_dns_name
 from multinode.testing import node_env
@@ -110,6 +111,25 @@ def test_peers_from_the_env_contract_are_the_rendered_dns_names() -> None:
     env = {e["name"]: e["value"] for e in node_env(job, 1, 0) if "value" in e}
 
     assert peers_from_env(env) == [node_dns_name(job, i) for i in range(3)]
+
+
+def test_an_in_place_gang_resolves_the_attempts_leader_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A spare given rank 0 is <job>-s0: <job>-0 resolved only while the pod it replaced lingered.
+    job = stored_job(3, name="llm", namespace="team-a", uid="u1", image="img:1")
+    for e in node_env(job, 1, 0):
+        if "value" in e:
+            monkeypatch.setenv(e["name"], e["value"])
+    everyone = [node_dns_name(job, i) for i in range(3)]
+    leader = tmp_path / "leader"
+    leader.write_text("llm-s0.llm.team-a.svc\n")
+    assert names_to_resolve(PreflightRequest(in_place_leader_file=leader)) == ["llm-s0.llm.team-a.svc"]
+    ring = BandwidthRequest(min_gbps=1, size_bytes=1, timeout=1, rank=1, port=1, ring_id="r")
+    assert names_to_resolve(PreflightRequest(in_place_leader_file=leader, collective=ring)) == everyone, \
+        "the collective test dials every node"
+    assert names_to_resolve(PreflightRequest()) == everyone, "not in place: every node's stable name"
+    assert names_to_resolve(PreflightRequest(in_place_leader_file=tmp_path / "absent")) == everyone
+    leader.write_text("")
+    assert names_to_resolve(PreflightRequest(in_place_leader_file=leader)) == everyone, "no leader written yet"
 
 
 def test_make_dir_creates_the_job_cache_dir_and_names_one_it_cannot_create(tmp_path: Path) -> None:

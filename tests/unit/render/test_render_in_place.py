@@ -3,9 +3,11 @@ in-place env is read from, and preflight's barrier with its two volumes. Other j
 
 from __future__ import annotations
 
-from multinode.api.constants import ANNOTATION_ATTEMPT, ANNOTATION_RESUME_FROM, ANNOTATION_TRAINER_RESTARTS
+from multinode.api.constants import (ANNOTATION_ATTEMPT, ANNOTATION_LEADER, ANNOTATION_RESUME_FROM,
+                                     ANNOTATION_TRAINER_RESTARTS)
 from multinode.render import render_node_pod
-from multinode.render.in_place import BARRIER_ATTEMPT_FILE, BARRIER_STATE_FILE, trainer_restart_rules
+from multinode.render.in_place import (BARRIER_ATTEMPT_FILE, BARRIER_LEADER_FILE, BARRIER_STATE_FILE,
+                                      trainer_restart_rules)
 from multinode.testing import checkpointed_job, preflight, stored_job, trainer
 
 
@@ -63,12 +65,16 @@ def test_preflight_waits_at_the_barrier_with_the_attempt_file_and_its_state() ->
     args = init["args"]
     assert args[args.index("--in-place-attempt-file") + 1] == BARRIER_ATTEMPT_FILE
     assert args[args.index("--in-place-state-file") + 1] == BARRIER_STATE_FILE
+    assert args[args.index("--in-place-leader-file") + 1] == BARRIER_LEADER_FILE
     mounted = {m["name"] for m in init["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert mounted <= set(volumes)
     downward = next(v for v in volumes.values() if "downwardAPI" in v)
     assert downward["downwardAPI"]["items"] == [
-        {"path": "attempt", "fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_ATTEMPT}']"}}]
+        {"path": "attempt", "fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_ATTEMPT}']"}},
+        {"path": "leader", "fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_LEADER}']"}}]
+    mount_path = next(m["mountPath"] for m in init["volumeMounts"] if m["name"] == downward["name"])
+    assert BARRIER_LEADER_FILE == f"{mount_path}/leader"
 
 
 def test_other_jobs_pods_carry_none_of_it() -> None:
