@@ -38,6 +38,9 @@ class Failure:
     # The node index whose pod is the cause, when one is (a failed, lost or evicted pod): restartStrategy
     # InPlace replaces only that pod when its node is lost or unhealthy (in_place.py).
     index: int | None = None
+    # The node found lost by its stale Lease while still Ready (lease_loss.py): no kubelet will finish its pod,
+    # which is force-deleted with the new attempt, as on a NotReady node (node_loss.py).
+    silent_node: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,10 @@ duration (two renewals missed) is lost now when something already says so: a war
 a kubelet that only fell behind, costs a spare swap, which is what a spare is for), or the other ranks'
 trainers failed and restarted in place while that node said nothing (their collectives lost it). The lost
 pod's old attempt is fenced off as any other: the gang's next attempt has its own rendezvous port and id
-(render/in_place.py).
+(render/in_place.py). The lost pod is force-deleted with that attempt, as on a NotReady node (node_loss.py): its
+node reads Ready for another 20 s, and a graceful deletion would leave the job Restarting (WaitingForOldPods)
+until then, while it trains. For as long, the node is kept out of the job's new pods (status.excludedNodes):
+freed of its pod, it would take the lost rank's new pod or the spare pool's refill.
 
 Which of the two came first matters too. A node that dies takes its rank with it, and the other ranks'
 collectives fail at once: their trainers exit and restart in place before the dead node's lease is stale.
@@ -29,15 +32,17 @@ again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from multinode.api import Phase, TrainingJob
 from multinode.api.conditions import Reason
+from multinode.api.health_check import ExcludedNode
 from multinode.api.timestamps import parse_time
 from multinode.reconcile.decision import Decision
+from multinode.reconcile.exclusion import exclude_node
 from multinode.reconcile.failures import Failure
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Verdict
@@ -82,10 +87,15 @@ def restarted_in_place(pods: Iterable[ObservedPod]) -> list[ObservedPod]:
 
 
 def judge_stale_leases(job: TrainingJob, current: Iterable[ObservedPod], leases: Mapping[str, NodeLease],
-                       warm_spares: int, now: datetime) -> Decision:
+                       warm_spares: int, now: datetime, excluded: Sequence[ExcludedNode] = ()) -> Decision:
     """NodeLost for the first current pod (lowest index) whose node's lease went stale, while a warm spare can
-    take its rank or, restarting in place, while the other ranks' trainers restarted without it; and, for a
-    job with spares, a timer to look again."""
+    take its rank or, restarting in place, while the other ranks' trainers restarted without it, with that node
+    added to `excluded` (status.excludedNodes) for one lease duration; and, for a job with spares, a timer to
+    look again.
+
+    The node reads Ready until the node lifecycle controller sees the lease expire (its duration after the last
+    renewal), then gets the unreachable NoSchedule taint. Until then the scheduler would place the lost rank's
+    new pod or the spare pool's refill there, freed of its force-deleted pod: they are kept off it instead."""
     pods = list(current)
     restarted = restarted_in_place(pods) if restarts_in_place(job) else []
     if not warm_spares and not restarted:
@@ -98,12 +108,15 @@ def judge_stale_leases(job: TrainingJob, current: Iterable[ObservedPod], leases:
                 or (restarted and p.restarted_undeclared)):
             continue
         age = stale_for(lease, now)
-        if age is None:
+        if age is None or p.node is None:
             continue
-        return Decision(failure=Failure(
-            Reason.NODE_LOST, f"pod {p.name} (node {p.index}): its node {p.node} has not renewed its lease for "
-                              f"{age:.0f}s (leaseDurationSeconds {lease.duration_seconds}); {taker}",
-            reasons=frozenset({Reason.NODE_LOST}), node_loss=True, index=p.index))
+        message = (f"pod {p.name} (node {p.index}): its node {p.node} has not renewed its lease for {age:.0f}s "
+                   f"(leaseDurationSeconds {lease.duration_seconds}); {taker}")
+        _, kept_off = exclude_node(excluded, p.node, Reason.NODE_LOST, f"its lease stale for {age:.0f}s",
+                                   now=now, seconds=lease.duration_seconds)
+        return Decision(status={"excluded_nodes": kept_off}, failure=Failure(
+            Reason.NODE_LOST, message, reasons=frozenset({Reason.NODE_LOST}), node_loss=True, index=p.index,
+            silent_node=p.node))
     return Decision(requeue_after=LEASE_CHECK_SECONDS if job.spec.spare_nodes else None)
 
 

@@ -36,6 +36,8 @@ from multinode.reconcile.placement import ObservedNode
 from multinode.render.tolerations import pod_tolerations, tolerated_seconds
 
 GONE = "Gone"
+# Still Ready, but its kubelet stopped renewing the node's Lease (lease_loss.py): as unanswering as Unknown.
+LEASE_STALE = "LeaseStale"
 # Ready=False is tainted not-ready, Ready=Unknown (no heartbeat) unreachable: each has its own toleration.
 _TAINT_OF_STATUS = {"False": TAINT_NODE_NOT_READY, "Unknown": TAINT_NODE_UNREACHABLE}
 
@@ -44,13 +46,15 @@ _TAINT_OF_STATUS = {"False": TAINT_NODE_NOT_READY, "Unknown": TAINT_NODE_UNREACH
 class NodeDown:
     """A node hosting the job's pods whose Ready condition is not True, or that no longer exists."""
 
-    status: str  # "False", "Unknown" or GONE
+    status: str  # "False", "Unknown", GONE or LEASE_STALE
     since: str | None = None  # the Ready condition's lastTransitionTime
 
     @property
     def words(self) -> str:
         if self.status == GONE:
             return "is gone"
+        if self.status == LEASE_STALE:
+            return "has stopped renewing its Lease"
         state = "NotReady" if self.status == "False" else "unreachable (Ready Unknown: no heartbeat)"
         return f"is {state} since {self.since or 'an unknown time'}"
 

@@ -61,7 +61,7 @@ from multinode.reconcile.in_place import (
 from multinode.reconcile.integration import Gate
 from multinode.reconcile.kstatus import mark_kstatus
 from multinode.reconcile.lease_loss import hold_for_leases, judge_stale_leases
-from multinode.reconcile.node_loss import force_delete_stranded
+from multinode.reconcile.node_loss import LEASE_STALE, NodeDown, force_delete_stranded
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.observed import Observed
 from multinode.reconcile.outcome import Plan, PodStream, Verdict
@@ -213,7 +213,7 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     spare = pick_spare(observed.spares, observed.down_nodes, observed.cordoned_nodes,
                        {pod.node for pod in current.values()})
     failure = take(judge_stale_leases(job, current.values(), observed.node_leases, int(spare is not None),
-                                      now)).failure
+                                      now, status.excluded_nodes)).failure
     if failure is not None:
         return _fail_attempt(p, current, failure)
     # InPlace: a trainer that restarted in place fails the attempt too, and the gang follows it in place, once
@@ -254,10 +254,14 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
     return _report(p, current, verdict)
 
 
-def _force_delete_stranded(p: Pass, pods: list[ObservedPod]) -> Decision:
-    if not p.observed.down_nodes:  # no set of a 20 000-pod gang's deletions built for nothing
+def _force_delete_stranded(p: Pass, pods: list[ObservedPod], silent_node: str | None = None) -> Decision:
+    """force_delete_stranded on the nodes that are down, and on `silent_node` (a failure's: lost by its Lease)."""
+    down = p.observed.down_nodes
+    if silent_node and silent_node not in down:
+        down = {**down, silent_node: NodeDown(LEASE_STALE)}
+    if not down:  # no set of a 20 000-pod gang's deletions built for nothing
         return Decision()
-    return force_delete_stranded(pods, p.observed.down_nodes, deleting=set(p.result.pods_to_delete),
+    return force_delete_stranded(pods, down, deleting=set(p.result.pods_to_delete),
                                  forcing=set(p.result.pods_to_force_delete))
 
 
@@ -291,11 +295,11 @@ def _fail_attempt(p: Pass, current: dict[int, ObservedPod], failure: Failure) ->
         if replaced is not None:
             give_rank_to_spare(p, staying, replaced)
         p.take(declare(p.job, status, staying))
-        p.take(_force_delete_stranded(p, [pod for i, pod in current.items() if i not in staying]))
+        p.take(_force_delete_stranded(p, [pod for i, pod in current.items() if i not in staying], failure.silent_node))
         p.take(Decision(status=node_table(status, staying, p.job.spec.num_nodes)))
         return p
     if failed is None:  # restarting: the pods on a node that is down go at once, not at its return
-        p.take(_force_delete_stranded(p, list(current.values())))
+        p.take(_force_delete_stranded(p, list(current.values()), failure.silent_node))
         return p
     return _finish(p, current, failed)
 

@@ -131,6 +131,10 @@ def test_a_real_node_lost_mid_job_hands_rank_0_to_a_warm_spare_and_the_other_pod
             (0, "NodeLost", False, 0, 0), last
         assert "has not renewed its lease" in last["message"], last
         assert (status["restarts"], status["uncountedRestarts"], status["podsAttempt"]) == (0, 1, 0), status
+        # Force-deleted with the loss (before the attempt reached the pods), while its node still reads Ready: no
+        # kubelet would confirm a graceful deletion, and the job would read Restarting (WaitingForOldPods) until
+        # the node turned NotReady.
+        assert doomed_pod not in _names(core, namespace), "the dead node's pod is gone from the API"
         print(f"real node {doomed} killed: attempt 1 training on the spare after {recovered_after:.1f}s")
 
         final = jobs.wait_phase(custom, namespace, JOB, "Succeeded", timeout=120)
@@ -151,8 +155,7 @@ def test_a_real_node_lost_mid_job_hands_rank_0_to_a_warm_spare_and_the_other_pod
         # The machine comes back: its kubelet finds its pod deleted and finishes it off; it never rejoins.
         cluster.restart_real_node(doomed_index)
         killed = False
-        wait_for(lambda: doomed_pod not in _names(core, namespace) or None, timeout=60,
-                 what="the dead node's old pod gone once its kubelet is back")
+        assert doomed_pod not in _names(core, namespace)
         assert jobs.get_job(custom, namespace, JOB)["status"]["phase"] == "Succeeded"
     finally:
         if killed:

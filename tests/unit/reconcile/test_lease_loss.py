@@ -37,6 +37,8 @@ def test_a_stale_lease_with_a_warm_spare_loses_the_node_at_once() -> None:
     assert (record.reason, record.index, record.counted, record.spare) == ("NodeLost", 1, False, 0)
     assert "has not renewed its lease for 21s" in record.message
     assert lost.pods_to_annotate["llama-s0"]["multinode.dev/node-index"] == "1"
+    _force_deleted_at_once(lost, "llama-1-a0", "n1")
+    assert [e.node for e in lost.status.excluded_nodes] == ["n1"], "the spare pool's refill stays off it too"
 
 
 def test_a_fresh_lease_or_no_warm_spare_changes_nothing_but_the_job_looks_again() -> None:
@@ -114,7 +116,28 @@ def test_without_a_spare_a_restarted_rank_waits_too_and_a_stale_lease_gives_its_
     assert (record.reason, record.index, record.spare) == ("NodeLost", 0, None)
     assert "has not renewed its lease for 25s" in record.message and "a new pod takes its rank" in record.message
     assert set(dead.pods_to_annotate) == {"llama-1-a0"}, "the rank that restarted is told the attempt at once"
-    assert "llama-0-a0" in dead.pods_to_delete
+    _force_deleted_at_once(dead, "llama-0-a0", "n0")
+
+    # The dead node reads Ready until its lease is 40 s old, free of its force-deleted pod: rank 0's new pod is
+    # kept off it for one lease duration, past the NotReady (and the unreachable taint) to come.
+    assert [(e.node, e.reason, e.until) for e in dead.status.excluded_nodes] == \
+        [("n0", "NodeLost", rfc3339(NOW + timedelta(seconds=40)))]
+    new = list(run(job, [gang[1]], previous=dead.status, node_leases={"n0": _renewed(26), "n1": _renewed(1)})
+               .pods_to_create)
+    assert [p["metadata"]["name"] for p in new] == ["llama-0-a1"]
+    assert {"key": "metadata.name", "operator": "NotIn", "values": ["n0"]} in \
+        new[0]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"][0]["matchFields"]
+
+
+def _force_deleted_at_once(plan, name: str, node: str) -> None:
+    """The lost pod goes without waiting for its kubelet, as on a NotReady node: a graceful deletion would wait
+    for the node to turn NotReady (40 s on stock settings), and the job with it (WaitingForOldPods)."""
+    assert plan.pods_to_force_delete == [name] and name not in plan.pods_to_delete
+    forced = [e.message for e in plan.events if e.reason == "PodForceDeleted"]
+    expected = (f"{name} of attempt 0 is on node {node}, which has stopped renewing its Lease: deleted without "
+                "waiting for its kubelet")
+    assert forced == [expected], forced
 
 
 def test_a_peer_that_restarted_too_or_leases_not_readable_declare_at_once() -> None:
