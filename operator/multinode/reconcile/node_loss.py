@@ -44,7 +44,8 @@ _TAINT_OF_STATUS = {"False": TAINT_NODE_NOT_READY, "Unknown": TAINT_NODE_UNREACH
 
 @dataclass(frozen=True)
 class NodeDown:
-    """A node hosting the job's pods whose Ready condition is not True, or that no longer exists."""
+    """A node hosting the job's pods whose Ready condition is not True, that no longer exists, or (for the
+    force deletion of a pass that found it so) whose Lease went stale (lease_loss.py)."""
 
     status: str  # "False", "Unknown", GONE or LEASE_STALE
     since: str | None = None  # the Ready condition's lastTransitionTime
