@@ -98,6 +98,11 @@ class KueueProcess:
                 self.kubeconfig, "get", name, "-o",
                 "jsonpath={.status.conditions[?(@.type=='Established')].status}", check=False).stdout,
                 timeout=60, what=f"CRD {crd}.kueue.x-k8s.io Established")
+        # The last module's uninstall deletes the namespace without waiting: one still terminating refuses the
+        # Secret ("unable to create new content in namespace kueue-system because it is being terminated").
+        wait_for(lambda: kubectl(self.kubeconfig, "get", "namespace", NAMESPACE, "-o", "jsonpath={.status.phase}",
+                                 check=False).stdout.strip() != "Terminating",
+                 timeout=120, what=f"namespace {NAMESPACE} of an earlier install gone")
         self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
                      {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                       "metadata": {"name": SECRET, "namespace": NAMESPACE}}])
