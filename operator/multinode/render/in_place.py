@@ -34,6 +34,9 @@ from multinode.render.names import job_identity
 
 # The kubelet's action (k8s.io/api core/v1 ContainerRestartRuleActionRestartAllContainers).
 RESTART_ALL_CONTAINERS = "RestartAllContainers"
+# What a kubelet that serves it lists in its node's status.declaredFeatures (Kubernetes 1.36,
+# k8s.io/component-helpers nodedeclaredfeatures): the scheduler places a pod with that action only there.
+IN_PLACE_NODE_FEATURE = "RestartAllContainersOnContainerExits"
 MAX_RULE_VALUES = 255  # the apiserver's limit on one rule's exit codes
 
 BARRIER_VOLUME = "multinode-in-place"
@@ -139,6 +142,10 @@ def trainer_attempt_mount() -> dict[str, Any]:
     return {"name": BARRIER_VOLUME, "mountPath": BARRIER_MOUNT_PATH, "readOnly": True}
 
 
-def barrier_args() -> list[str]:
-    return ["--in-place-attempt-file", BARRIER_ATTEMPT_FILE, "--in-place-state-file", BARRIER_STATE_FILE,
-            "--in-place-leader-file", BARRIER_LEADER_FILE]
+def barrier_args(job: TrainingJob) -> list[str]:
+    """The preflight's barrier arguments. With hot spares, its DNS wait is for the attempt's leader only: a
+    spare holds a rank under its own name, so some `<job>-<index>` may never resolve again. Without them every
+    rank keeps its `<job>-<index>` name (a replaced pod too), and every name is waited for: a peer that never
+    gets a record is named at once (PeerDNSUnresolved), not left to the trainer's rendezvous timeout."""
+    args = ["--in-place-attempt-file", BARRIER_ATTEMPT_FILE, "--in-place-state-file", BARRIER_STATE_FILE]
+    return [*args, "--in-place-leader-file", BARRIER_LEADER_FILE] if job.spec.spare_nodes else args

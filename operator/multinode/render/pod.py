@@ -161,7 +161,7 @@ def preflight_container(job: TrainingJob, index: int | None, env_from: list[dict
     mounts: list[dict[str, Any]] = []
     env: list[dict[str, Any]] = []
     if restarts_in_place(job):  # restarted in place, it holds the trainer until the operator's new attempt
-        args += barrier_args()
+        args += barrier_args(job)
         mounts += barrier_mounts()
         env = rendezvous_env()  # the attempt's port and id, for the collective test
     if checks_shm(job):  # the health check measures the trainer's /dev/shm

@@ -65,7 +65,10 @@ def test_preflight_waits_at_the_barrier_with_the_attempt_file_and_its_state() ->
     args = init["args"]
     assert args[args.index("--in-place-attempt-file") + 1] == BARRIER_ATTEMPT_FILE
     assert args[args.index("--in-place-state-file") + 1] == BARRIER_STATE_FILE
-    assert args[args.index("--in-place-leader-file") + 1] == BARRIER_LEADER_FILE
+    assert "--in-place-leader-file" not in args, "no spares: every rank keeps its name, each is resolved"
+    spares = stored_job(2, spareNodes=1, failurePolicy={"restartStrategy": "InPlace"})
+    spared = preflight(render_node_pod(spares, 0, 0))["args"]
+    assert spared[spared.index("--in-place-leader-file") + 1] == BARRIER_LEADER_FILE
     mounted = {m["name"] for m in init["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert mounted <= set(volumes)
