@@ -99,6 +99,9 @@ class Reason(StrEnum):
     # InPlaceRestarts: the pods carry their restart rules, or the apiserver dropped them.
     RESTART_RULES_KEPT = "RestartRulesKept"
     RESTART_RULES_DROPPED = "RestartRulesDropped"
+    # failurePolicy.restartStrategy unset: InPlaceRestarts False when some Ready node that fits the job does
+    # not declare the kubelet's feature, so the job recreates (restart_strategy.py).
+    NODES_LACK_IN_PLACE_RESTARTS = "NodesLackInPlaceRestarts"
     POD_FORCE_DELETED = "PodForceDeleted"
     # spec.spareNodes: a spare took a lost node's rank (an Event); a spare that failed or lost its node was
     # replaced (an Event).

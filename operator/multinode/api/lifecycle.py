@@ -93,11 +93,15 @@ class Backoff(ApiModel):
 class FailurePolicy(ApiModel):
     max_restarts: int = Field(3, ge=0, le=1000,
                               description="Counted gang restarts allowed before the job fails.")
-    restart_strategy: RestartStrategy = Field(
-        RestartStrategy.BLOCKING_RECREATE,
-        description="BlockingRecreate (default), Recreate, or InPlace: a trainer that exits with a code no rule "
+    restart_strategy: RestartStrategy | None = Field(
+        None,
+        description="InPlace, BlockingRecreate or Recreate. InPlace: a trainer that exits with a code no rule "
                     "names restarts the gang in the same pods (Kubernetes 1.36's RestartAllContainers; "
-                    "docs/operations.md#in-place-restarts); any other failure recreates, as BlockingRecreate.")
+                    "docs/operations.md#in-place-restarts); any other failure recreates, as BlockingRecreate. "
+                    "Unset: InPlace where the cluster supports it (every Ready node that fits the job declares "
+                    "RestartAllContainersOnContainerExits), else BlockingRecreate; an elastic job's is "
+                    "BlockingRecreate, and a job with spareNodes InPlace. Chosen once, at the job's first "
+                    "reconcile, and kept in status.restartStrategy.")
     backoff: Backoff = Field(default_factory=Backoff, description="Exponential backoff between attempts.",
                              json_schema_extra={"default": {}})
     node_loss_toleration_seconds: int = Field(

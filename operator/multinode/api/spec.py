@@ -188,10 +188,10 @@ CROSS_FIELD_RULES = [
              "spec.podGroup is deprecated and cannot be combined with spec.scheduling.volcano or "
              "spec.scheduling.coscheduling: remove spec.podGroup", field_path=".podGroup"),
     # A spare joins a gang whose other pods restart in place; a gang recreated whole has no use for one.
-    cel_rule("!has(self.spareNodes) || self.spareNodes == 0 || (has(self.failurePolicy) && "
-             "has(self.failurePolicy.restartStrategy) && self.failurePolicy.restartStrategy == 'InPlace')",
-             "spec.spareNodes needs spec.failurePolicy.restartStrategy InPlace: a spare takes a lost node's rank "
-             "while the other pods restart in place", field_path=".spareNodes"),
+    cel_rule("!has(self.spareNodes) || self.spareNodes == 0 || !has(self.failurePolicy) || "
+             "!has(self.failurePolicy.restartStrategy) || self.failurePolicy.restartStrategy == 'InPlace'",
+             "spec.spareNodes needs spec.failurePolicy.restartStrategy InPlace (or unset): a spare takes a lost "
+             "node's rank while the other pods restart in place", field_path=".spareNodes"),
     cel_rule("!has(self.spareNodes) || self.spareNodes <= self.numNodes",
              "spec.spareNodes must be at most spec.numNodes", field_path=".spareNodes"),
     cel_rule("!has(self.elastic) || self.elastic.minNodes <= self.numNodes",
@@ -205,6 +205,9 @@ CROSS_FIELD_RULES = [
              "self.failurePolicy.restartStrategy != 'InPlace'",
              "spec.elastic cannot be combined with failurePolicy.restartStrategy InPlace: an elastic job's ranks "
              "restart in place at every resize already (torchrun's agent)", field_path=".elastic"),
+    cel_rule("!has(self.elastic) || !has(self.spareNodes) || self.spareNodes == 0",
+             "spec.elastic cannot be combined with spec.spareNodes: an elastic job trains on without a lost node "
+             "and takes it back when it returns", field_path=".spareNodes"),
     cel_rule(f"!has(self.podTemplate) || !has(self.podTemplate.schedulerName) || {_NO_GANG_SCHEDULER}",
              "spec.podTemplate.schedulerName cannot be combined with a gang scheduler: set "
              "spec.scheduling.volcano.schedulerName or spec.scheduling.coscheduling.schedulerName",

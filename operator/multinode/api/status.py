@@ -12,6 +12,7 @@ from multinode.api.base import MAX_PATH_LENGTH, StatusModel
 from multinode.api.elastic import ElasticStatus
 from multinode.api.checkpointing import MAX_RESUMED_BY, CheckpointRequestStatus, CheckpointsStatus, ResumedByStatus
 from multinode.api.goodput import GoodputStatus
+from multinode.api.lifecycle import RestartStrategy
 from multinode.api.progress import ProgressStatus
 from multinode.api.health_check import MAX_EXCLUDED_NODES, ExcludedNode, NodeHealth
 
@@ -201,6 +202,9 @@ class TrainingJobStatus(StatusModel):
     pods_attempt: int | None = Field(
         None, ge=0, description="Set while the current attempt runs in the pods of an earlier one, restarted in "
                                 "place (failurePolicy.restartStrategy InPlace): the attempt their names carry.")
+    restart_strategy: RestartStrategy | None = Field(
+        None, description="The restart strategy the job runs with: spec.failurePolicy.restartStrategy, or the one "
+                          "chosen for it at its first reconcile when that is unset.")
     restarts: int = Field(0, ge=0, description="Counted gang restarts so far (against failurePolicy.maxRestarts; "
                                                "uncountedRestarts has the others).")
     resumed_from: str | None = Field(

@@ -30,6 +30,7 @@ from multinode.metrics.operator import OperatorMetrics
 from multinode.reconcile import plan
 from multinode.reconcile.follow_up import adds_nothing
 from multinode.reconcile.integration import Seen
+from multinode.reconcile.restart_strategy import with_restart_strategy
 
 log = logging.getLogger("multinode.controller")
 
@@ -127,9 +128,10 @@ class Reconciler:
             return
         if unknown:
             self._log_unknown(job, unknown)
-        observed = await self.observer.observe(job, key)
         uid = job.metadata.uid or ""
         previous, version = self.applier.written.get(uid), self.applier.written_versions.get(uid)
+        job = with_restart_strategy(job, previous or job.status)
+        observed = await self.observer.observe(job, key)
         now = datetime.now(timezone.utc)
         result = plan(job, observed, previous=previous, now=now, settings=self.settings.render)
         result = await self.applier.apply(job, result, list(observed.pods), previous)

@@ -27,6 +27,8 @@ class ObservedNode:
     # its lastTransitionTime; node_loss.py reads them.
     ready_status: str = "True"
     ready_since: str | None = None
+    # status.declaredFeatures: what the node's kubelet serves (restart_strategy.py reads it).
+    declared_features: frozenset[str] = frozenset()
 
 
 def fits(job: TrainingJob, node: ObservedNode) -> bool:
@@ -67,11 +69,12 @@ def choose_domain(job: TrainingJob, nodes: Iterable[ObservedNode]) -> tuple[str 
 
 
 def needs_nodes(job: TrainingJob, pods: Iterable[ObservedPod] = ()) -> bool:
-    """Whether planning the job reads the cluster's nodes (Observed.nodes): to choose a topology domain, to
-    tell whether the job still fits without a straggler's node, or to say why a pod is Unschedulable
-    (capacity.py). Reading them costs O(nodes), so only then."""
+    """Whether planning the job reads the cluster's nodes (Observed.nodes): to choose its restart strategy
+    (once, when its spec leaves it unset: `job` is the job as it runs, restart_strategy.with_restart_strategy),
+    to choose a topology domain, to tell whether the job still fits without a straggler's node, or to say why a
+    pod is Unschedulable (capacity.py). Reading them costs O(nodes), so only then."""
     detection = job.spec.hang_detection
-    return job.spec.topology is not None or (
+    return job.spec.failure_policy.restart_strategy is None or job.spec.topology is not None or (
         detection is not None and detection.stragglers.action == StragglerAction.EXCLUDE) or any(
         p.unschedulable for p in pods)
 
@@ -119,4 +122,6 @@ def observe_node(node: Mapping[str, Any]) -> ObservedNode:
     return ObservedNode(name=meta.get("name", ""), labels=dict(meta.get("labels") or {}),
                         ready=ready_status == "True", schedulable=not spec.get("unschedulable", False),
                         allocatable=dict(status.get("allocatable") or {}),
-                        ready_status=ready_status, ready_since=condition.get("lastTransitionTime"))
+                        ready_status=ready_status, ready_since=condition.get("lastTransitionTime"),
+                        declared_features=frozenset(f for f in status.get("declaredFeatures") or []
+                                                    if isinstance(f, str)))

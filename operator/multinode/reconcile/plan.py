@@ -68,6 +68,7 @@ from multinode.reconcile.outcome import Plan, PodStream, Verdict
 from multinode.reconcile.placement import attempt_node_selector
 from multinode.reconcile.progress import report_progress
 from multinode.reconcile.rendezvous_store import keep_store
+from multinode.reconcile.restart_strategy import choose_restart_strategy, with_restart_strategy
 from multinode.reconcile.restarts import apply_failure_policy, wait_for_next_attempt
 from multinode.reconcile.planning_pass import Pass, with_gate_selectors
 from multinode.reconcile.replacement import give_rank_to_spare, keep_spare_pool, replace_missing
@@ -123,6 +124,11 @@ def _decide(job: TrainingJob, observed: Observed, before: TrainingJobStatus, now
         take(drop_spares(observed.spares, status))
         result.delete(pod.name for pod in observed.rendezvous_stores if pod.active)
         return p
+
+    # The restart strategy, chosen once when the spec leaves it unset: everything below reads the job as it
+    # runs, with that strategy.
+    take(choose_restart_strategy(job, status, observed.nodes))
+    job = p.job = with_restart_strategy(job, status)
 
     # 2. What every live job has whatever else happens: its Service and its mirror (force-deleted first when
     #    its node is lost: the replacement is created next pass).

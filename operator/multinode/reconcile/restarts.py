@@ -144,8 +144,8 @@ def wait_for_next_attempt(job: TrainingJob, status: TrainingJobStatus, older: li
                           now: datetime) -> Decision:
     """A Restarting job: BlockingRecreate waits until the old attempt's pods are gone; both wait out the
     backoff. A verdict (still Restarting, and why) while it waits; else the next attempt may start."""
-    # InPlace recreates (its fallback) as BlockingRecreate does.
-    blocking = job.spec.failure_policy.restart_strategy in (RestartStrategy.BLOCKING_RECREATE, RestartStrategy.IN_PLACE)
+    # InPlace recreates (its fallback) as BlockingRecreate does; so does a job whose strategy is not chosen yet.
+    blocking = job.spec.failure_policy.restart_strategy != RestartStrategy.RECREATE
     lingering = [p for p in older if p.active or p.terminating]
     if blocking and lingering:
         message = f"{len(lingering)} pods of earlier attempts are still terminating"

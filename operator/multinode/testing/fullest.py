@@ -250,6 +250,7 @@ def full_job() -> dict[str, Any]:
                            "notFine": 1},
             "attempt": 0,
             "podsAttempt": 0,
+            "restartStrategy": "InPlace",
             "restarts": 1,
             "uncountedRestarts": 1,
             "restartHistory": [

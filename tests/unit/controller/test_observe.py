@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
+from multinode.api import TrainingJobStatus
+from multinode.api.lifecycle import RestartStrategy
 from multinode.controller.observe import Observer
 from multinode.controller.progress_probe import ProgressProbe
 from multinode.controller.stores import Stores
 from multinode.reconcile.placement import ObservedNode
+from multinode.reconcile.restart_strategy import with_restart_strategy
 from multinode.testing import checkpointed_job, observed_pod
 from tests.unit.controller.fake_kube import FakeKube
 
@@ -37,7 +40,12 @@ def test_a_checkpointed_job_sees_its_pods_its_down_nodes_and_its_resumers() -> N
     assert list(observed.down_nodes) == ["lost"]  # not in the node store: gone
     assert sorted((r.name, r.finished, r.resumed_from) for r in observed.resumers) == [
         ("eval", True, "/ckpt/eval"), ("finetune", False, "/ckpt/finetune")]
-    assert observed.nodes == ()  # no topology: the cluster's nodes are not read
+    # No restart strategy chosen yet (restart_strategy.py): the cluster's nodes are read; once it is, and
+    # without a topology, they are not.
+    assert [n.name for n in observed.nodes] == ["up"]
+    chosen = job.model_copy(update={"status": TrainingJobStatus(restart_strategy=RestartStrategy.IN_PLACE)})
+    running = asyncio.run(observer_of(stores).observe(with_restart_strategy(chosen, chosen.status), ("ml", "llama")))
+    assert running.nodes == ()
 
 
 def test_a_disrupted_pods_reason_is_remembered_until_the_job_is_forgotten() -> None:

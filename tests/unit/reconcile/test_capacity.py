@@ -67,6 +67,6 @@ def test_the_planner_reads_the_nodes_for_an_unschedulable_pod_and_reports_the_ca
 
 
 def test_the_controller_hands_the_nodes_over_only_when_a_pod_is_unschedulable() -> None:
-    job = stored_job(2, resourcesPerNode={"gpus": 8})
+    job = stored_job(2, resourcesPerNode={"gpus": 8}, failurePolicy={"restartStrategy": "BlockingRecreate"})
     assert needs_nodes(job, [pod(0, "Pending", node=None, unschedulable=SCHEDULER), pod(1)])
     assert not needs_nodes(job, [pod(0), pod(1, "Pending", node=None)])

@@ -199,7 +199,8 @@ def test_the_condition_says_whether_the_cluster_kept_the_restart_rules() -> None
     (condition,) = [c for c in dropped.conditions if c.type == "InPlaceRestarts"]
     assert (condition.status, condition.reason) == ("False", "RestartRulesDropped")
     assert "2 of 2 pods" in condition.message and "recreates the gang" in condition.message
-    assert not [c for c in run(stored_job(2), [pod(0), pod(1)]).status.conditions if c.type == "InPlaceRestarts"]
+    recreating = stored_job(2, failurePolicy={"restartStrategy": "BlockingRecreate"})
+    assert not [c for c in run(recreating, [pod(0), pod(1)]).status.conditions if c.type == "InPlaceRestarts"]
 
 
 DEAD = {"dead": NodeDown("Unknown", "2026-11-20T11:58:00Z")}
