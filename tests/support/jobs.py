@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import yaml
@@ -41,14 +42,28 @@ def job_pods(core: client.CoreV1Api, namespace: str, name: str) -> list:
 
 def pod_env(core: client.CoreV1Api, pod: client.V1Pod, container: int = 0) -> dict[str, str | None]:
     """A container's env as the kubelet builds it from the stored pod: each envFrom ConfigMap (read from
-    the apiserver: the attempt's shared env) first, then the pod's own `env`. valueFrom entries map to None."""
+    the apiserver: the attempt's shared env) first, then the pod's own `env`. A downward API value of the pod's
+    metadata is read from the pod (an in-place pod's attempt values are its annotations); any other valueFrom
+    maps to None."""
     c = pod.spec.containers[container]
     env: dict[str, str | None] = {}
     for source in c.env_from or []:
         data = core.read_namespaced_config_map(source.config_map_ref.name, pod.metadata.namespace).data or {}
         env.update(data)
-    env.update({e.name: e.value for e in c.env or []})
+    env.update({e.name: _metadata_field(pod, e.value_from) if e.value_from else e.value for e in c.env or []})
     return env
+
+
+_ANNOTATION = re.compile(r"metadata\.annotations\['([^']+)'\]")
+
+
+def _metadata_field(pod: client.V1Pod, value_from: client.V1EnvVarSource) -> str | None:
+    """What the kubelet puts in a fieldRef variable of the pod's annotations, name or namespace; else None."""
+    path = value_from.field_ref.field_path if value_from.field_ref else ""
+    annotation = _ANNOTATION.fullmatch(path or "")
+    if annotation:
+        return (pod.metadata.annotations or {}).get(annotation.group(1), "")
+    return {"metadata.name": pod.metadata.name, "metadata.namespace": pod.metadata.namespace}.get(path or "")
 
 
 def wait_phase(custom: client.CustomObjectsApi, namespace: str, name: str, phase: str, timeout: float = 60) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kubernetes import client
 from localcluster import LocalCluster, NodePoolConfig
@@ -40,10 +40,13 @@ def on_pool(prefix: str, tolerations: list[dict] | None = None) -> dict:
 
 
 @contextmanager
-def own_pool(cluster: LocalCluster, core: client.CoreV1Api, purpose: str, count: int = 3) -> Iterator[Pool]:
-    """`count` Ready nodes of a pool of their own (`<purpose>-<random>`), tainted for it; deleted afterwards."""
+def own_pool(cluster: LocalCluster, core: client.CoreV1Api, purpose: str, count: int = 3,
+             **config: Any) -> Iterator[Pool]:
+    """`count` Ready nodes of a pool of their own (`<purpose>-<random>`), tainted for it; deleted afterwards.
+    `config`: more of the pool's NodePoolConfig (declared_features=() for nodes of kubelets older than 1.36)."""
     prefix = f"{purpose}-{uuid.uuid4().hex[:6]}"
-    names = cluster.create_nodes(NodePoolConfig(count=count, name_prefix=prefix, taints=(pool_taint(prefix),)))
+    names = cluster.create_nodes(NodePoolConfig(count=count, name_prefix=prefix, taints=(pool_taint(prefix),),
+                                                **config))
     try:
         wait_for(lambda: all(_ready(core, n) for n in names), timeout=60, what="pool Ready")
         yield Pool(prefix, names)

@@ -54,7 +54,7 @@ def test_minimal_job_is_accepted_and_defaulted(custom: client.CustomObjectsApi, 
         "network": {"rendezvousPort": 29500, "hostNetwork": False},
         "successPolicy": "AllNodes",
         "podTemplate": {"automountServiceAccountToken": False},
-        "failurePolicy": {"maxRestarts": 3, "restartStrategy": "BlockingRecreate",
+        "failurePolicy": {"maxRestarts": 3,
                           "backoff": {"initialSeconds": 5, "maxSeconds": 300}, "nodeLossTolerationSeconds": 5},
         "suspend": False,
         "cleanPodPolicy": "Running",
@@ -116,6 +116,8 @@ VALID = [
     pytest.param(training_job("elastic", 3, elastic={"minNodes": 2, "maxNodes": 3, "belowMinTimeoutSeconds": 300,
                                                      "resizeWindowSeconds": 20}), id="elastic-every-field"),
     pytest.param(training_job("e" * 58, 3, elastic={"minNodes": 1}), id="elastic-name-58"),
+    # Spares with the restart strategy unset: the operator then chooses InPlace (reconcile/restart_strategy.py).
+    pytest.param(training_job("spares", 2, spareNodes=1), id="spareNodes-restartStrategy-unset"),
     pytest.param(training_job("cosched", 2, scheduling={"coscheduling": {
         "schedulerName": "scheduler-plugins-scheduler", "scheduleTimeoutSeconds": 60}}), id="coscheduling-every-field"),
 ]
@@ -162,8 +164,9 @@ def test_apiserver_serves_the_committed_schema_with_every_cel_rule(api: client.A
     # scheduler's five: podGroup or a gang scheduler, podTemplate.schedulerName or one, volcano or
     # coscheduling, each of them frozen; a seccomp or AppArmor profile names a localhostProfile exactly when
     # its type is Localhost, in the pod's and the trainer's security context (four); no multinode.dev/
-    # podTemplate annotation (the operator's own); spareNodes needs InPlace, and at most numNodes.
-    assert rules(served) == immutable + 24
+    # podTemplate annotation (the operator's own); spareNodes needs InPlace (or unset), at most numNodes,
+    # and not with elastic.
+    assert rules(served) == immutable + 25
 
 
 def test_committed_crd_compiles_within_the_cel_cost_budget(kubeconfig: str, crd: str) -> None:

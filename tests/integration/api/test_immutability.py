@@ -116,8 +116,10 @@ def test_spec_update(custom: client.CustomObjectsApi, admission_namespace: str, 
         return
     rejection = replace_rejected(custom, admission_namespace, body)
     assert rejection.status == 422, rejection
-    # Only the field (adding elastic to this InPlace job also breaks its rule against InPlace, at spec.elastic).
-    assert set(rejection.fields) == {f"spec.{field}"}, rejection
+    # Only the field (adding elastic to this InPlace job also breaks its rule against InPlace, at spec.elastic,
+    # and its rule against spares, at spec.spareNodes).
+    assert set(rejection.fields) == {f"spec.{field}"} | ({"spec.spareNodes"} if field == "elastic" else set()), \
+        rejection
     assert f"spec.{field} is immutable: create a new TrainingJob to change it" in rejection.message
     assert current(custom, admission_namespace)["spec"] == before
 

@@ -100,8 +100,10 @@ def test_the_operator_makes_the_schedulers_group_per_attempt_and_joins_the_pods(
 ) -> None:
     ns, name = job_namespace, "gang"
     with installed(kubeconfig, crd_dir, files):
+        # A group per attempt is the recreate path's (an InPlace gang replaces a lost pod outside any group).
         jobs.apply(kubeconfig, ns, training_job(name, 3, scheduling=scheduling,
-                                                failurePolicy={"backoff": {"initialSeconds": 0}}))
+                                                failurePolicy={"backoff": {"initialSeconds": 0},
+                                                               "restartStrategy": "BlockingRecreate"}))
         uid = jobs.get_job(custom, ns, name)["metadata"]["uid"]
 
         [group] = wait_for(lambda: list(groups(custom, kind, ns, name).values()), timeout=30,

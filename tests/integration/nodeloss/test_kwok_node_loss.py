@@ -69,7 +69,10 @@ def lost(stock_cluster, stock_core: client.CoreV1Api, stock_namespace: str, stoc
     core, ns = stock_core, stock_namespace
     custom = client.CustomObjectsApi(stock_cluster.api_client())
     kubeconfig = str(stock_cluster.kubeconfig)
-    jobs.apply(kubeconfig, ns, training_job(NAME, 2, failurePolicy={"backoff": {"initialSeconds": 0}}))
+    # The recreate path: kwok runs no containers, so the other pod of an InPlace gang (the default on nodes that
+    # declare the feature, as these do) would never restart in place.
+    jobs.apply(kubeconfig, ns, training_job(NAME, 2, failurePolicy={"backoff": {"initialSeconds": 0},
+                                                                    "restartStrategy": "BlockingRecreate"}))
     _running_or_explain(custom, core, ns, 0, stock_operator, timeout=90)
     old = core.read_namespaced_pod(f"{NAME}-1-a0", ns)
     node = old.spec.node_name

@@ -27,6 +27,8 @@ class NodePoolConfig:
     extra_labels: dict[str, str] = field(default_factory=dict)
     # Node taints ({"key", "value", "effect"}), there from the node's creation on.
     taints: tuple[dict[str, str], ...] = ()
+    # status.declaredFeatures of a kwok node: a 1.36 kubelet's by default; () for an older kubelet's node.
+    declared_features: tuple[str, ...] = ("RestartAllContainersOnContainerExits",)
 
     def __post_init__(self) -> None:
         if self.count < 0 or self.gpus_per_node < 0 or self.rdma_per_node < 0 or self.nodes_per_block < 1:
@@ -52,10 +54,6 @@ def node_labels(pool: NodePoolConfig, index: int, kind: str) -> dict[str, str]:
     return {k: v for k, v in labels.items() if v}
 
 
-# k8s.io/component-helpers nodedeclaredfeatures/features/restartallcontainers: the feature's name.
-RESTART_ALL_CONTAINERS_FEATURE = "RestartAllContainersOnContainerExits"
-
-
 def render_fake_gpu_node(pool: NodePoolConfig, index: int) -> dict:
     name = node_name(pool, index)
     capacity = {"cpu": pool.cpu, "memory": pool.memory, "pods": str(pool.max_pods), "ephemeral-storage": "2Ti"}
@@ -74,8 +72,9 @@ def render_fake_gpu_node(pool: NodePoolConfig, index: int) -> dict:
             "labels": labels,
         },
         "spec": {"taints": [dict(t) for t in pool.taints]} if pool.taints else {},
-        # What a 1.36 kubelet declares with its default feature gates (NodeDeclaredFeatures): the scheduler
-        # places a pod whose container restart rules restart all containers only on a node that declares it.
+        # What a 1.36 kubelet declares with its default feature gates (NodeDeclaredFeatures,
+        # k8s.io/component-helpers nodedeclaredfeatures): the scheduler places a pod whose container restart
+        # rules restart all containers only on a node that declares RestartAllContainersOnContainerExits.
         "status": {"capacity": capacity, "allocatable": dict(capacity),
-                   "declaredFeatures": [RESTART_ALL_CONTAINERS_FEATURE]},
+                   **({"declaredFeatures": list(pool.declared_features)} if pool.declared_features else {})},
     }
