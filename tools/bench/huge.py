@@ -141,7 +141,9 @@ class Bench:
         # The alpha scheduler does not place a 10 000-pod native gang (docs/benchmarks.md, gang): a job this
         # large turns it off, as the user guide says.
         body["spec"]["scheduling"] = {"nativePodGroup": False}
-        body["spec"]["failurePolicy"] = {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}}
+        # kwok runs no containers: the recreate path (named: InPlace is the default on these nodes).
+        body["spec"]["failurePolicy"] = {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0},
+                                         "restartStrategy": "BlockingRecreate"}
         self.counts.expect(name, nodes)
         self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body)
 

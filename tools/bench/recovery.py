@@ -86,7 +86,9 @@ def run_size(api: client.ApiClient, kubeconfig: str, num_nodes: int, trials: int
     clock = PodClock(api, ns)
     name = f"rec{num_nodes}"
     job = training_job(name, num_nodes, gpus=0, image="registry.example/train:1", command=None,
-                       failurePolicy={"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
+                       # kwok runs no containers: the recreate path (named: InPlace is the default on these nodes).
+                       failurePolicy={"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0},
+                                      "restartStrategy": "BlockingRecreate"})
     kubectl(kubeconfig, "apply", "-n", ns, "-f", "-", input=yaml.safe_dump(job))
     fail_to_gang, gone_to_gang = [], []
 

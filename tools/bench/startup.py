@@ -175,8 +175,11 @@ class Harness:
             body = training_job(name, num_nodes, gpus=gpus, **spec)
             # Like the peers' pods, not ganged: the native gang's own cost is tools/bench/gang.py's figure.
             body["spec"].setdefault("scheduling", {"nativePodGroup": False})
+            # BlockingRecreate: kwok runs no containers, so no gang restarts in place here (the default where
+            # nodes declare the feature, as these do); the recreate path is the one the peers' is compared with.
             body["spec"].setdefault("failurePolicy",
-                                    {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0}})
+                                    {"maxRestarts": 1000, "backoff": {"initialSeconds": 0, "maxSeconds": 0},
+                                     "restartStrategy": "BlockingRecreate"})
         elif system == "jobset":
             body = jobset_manifest(name, num_nodes, gpus)
         else:
