@@ -20,7 +20,7 @@ _MESSAGE_WIDTH = 200
 _KNOWN = {"observedGeneration", "phase", "conditions", "readyNodes", "numNodes", "ready", "startTime",
           "completionTime", "nodeStatuses", "attempt", "restarts", "resumedFrom", "checkpoints",
           "uncountedRestarts", "restartHistory", "nextAttemptTime", "attemptStartTime", "imageDigest",
-          "topologyDomain", "nodeCounts", "nodeStatusesOmitted"}
+          "topologyDomain", "nodeCounts", "nodeStatusesOmitted", "restartStrategy"}
 _FINE_PHASES = ("Running", "Succeeded")
 
 
@@ -138,7 +138,8 @@ def describe(job: dict[str, Any], now: datetime, *, max_nodes: int = DEFAULT_MAX
             if at is not None and at <= now:  # a future time (the next attempt's) has no age
                 when += f" ({age(status[key], now)} ago)"
             out.append(_field(label, when))
-    for label, key in (("Image", "imageDigest"), ("Resumed from", "resumedFrom"), ("Topology", "topologyDomain")):
+    for label, key in (("Restart", "restartStrategy"), ("Image", "imageDigest"), ("Resumed from", "resumedFrom"),
+                       ("Topology", "topologyDomain")):
         if status.get(key):
             out.append(_field(label, status[key]))
 

@@ -79,7 +79,7 @@ def test_not_fine_nodes_beyond_the_cap_are_counted() -> None:
 
 
 def test_restarts_and_checkpoints_with_their_lag() -> None:
-    status = {"phase": "Running", "attempt": 1, "restarts": 1,
+    status = {"phase": "Running", "attempt": 1, "restarts": 1, "restartStrategy": "InPlace",
               "restartHistory": [{"attempt": 0, "reason": "PodFailed", "message": "llama-1-a0 exited 1",
                                   "counted": True, "time": "2026-01-01T11:50:00Z"}],
               "checkpoints": {"latest": {"name": "step-100", "path": "/ckpt/step-100", "step": 100,
@@ -89,6 +89,7 @@ def test_restarts_and_checkpoints_with_their_lag() -> None:
               "progress": {"step": 130, "lastProgressTime": "2026-01-01T11:59:58Z"}}
     lines = describe(job(status), NOW).splitlines()
     assert "Attempt:       1 (restarts: 1 counted, 0 uncounted)" in lines
+    assert "Restart:       InPlace" in lines
     assert "  0         PodFailed   yes       10m   llama-1-a0 exited 1" in lines
     assert "  Latest:     step-100 (step 100, 3.0 GiB), mirrored 30s ago, at /ckpt/step-100" in lines
     assert "  Lag:        30 steps behind training (step 130)" in lines
