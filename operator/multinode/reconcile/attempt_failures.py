@@ -20,6 +20,7 @@ from multinode.reconcile.decision import Decision
 from multinode.reconcile.elastic import shed_indices
 from multinode.reconcile.failures import lost_failure, lost_indices, pod_failure
 from multinode.reconcile.hang import judge_hang
+from multinode.reconcile.in_place import replaced_index
 from multinode.reconcile.image_consistency import judge_digests
 from multinode.reconcile.node_loss import evicted_failure, judge_down_nodes
 from multinode.reconcile.observe import ObservedPod, PodPhase
@@ -55,7 +56,7 @@ def failed_pod(a: Attempt) -> Decision:
 def lost_pod(a: Attempt) -> Decision:
     name = job_name(a.job)
     lost = lost_indices(name, a.job.spec.num_nodes, a.before, a.current, a.status.attempt_of_pods, a.status.attempt,
-                        shed=shed_indices(a.status))
+                        shed=shed_indices(a.status), replaced=replaced_index(a.status))
     if not lost or a.leader_done:
         return Decision()
     last = next((ns for ns in a.before.node_statuses if ns.index == lost[0]), None)

@@ -90,15 +90,18 @@ def lost_failure(index: int, pod: str | None, last_reason: str | None) -> Failur
 
 
 def lost_indices(job_name: str, num_nodes: int, before: TrainingJobStatus, current: dict[int, ObservedPod],
-                 attempt: int, up_to: int | None = None, *, shed: Collection[int] = ()) -> list[int]:
+                 attempt: int, up_to: int | None = None, *, shed: Collection[int] = (),
+                 replaced: int | None = None) -> list[int]:
     """Indices whose pod of this attempt was seen before and is gone now (deleted, evicted).
 
     A node listed in the last status says so by its row. One it left out (a job of more than
     MAX_NODE_STATUSES nodes) had a pod of this attempt when the last status counted none without one
     (nodeCounts.noPod 0). While a big gang is still being created a pod deleted unlisted is created again
     instead: its peers cannot have started training without every rank. A gang restarted in place has pods of
-    the attempts `attempt` to `up_to` (a pod replaced on another node is of a later one than its peers). An
-    elastic job's `shed` indices go on without a pod (elastic.py): not lost."""
+    the attempts `attempt` to `up_to` (a pod replaced on another node is of a later one than its peers); the
+    index it `replaced` has only the newest attempt's (the row of the old pod, which failed its health check,
+    stays to say why, new_attempt). An elastic job's `shed` indices go on without a pod (elastic.py): not
+    lost."""
     known = {ns.index: ns.pod for ns in before.node_statuses if ns.phase}
     counts = before.node_counts
     all_seen = (before.attempt_of_pods == attempt and before.node_statuses_omitted > 0 and counts is not None
@@ -106,8 +109,9 @@ def lost_indices(job_name: str, num_nodes: int, before: TrainingJobStatus, curre
     listed = {ns.index for ns in before.node_statuses}
     attempts = range(attempt, (attempt if up_to is None else up_to) + 1)
     same_pods = before.attempt_of_pods == attempt  # a spare's name carries no attempt: its row must be this gang's
+    newest = attempts[-1:]
     return [i for i in range(num_nodes) if i not in current and i not in shed
-            and (any(known.get(i) == pod_name(job_name, i, a) for a in attempts)
+            and (any(known.get(i) == pod_name(job_name, i, a) for a in (newest if i == replaced else attempts))
                  or (same_pods and _a_spare(job_name, known.get(i))) or (all_seen and i not in listed))]
 
 

@@ -20,7 +20,7 @@ that no status row saw go, recreate the gang as the same attempt, in new pods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
@@ -28,7 +28,7 @@ from multinode.api.conditions import ConditionType, Reason
 from multinode.api.timestamps import parse_time
 from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.failures import Failure
-from multinode.reconcile.observe import ObservedPod
+from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Event, Verdict
 from multinode.reconcile.spares import promised_spare
 from multinode.render.in_place import in_place_annotations, restarts_in_place, trainer_restart_rules
@@ -72,15 +72,21 @@ def in_place_failure(status: TrainingJobStatus, current: dict[int, ObservedPod])
                    reasons=frozenset({Reason.POD_FAILED, RESTARTING_ALL_CONTAINERS}), in_place=True)
 
 
+FINISHED = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
 # The failures whose one pod is replaced while the rest of the gang restarts in place: its node is gone or
 # failed its health check, the others are fine. (Preemption takes the whole gang; a drain moves it.)
 REPLACED_FOR = (Reason.NODE_LOST, Reason.NODE_UNHEALTHY)
 
 
-def replaces_one_pod(job: TrainingJob, failure: Failure) -> bool:
-    """Whether the failure policy's restart replaces only the failure's pod (restartStrategy InPlace)."""
+def replaces_one_pod(job: TrainingJob, failure: Failure, current: Mapping[int, ObservedPod]) -> bool:
+    """Whether the failure policy's restart replaces only the failure's pod (restartStrategy InPlace): its
+    node is lost or unhealthy, and every other pod can restart in place. One whose trainer has finished
+    (Succeeded, or Failed: a trainer that ran ahead without its peers, a health check's collateral) never
+    restarts again, so the gang is recreated instead."""
     return (restarts_in_place(job) and not failure.in_place and failure.index is not None
-            and failure.reason in REPLACED_FOR)
+            and failure.reason in REPLACED_FOR
+            and not any(p.phase in FINISHED for i, p in current.items() if i != failure.index))
 
 
 def replaced_index(status: TrainingJobStatus) -> int | None:
@@ -126,7 +132,8 @@ def _not_back(status: TrainingJobStatus, current: dict[int, ObservedPod]) -> lis
 
 def abandon(job: TrainingJob, status: TrainingJobStatus, current: dict[int, ObservedPod], now: datetime) -> Decision:
     """Recreate the gang (as the same attempt, in new pods) when pods have not restarted into an in-place
-    attempt within IN_PLACE_TIMEOUT_SECONDS (a trainer hung in a collective never exits)."""
+    attempt within IN_PLACE_TIMEOUT_SECONDS (a trainer hung in a collective never exits), or at once when one
+    of them finished instead (Succeeded: a trainer that exited 0 never restarts)."""
     if status.pods_attempt is None or status.phase in (Phase.SUCCEEDED, Phase.FAILED):
         return Decision()
     n = job.spec.num_nodes
@@ -135,6 +142,11 @@ def abandon(job: TrainingJob, status: TrainingJobStatus, current: dict[int, Obse
     late = _not_back(status, current)
     if not late:
         return Decision()
+    finished = [p for p in late if p.phase == PodPhase.SUCCEEDED]
+    if finished:
+        first = min(finished, key=lambda p: p.index).name
+        return recreate(status, f"pod {first} finished (Succeeded) instead of restarting into attempt "
+                                f"{status.attempt}: a trainer that exits 0 does not restart")
     if waiting < IN_PLACE_TIMEOUT_SECONDS:
         return Decision(requeue_after=IN_PLACE_TIMEOUT_SECONDS - waiting)
     return recreate(status, f"{len(late)} of {n} pods did not restart into attempt {status.attempt} within "

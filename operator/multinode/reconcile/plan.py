@@ -316,7 +316,7 @@ def _create_missing(p: Pass, current: dict[int, ObservedPod], gates: list[Gate])
     missing, wait = due_indices(job, status, [i for i in range(job.spec.num_nodes) if i not in current], now)
     p.take(Decision(requeue_after=wait))
     if not missing or lost_indices(job_name(job), job.spec.num_nodes, p.before, current, status.attempt_of_pods,
-                                   status.attempt, shed=shed_indices(status)):
+                                   status.attempt, shed=shed_indices(status), replaced=replaced_index(status)):
         return None
     if status.pods_attempt is not None:  # restarted in place: the pod a lost or unhealthy node's took
         replace_missing(p, current, missing, gates)

@@ -48,8 +48,9 @@ def apply_failure_policy(job: TrainingJob, status: TrainingJobStatus, failure: F
         return Decision(verdict=Verdict(Phase.FAILED, Reason.RESTART_LIMIT_EXCEEDED,
                                         f"no restarts left (maxRestarts {job.spec.failure_policy.max_restarts}, "
                                         f"{status.restarts} used); last failure: {failure.message}"))
-    edits, message = restart_edits(job, status, failure, ruling, now)
-    if failure.in_place or replaces_one_pod(job, failure):
+    one_pod = replaces_one_pod(job, failure, current)
+    edits, message = restart_edits(job, status, failure, ruling, now, one_pod=one_pod)
+    if failure.in_place or one_pod:
         replaced = current.get(failure.index) if failure.index is not None and not failure.in_place else None
         if replaced is not None and failure.node_loss:
             edits = forgive_collateral(status, edits, replaced)
@@ -99,8 +100,9 @@ def restart_history_with(status: TrainingJobStatus, record: RestartRecord) -> li
 
 
 def restart_edits(job: TrainingJob, status: TrainingJobStatus, failure: Failure, ruling: Ruling,
-                  now: datetime) -> tuple[dict[str, Any], str]:
-    """The status fields that move the job to the next attempt (phase Restarting), and the event message."""
+                  now: datetime, *, one_pod: bool = False) -> tuple[dict[str, Any], str]:
+    """The status fields that move the job to the next attempt (phase Restarting), and the event message
+    (`one_pod`: in place, the failure's pod replaced, in_place.replaces_one_pod)."""
     counted = ruling.action == FailureAction.RESTART
     previous_restarts = status.restarts + status.uncounted_restarts
     delay = backoff_seconds(job, previous_restarts)
@@ -116,7 +118,7 @@ def restart_edits(job: TrainingJob, status: TrainingJobStatus, failure: Failure,
     when = f"in {delay:.0f}s"
     if failure.in_place:
         when = "in place, in the same pods"
-    elif replaces_one_pod(job, failure):
+    elif one_pod:
         when = f"in place, node {failure.index}'s pod replaced on another node"
     return edits, (f"attempt {record.attempt} failed: {failure.message}; {budget} ({ruling.why}); "
                    f"attempt {attempt} {when}")

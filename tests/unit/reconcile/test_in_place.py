@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from multinode.api import Phase
+from multinode.api.health_check import HealthStatus, NodeHealth
 from multinode.api.constants import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_LEADER,
@@ -23,6 +24,7 @@ from multinode.testing import checkpointed_job, stored_job
 from tests.unit.reconcile.planning import LATEST, NOW, pod, run
 
 IN_PLACE = {"restartStrategy": "InPlace"}
+BAD = NodeHealth(status=HealthStatus.FAILED, reason="GPUsNotVisible", message="8 GPUs requested, fewer visible: 7")
 
 
 def _job(**policy):
@@ -138,6 +140,17 @@ def test_pods_that_do_not_come_back_in_time_are_recreated_as_the_same_attempt() 
     assert sorted(gone.pods_to_create.names) == ["llama-0-a1", "llama-1-a1"]
 
 
+def test_a_pod_that_succeeds_instead_of_restarting_recreates_the_gang_at_once() -> None:
+    job = _job()
+    declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
+    done = [_pod(0, told=1, expected=1, phase="Succeeded"), _pod(1, told=1, restarts=1, expected=1)]
+    result = run(job, done, previous=declared)  # no wait for IN_PLACE_TIMEOUT_SECONDS: it will never restart
+    assert result.status.pods_attempt is None and result.status.attempt == 1
+    assert [(e.type, e.reason) for e in result.events] == [("Warning", "InPlaceRestartAbandoned")]
+    assert "llama-0-a0 finished (Succeeded)" in result.events[0].message
+    assert result.pods_to_delete == ["llama-1-a0"], "the finished pod is not active: nothing to delete"
+
+
 def test_a_pod_deleted_from_an_in_place_gang_is_a_lost_node_and_only_it_is_replaced() -> None:
     job = _job()
     declared = run(job, [_pod(0), _pod(1, restarts=1)], previous=_running(job, [_pod(0), _pod(1)])).status
@@ -148,6 +161,35 @@ def test_a_pod_deleted_from_an_in_place_gang_is_a_lost_node_and_only_it_is_repla
     assert result.pods_to_delete == [] and set(result.pods_to_annotate) == {"llama-1-a0"}
     assert run(job, [_pod(1, told=2, restarts=1, expected=2)], previous=status).pods_to_create.names == [
         "llama-0-a2"]
+
+
+def test_an_unhealthy_nodes_pod_is_replaced_once_though_its_row_stays_to_say_why() -> None:
+    """The failed health check's row (the old pod, its verdict) outlives the pod, as in any restart: it must
+    not read as that node's pod lost again once the old pod goes (a full run saw 100 NodeLost attempts)."""
+    job = stored_job(3, failurePolicy=IN_PLACE)
+    started = run(job, [_pod(0, phase="Pending", node="sick"), _pod(1, node="n1"), _pod(2, node="n2")]).status
+    failed = _pod(0, phase="Failed", node="sick", health=BAD, exit_code=1, reason="NodeUnhealthy")
+    unhealthy = run(job, [failed, _pod(1, node="n1"), _pod(2, node="n2")], previous=started).status
+    assert (unhealthy.attempt, unhealthy.pods_attempt, unhealthy.restart_history[-1].reason) == (1, 0, "NodeUnhealthy")
+    assert [e.node for e in unhealthy.excluded_nodes] == ["sick"]
+    gone = run(job, [_pod(1, node="n1", told=1, expected=1), _pod(2, node="n2", told=1, expected=1)],
+               previous=unhealthy)
+    assert gone.status.attempt == 1 and len(gone.status.restart_history) == 1, gone.status.restart_history
+    assert gone.pods_to_create.names == ["llama-0-a1"]
+    assert gone.status.node_statuses[0].health == BAD, "the row still says why"
+
+
+def test_a_gang_whose_other_pods_finished_is_recreated_not_restarted_in_place() -> None:
+    """A trainer that exited 0 never restarts again: replacing only the unhealthy node's pod would leave the
+    gang waiting for it, so the whole gang is recreated, as BlockingRecreate does."""
+    job = stored_job(3, failurePolicy=IN_PLACE)
+    started = run(job, [_pod(0, phase="Pending", node="sick"), _pod(1, node="n1"), _pod(2, node="n2")]).status
+    failed = _pod(0, phase="Failed", node="sick", health=BAD, exit_code=1, reason="NodeUnhealthy")
+    done = [_pod(1, phase="Succeeded", node="n1"), _pod(2, phase="Succeeded", node="n2")]
+    result = run(job, [failed, *done], previous=started)
+    assert (result.status.attempt, result.status.pods_attempt, result.status.phase) == (1, None, Phase.RESTARTING)
+    running = next(c for c in result.status.conditions if c.type == "Running")
+    assert "replaced on another node" not in running.message and "NodeUnhealthy" == running.reason
 
 
 def test_a_pod_missing_without_a_trace_is_made_again_into_the_gang() -> None:
