@@ -79,7 +79,8 @@ def choose_restart_strategy(job: TrainingJob, status: TrainingJobStatus,
     job created; the status and, once its pods exist, InPlaceRestarts say it.)"""
     asked = job.spec.failure_policy.restart_strategy
     if asked is not None:
-        return Decision() if status.restart_strategy == asked else Decision(status={"restart_strategy": asked})
+        return Decision() if status.restart_strategy == asked else \
+            Decision(status={"restart_strategy": RestartStrategy(asked)})
     if status.restart_strategy is not None:
         return Decision()
     strategy, why, ruled_out = _choose(job, status, nodes)
