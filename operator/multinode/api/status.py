@@ -141,6 +141,10 @@ class SpareCounts(StatusModel):
     taken: int = Field(0, ge=0, description="Ranks spares have taken over the job's life.")
 
 
+# status.restartHistory keeps the newest restarts only.
+MAX_RESTART_HISTORY = 10
+
+
 class RestartRecord(StatusModel):
     """Why one gang attempt ended in a restart."""
 
@@ -225,7 +229,7 @@ class TrainingJobStatus(StatusModel):
                     "prunes nothing.")
     uncounted_restarts: int = Field(0, ge=0, description="Gang restarts that did not count (node loss, "
                                                           "disruptions, resume after suspend).")
-    restart_history: list[RestartRecord] = Field(default_factory=list, max_length=10,
+    restart_history: list[RestartRecord] = Field(default_factory=list, max_length=MAX_RESTART_HISTORY,
                                                  description="The last restarts, oldest first.")
     next_attempt_time: str | None = Field(None, description="While Restarting: when the next attempt may "
                                                             "start (backoff).", json_schema_extra=_DATE_TIME)

@@ -10,6 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from multinode.api import TrainingJobStatus
+from multinode.api.status import MAX_RESTART_HISTORY, RestartRecord
 from multinode.api.conditions import Reason
 from multinode.api.lifecycle import FailureAction, FailurePolicy, FailureRule
 from multinode.reconcile.observe import ObservedPod
@@ -148,3 +149,8 @@ def rule_on(policy: FailurePolicy, failure: Failure) -> Ruling:
         return Ruling(FailureAction.RESTART_WITHOUT_COUNTING,
                         "default: a straggler's node is excluded and the gang restarts without it, not counted")
     return Ruling(FailureAction.RESTART, "default: failures restart, counted")
+
+
+def restart_history_with(status: TrainingJobStatus, record: RestartRecord) -> list[RestartRecord]:
+    """status.restartHistory with `record` added: the newest MAX_RESTART_HISTORY entries."""
+    return [*status.restart_history, record][-MAX_RESTART_HISTORY:]

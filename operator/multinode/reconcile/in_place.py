@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from multinode.api import Phase, TrainingJob, TrainingJobStatus
 from multinode.api.conditions import ConditionType, Reason
-from multinode.api.timestamps import parse_time
+from multinode.api.status import RestartRecord
+from multinode.api.timestamps import parse_time, rfc3339
 from multinode.reconcile.decision import Decision, SetCondition
-from multinode.reconcile.failures import Failure
+from multinode.reconcile.failures import Failure, restart_history_with
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.outcome import Event, Verdict
 from multinode.reconcile.spares import promised_spare
@@ -145,21 +147,36 @@ def abandon(job: TrainingJob, status: TrainingJobStatus, current: dict[int, Obse
     finished = [p for p in late if p.phase == PodPhase.SUCCEEDED]
     if finished:
         first = min(finished, key=lambda p: p.index).name
-        return recreate(status, f"pod {first} finished (Succeeded) instead of restarting into attempt "
-                                f"{status.attempt}: a trainer that exits 0 does not restart")
+        return recreate(status, current, f"pod {first} finished (Succeeded) instead of restarting into attempt "
+                                         f"{status.attempt}: a trainer that exits 0 does not restart", now)
     if waiting < IN_PLACE_TIMEOUT_SECONDS:
         return Decision(requeue_after=IN_PLACE_TIMEOUT_SECONDS - waiting)
-    return recreate(status, f"{len(late)} of {n} pods did not restart into attempt {status.attempt} within "
-                            f"{IN_PLACE_TIMEOUT_SECONDS:.0f}s (first: {min(late, key=lambda p: p.index).name})")
+    return recreate(status, current, f"{len(late)} of {n} pods did not restart into attempt {status.attempt} "
+                                     f"within {IN_PLACE_TIMEOUT_SECONDS:.0f}s "
+                                     f"(first: {min(late, key=lambda p: p.index).name})", now)
 
 
-def recreate(status: TrainingJobStatus, why: str) -> Decision:
-    """The in-place attempt goes on in new pods (the old ones are an earlier attempt's now, and go)."""
+def recreate(status: TrainingJobStatus, current: dict[int, ObservedPod], why: str, now: datetime) -> Decision:
+    """The in-place attempt goes on in new pods (the old ones are an earlier attempt's now, and go).
+
+    When a pod was made for this attempt on another node, in place of a lost or unhealthy one's, the gang goes
+    on as the next attempt instead, not counted: that pod bears this attempt's name but reads the earlier
+    attempt's shared env (its ConfigMap, deleted with that attempt), so it could never start in the new gang,
+    and as a pod of an earlier attempt it goes with the others (a pod of this attempt that vanished would read
+    as its node lost)."""
     message = f"in-place restart of attempt {status.attempt} abandoned: {why}; recreating the gang"
-    return Decision(status={"phase": Phase.RESTARTING, "pods_attempt": None, "attempt_start_time": None,
-                            "attempt_scheduled_time": None, "node_statuses": [], "node_counts": None,
-                            "resumed_from": None},
-                    events=(Event("Warning", Reason.IN_PLACE_RESTART_ABANDONED, message),),
+    edits: dict[str, Any] = {"phase": Phase.RESTARTING, "pods_attempt": None, "attempt_start_time": None,
+                             "attempt_scheduled_time": None, "node_statuses": [], "node_counts": None,
+                             "resumed_from": None}
+    replaced = replaced_index(status)
+    replacement = current.get(replaced) if replaced is not None else None
+    if replacement is not None and replacement.attempt == status.attempt:
+        message += f" as attempt {status.attempt + 1} (pod {replacement.name} was made for this one)"
+        record = RestartRecord(attempt=status.attempt, reason=Reason.IN_PLACE_RESTART_ABANDONED,
+                               message=message[:4096], counted=False, time=rfc3339(now), index=replaced)
+        edits |= {"attempt": status.attempt + 1, "uncounted_restarts": status.uncounted_restarts + 1,
+                  "restart_history": restart_history_with(status, record)}
+    return Decision(status=edits, events=(Event("Warning", Reason.IN_PLACE_RESTART_ABANDONED, message),),
                     conditions=(SetCondition(ConditionType.RUNNING, "False", Reason.IN_PLACE_RESTART_ABANDONED,
                                              message),))
 

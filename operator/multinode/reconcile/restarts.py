@@ -17,12 +17,11 @@ from multinode.api.lifecycle import FailureAction, RestartStrategy
 from multinode.api.status import RestartRecord
 from multinode.api.timestamps import parse_time, rfc3339
 from multinode.reconcile.decision import Decision, SetCondition
-from multinode.reconcile.failures import MAX_UNCOUNTED_RESTARTS, Failure, Ruling, rule_on
+from multinode.reconcile.failures import MAX_UNCOUNTED_RESTARTS, Failure, Ruling, restart_history_with, rule_on
 from multinode.reconcile.in_place import replaces_one_pod
 from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Event, Verdict
 
-RESTART_HISTORY = 10
 
 
 def backoff_seconds(job: TrainingJob, restarts_so_far: int) -> float:
@@ -92,11 +91,6 @@ def forgive_collateral(status: TrainingJobStatus, edits: dict[str, Any], lost: O
         "and its node was lost)")[:4096]})
     return {**edits, "restart_history": [*history[:-2], forgiven, history[-1]],
             "restarts": max(0, edits["restarts"] - 1), "uncounted_restarts": edits["uncounted_restarts"] + 1}
-
-
-def restart_history_with(status: TrainingJobStatus, record: RestartRecord) -> list[RestartRecord]:
-    """status.restartHistory with `record` added: the newest RESTART_HISTORY entries."""
-    return [*status.restart_history, record][-RESTART_HISTORY:]
 
 
 def restart_edits(job: TrainingJob, status: TrainingJobStatus, failure: Failure, ruling: Ruling,

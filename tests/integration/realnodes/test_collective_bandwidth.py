@@ -84,7 +84,10 @@ def test_a_pod_whose_link_crawls_fails_its_node_which_is_excluded_and_the_gang_s
     # its link is shaped. Without the native gang, so the one pod is placed alone.
     assert ALL_BUT_ONE >= 3, "the blame rule needs a ring of three pods and a spare node"
     body = _job("crawl", ALL_BUT_ONE, gpus=1, scheduling={"nativePodGroup": False},
-                failurePolicy={"maxRestarts": 0, "backoff": {"initialSeconds": 5}})
+                # The gang recreated elsewhere (named: InPlace is the default here, and this trainer exits without
+                # its peers, so no in-place restart could take it back).
+                failurePolicy={"maxRestarts": 0, "backoff": {"initialSeconds": 5},
+                               "restartStrategy": "BlockingRecreate"})
     _cordon(core, others, True)
     try:
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)

@@ -179,6 +179,30 @@ def test_an_unhealthy_nodes_pod_is_replaced_once_though_its_row_stays_to_say_why
     assert gone.status.node_statuses[0].health == BAD, "the row still says why"
 
 
+def test_a_recreated_gang_goes_on_as_the_next_attempt_when_a_pod_was_made_for_this_one() -> None:
+    """The replacement bears the attempt's name but reads the earlier attempt's ConfigMap, which goes with the
+    recreate: kept, it never starts (a full run saw CreateContainerConfigError until the test's timeout)."""
+    job = stored_job(3, failurePolicy=IN_PLACE)
+    started = run(job, [_pod(0, phase="Pending", node="n0"), _pod(1, node="n1"), _pod(2, node="sick")]).status
+    failed = _pod(2, phase="Failed", node="sick", health=BAD, exit_code=1, reason="NodeUnhealthy")
+    unhealthy = run(job, [_pod(0, node="n0"), _pod(1, node="n1"), failed], previous=started).status
+    replacement = _pod(2, attempt=1, told=1, phase="Pending", node="n3")
+    # The others' trainers exit 0 instead of restarting into attempt 1.
+    done = [_pod(0, told=1, expected=1, phase="Succeeded", node="n0"),
+            _pod(1, told=1, expected=1, phase="Succeeded", node="n1")]
+    abandoned = run(job, [*done, replacement], previous=unhealthy)
+    status = abandoned.status
+    assert (status.attempt, status.pods_attempt, status.restarts, status.uncounted_restarts) == (2, None, 0, 2)
+    record = status.restart_history[-1]
+    assert (record.attempt, record.reason, record.counted, record.index) == (1, "InPlaceRestartAbandoned", False, 2)
+    assert abandoned.pods_to_delete == ["llama-2-a1"]
+    assert abandoned.pods_to_create == [], "BlockingRecreate: the new gang waits for the replacement to go"
+    gone = run(job, done, previous=status)
+    assert sorted(gone.pods_to_create.names) == ["llama-0-a2", "llama-1-a2", "llama-2-a2"]
+    made = next(p for p in gone.pods_to_create if p["metadata"]["name"] == "llama-2-a2")
+    assert made["spec"]["containers"][0]["envFrom"] == [{"configMapRef": {"name": attempt_env_name(job, 2)}}]
+
+
 def test_a_gang_whose_other_pods_finished_is_recreated_not_restarted_in_place() -> None:
     """A trainer that exited 0 never restarts again: replacing only the unhealthy node's pod would leave the
     gang waiting for it, so the whole gang is recreated, as BlockingRecreate does."""

@@ -38,7 +38,7 @@ from multinode.reconcile.decision import Decision, SetCondition
 from multinode.reconcile.observe import ObservedPod, PodPhase
 from multinode.reconcile.kinds import ApiKind, StatusWrite
 from multinode.reconcile.ownership import controller_uid
-from multinode.reconcile.restarts import restart_history_with
+from multinode.reconcile.failures import restart_history_with
 
 WORKLOAD = ApiKind(KUEUE_API_GROUP, KUEUE_API_VERSION, KUEUE_WORKLOAD_KIND, KUEUE_WORKLOAD_PLURAL)
 RESOURCE_FLAVOR = ApiKind(KUEUE_API_GROUP, KUEUE_API_VERSION, "ResourceFlavor", KUEUE_FLAVOR_PLURAL)
