@@ -20,7 +20,7 @@ from localcluster.harness import realexample
 
 from multinode import __version__
 from multinode.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
-from multinode.api.constants import LABEL_ALLOW_HOST_PATH
+from multinode.api.constants import ANNOTATION_ATTEMPT, LABEL_ALLOW_HOST_PATH
 
 from demo import CHART, REPO, helm, kubectl, say  # the kwok demo's helpers (same folder, on sys.path)
 
@@ -44,11 +44,14 @@ def status(custom: client.CustomObjectsApi) -> dict:
 
 
 def loss_lines(core: client.CoreV1Api, attempt: int, shown: dict[str, int]) -> int:
-    """Print the loss lines of the attempt's trainers not shown yet; returns how many are new."""
+    """Print the loss lines of the attempt's trainers not shown yet; returns how many are new. The attempt's
+    pods are those named for it, or, restarted in place (the default on these nodes), those its annotation
+    names: the kubelet removed the earlier attempt's containers, so their logs are this attempt's."""
     new = 0
     for pod in core.list_namespaced_pod(NAMESPACE, label_selector=f"{LABEL_JOB_NAME}={JOB}").items:
         name = pod.metadata.name
-        if not name.endswith(f"-a{attempt}") or pod.status.phase not in ("Running", "Succeeded", "Failed"):
+        runs = name.endswith(f"-a{attempt}") or (pod.metadata.annotations or {}).get(ANNOTATION_ATTEMPT) == str(attempt)
+        if not runs or pod.status.phase not in ("Running", "Succeeded", "Failed"):
             continue
         try:
             log = core.read_namespaced_pod_log(name, NAMESPACE)
