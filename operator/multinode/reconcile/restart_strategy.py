@@ -39,14 +39,6 @@ def with_restart_strategy(job: TrainingJob, status: TrainingJobStatus | None) ->
     return job.model_copy(update={"spec": spec})
 
 
-def _lacking(nodes: Iterable[ObservedNode], job: TrainingJob) -> tuple[list[ObservedNode], str]:
-    """The nodes that could host the job and do not declare the feature, and which nodes were asked."""
-    ready = [n for n in nodes if n.ready]
-    fitting = [n for n in ready if fits(job, n)]
-    asked, which = (fitting, "Ready nodes that fit the job") if fitting else (ready, "Ready nodes")
-    return [n for n in asked if IN_PLACE_NODE_FEATURE not in n.declared_features], f"{len(asked)} {which}"
-
-
 def _choose(job: TrainingJob, status: TrainingJobStatus,
             nodes: Iterable[ObservedNode]) -> tuple[RestartStrategy, str, bool]:
     """The strategy, why, and whether the nodes ruled InPlace out."""
@@ -59,15 +51,17 @@ def _choose(job: TrainingJob, status: TrainingJobStatus,
         return RestartStrategy.BLOCKING_RECREATE, why, False
     if job.spec.spare_nodes:
         return RestartStrategy.IN_PLACE, "spec.spareNodes: a spare takes a lost node's rank in place", False
-    nodes = list(nodes)
-    if not any(n.ready for n in nodes):
+    ready = [n for n in nodes if n.ready]
+    if not ready:
         why = f"no node is Ready to declare {IN_PLACE_NODE_FEATURE} (status.declaredFeatures) yet"
         return RestartStrategy.BLOCKING_RECREATE, why, True
-    lacking, asked = _lacking(nodes, job)
+    fitting = [n for n in ready if fits(job, n)]
+    asked = f"{len(fitting)} Ready nodes that fit the job" if fitting else f"{len(ready)} Ready nodes"
+    lacking = [n.name for n in fitting or ready if IN_PLACE_NODE_FEATURE not in n.declared_features]
     if lacking:
         why = (f"{len(lacking)} of {asked} do not declare {IN_PLACE_NODE_FEATURE} (status.declaredFeatures; "
-               f"first: {min(n.name for n in lacking)}): a kubelet older than Kubernetes 1.36, or its feature "
-               "gate off, and the scheduler would keep the pods off those nodes")
+               f"first: {min(lacking)}): a kubelet older than Kubernetes 1.36, or its feature gate off, and the "
+               "scheduler would keep the pods off those nodes")
         return RestartStrategy.BLOCKING_RECREATE, why, True
     return RestartStrategy.IN_PLACE, f"all {asked} declare {IN_PLACE_NODE_FEATURE}", False
 

@@ -23,7 +23,6 @@ from multinode.reconcile.observe import ObservedPod
 from multinode.reconcile.outcome import Event, Verdict
 
 
-
 def backoff_seconds(job: TrainingJob, restarts_so_far: int) -> float:
     """Exponential: initial, 2×initial, 4×initial ... capped; restarts of either kind count toward it."""
     b = job.spec.failure_policy.backoff

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from multinode.render.in_place import IN_PLACE_NODE_FEATURE
+
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 POOL_LABEL = "localcluster.multinode.dev/pool"
 
@@ -28,7 +30,7 @@ class NodePoolConfig:
     # Node taints ({"key", "value", "effect"}), there from the node's creation on.
     taints: tuple[dict[str, str], ...] = ()
     # status.declaredFeatures of a kwok node: a 1.36 kubelet's by default; () for an older kubelet's node.
-    declared_features: tuple[str, ...] = ("RestartAllContainersOnContainerExits",)
+    declared_features: tuple[str, ...] = (IN_PLACE_NODE_FEATURE,)
 
     def __post_init__(self) -> None:
         if self.count < 0 or self.gpus_per_node < 0 or self.rdma_per_node < 0 or self.nodes_per_block < 1:
@@ -74,7 +76,7 @@ def render_fake_gpu_node(pool: NodePoolConfig, index: int) -> dict:
         "spec": {"taints": [dict(t) for t in pool.taints]} if pool.taints else {},
         # What a 1.36 kubelet declares with its default feature gates (NodeDeclaredFeatures,
         # k8s.io/component-helpers nodedeclaredfeatures): the scheduler places a pod whose container restart
-        # rules restart all containers only on a node that declares RestartAllContainersOnContainerExits.
+        # rules restart all containers only on a node that declares IN_PLACE_NODE_FEATURE.
         "status": {"capacity": capacity, "allocatable": dict(capacity),
                    **({"declaredFeatures": list(pool.declared_features)} if pool.declared_features else {})},
     }
