@@ -23,10 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-# What a reused keep-alive connection raises when the server closed it while it was idle (the usual cause; the
-# request then never reached a handler), sent again once on a new connection, as urllib3's pool did. Should
-# the server have handled it after all, sending it twice is harmless here: a create finds its name taken (409,
-# which the caller claims), deletes and status patches are idempotent.
+# What a reused keep-alive connection raises when the server closed it while it was idle: the request never
+# reached the server's handler, so sending it again on a new connection is safe (urllib3 does the same).
 STALE_CONNECTION_ERRORS = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
                            ConnectionAbortedError)
 

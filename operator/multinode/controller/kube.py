@@ -79,7 +79,6 @@ class KubeApi(CoreRequests, CustomObjectRequests):
         self._headers = {"Accept": JSON, "User-Agent": f"multinode-operator/{__version__}"}
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
         self._sleep: Callable[[float], None] = time.sleep  # a test replaces it
-        self._clock: Callable[[], float] = time.monotonic  # and this
         self._limit = asyncio.Semaphore(concurrency)
         self._stream_pool: urllib3.PoolManager | None = None  # made by the first watch
         self._asked_credentials: tuple[float, dict[str, str]] = (-CREDENTIALS_SECONDS, {})
@@ -102,7 +101,7 @@ class KubeApi(CoreRequests, CustomObjectRequests):
         expires) and re-parses the kubeconfig's user outside one, about 75 µs: per request, a quarter of a
         pod create's client CPU. Threads racing past the deadline each ask once; each gets a whole answer."""
         asked_at, headers = self._asked_credentials
-        now = self._clock()
+        now = time.monotonic()
         if now - asked_at >= CREDENTIALS_SECONDS:
             headers = {auth["key"]: auth["value"] for auth in self._configuration.auth_settings().values()
                        if auth["in"] == "header" and auth["value"]}

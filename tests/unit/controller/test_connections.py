@@ -165,17 +165,17 @@ def test_a_proxy_or_a_hostname_to_assert_is_left_to_the_official_clients_pool() 
         assert ThreadConnections.for_configuration(configuration("https://apiserver:6443", **settings), []) is None
 
 
-def test_credentials_are_asked_of_the_configuration_once_per_period_not_per_request() -> None:
+def test_credentials_are_asked_of_the_configuration_once_per_period_not_per_request(monkeypatch) -> None:
     asked: list[int] = []
 
     def auth_settings() -> dict:
         asked.append(1)
         return {"BearerToken": {"in": "header", "key": "authorization", "value": f"Bearer t{len(asked)}"}}
     now = [1000.0]
+    monkeypatch.setattr("multinode.controller.kube.time.monotonic", lambda: now[0])
     api_client = SimpleNamespace(configuration=SimpleNamespace(host="https://apiserver", auth_settings=auth_settings),
                                  rest_client=SimpleNamespace(pool_manager=None))
     kube = KubeApi(api_client, 1)  # type: ignore[arg-type]  # a fake client
-    kube._clock = lambda: now[0]
     assert kube._credentials() == {"authorization": "Bearer t1"}
     now[0] += 9.0
     assert kube._credentials() == {"authorization": "Bearer t1"} and len(asked) == 1
