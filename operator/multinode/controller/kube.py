@@ -1,19 +1,18 @@
-"""The operator's writes to Kubernetes: plain JSON on keep-alive connections, one per thread.
+"""The operator's writes to Kubernetes: plain JSON over the official client's connection pool, in threads.
 
 The official client is used for what it does well (kubeconfig and in-cluster credentials, token refresh,
-the TLS settings) but not for the request itself: its typed path validates every body against its
-pydantic models and serialises it again, and its urllib3 pool's per-request machinery cost as much client
-CPU as the request (connections.py says how much). Here a body is encoded once (orjson), sent on the
-thread's own connection (connections.py; the client's pool only where the kubeconfig names a proxy), the
-response is read whole, and only its status is looked at. Creates ask for `fieldValidation=Strict`: the
-apiserver, not a client-side copy of its schema, refuses a field it does not know, naming it, instead of
-dropping it with a warning.
+TLS, the connection pool) but not for the request itself: its typed path validates every body against
+its pydantic models and serialises it again, and its `_preload_content=False` mode hands back a response
+that is never returned to the pool, so every call paid a new TLS handshake (docs/benchmarks.md). Here a
+body is encoded once (orjson), the response is read (which puts the connection back), and only its status
+is looked at. Creates ask for `fieldValidation=Strict`: the apiserver, not a client-side copy of its
+schema, refuses a field it does not know, naming it, instead of dropping it with a warning.
 
 Why threads and not aiohttp on kopf's event loop: both were measured (tools/bench/floor.py, 1000 pods
 from a bare client): the threaded path reached ~200-240 pods/s, the event-loop one ~110-180 pods/s,
 and an operator on it started 1000-pod jobs slower, though it used less CPU.
 
-This module is the transport (credentials, the connections, 429 retries, the informers' LIST and WATCH streams);
+This module is the transport (credentials, the pool, 429 retries, the informers' LIST and WATCH streams);
 the requests themselves are in kube_core.py (built-in kinds) and kube_custom.py (custom resources).
 """
 
