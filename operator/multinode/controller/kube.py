@@ -24,16 +24,13 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.client import HTTPException
 from typing import Any
 
 import orjson
 import urllib3
 from kubernetes import client, config
-from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
 from multinode import __version__
-from multinode.controller.connections import ThreadConnections
 from multinode.controller.kube_calls import JSON, ApiError
 from multinode.controller.kube_core import CoreRequests
 from multinode.controller.kube_custom import CustomObjectRequests
@@ -46,9 +43,6 @@ __all__ = ["ApiError", "KubeApi", "retry_after_seconds"]
 HTTP_TOO_MANY_REQUESTS = 429
 MAX_THROTTLED_RETRIES = 5
 MAX_RETRY_AFTER_SECONDS = 10.0
-# How long the auth headers are reused before the configuration is asked again (its refresh hook re-reads a
-# rotated token; the official client's in-cluster loader itself re-reads the token file once a minute).
-CREDENTIALS_SECONDS = 10.0
 
 
 def retry_after_seconds(header: str | None, throttled: int) -> float:
@@ -66,21 +60,17 @@ class KubeApi(CoreRequests, CustomObjectRequests):
 
     def __init__(self, api_client: client.ApiClient, concurrency: int, timeout: float | None = None,
                  on_error: Callable[[str, str], None] | None = None):
-        # Seconds a connect or a read may take (None: wait forever).
-        self._timeout = timeout or None
+        self._timeout = urllib3.Timeout(total=timeout) if timeout else None  # None: wait forever
         # Told (operation, code) of every failed call, for multinode_api_errors_total.
         self._on_error = on_error or (lambda operation, code: None)
         self._configuration = api_client.configuration
-        # The requests' connections: ours (connections.py) where the configuration allows, else the client's
-        # pool (a proxy; a test's fake pool).
-        self._pool: Any = _connections(self._configuration) or api_client.rest_client.pool_manager
+        self._pool = api_client.rest_client.pool_manager
         # Named in the apiserver's audit log and metrics (the generated client says "OpenAPI-Generator").
         self._headers = {"Accept": JSON, "User-Agent": f"multinode-operator/{__version__}"}
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
         self._sleep: Callable[[float], None] = time.sleep  # a test replaces it
         self._limit = asyncio.Semaphore(concurrency)
         self._stream_pool: urllib3.PoolManager | None = None  # made by the first watch
-        self._asked_credentials: tuple[float, dict[str, str]] = (-CREDENTIALS_SECONDS, {})
 
     @classmethod
     def connect(cls, concurrency: int, timeout: float | None = None,
@@ -94,29 +84,20 @@ class KubeApi(CoreRequests, CustomObjectRequests):
         configuration.connection_pool_maxsize = concurrency
         return cls(client.ApiClient(configuration), concurrency, timeout=timeout, on_error=on_error)
 
-    def _credentials(self) -> dict[str, str]:
-        """The auth headers, asked of the configuration at most every CREDENTIALS_SECONDS: asking runs its
-        refresh hook, which re-reads the service account token in a pod (rotated by the kubelet long before it
-        expires) and re-parses the kubeconfig's user outside one, about 75 µs: per request, a quarter of a
-        pod create's client CPU. Threads racing past the deadline each ask once; each gets a whole answer."""
-        asked_at, headers = self._asked_credentials
-        now = time.monotonic()
-        if now - asked_at >= CREDENTIALS_SECONDS:
-            headers = {auth["key"]: auth["value"] for auth in self._configuration.auth_settings().values()
-                       if auth["in"] == "header" and auth["value"]}
-            self._asked_credentials = (now, headers)
-        return headers
-
     def _request(self, operation: str, method: str, path: str, body: Any, content_type: str,
                  accept: str = JSON) -> bytes:
-        headers = dict(self._headers, **self._credentials(), **{"Content-Type": content_type, "Accept": accept})
+        headers = dict(self._headers, **{"Content-Type": content_type, "Accept": accept})
+        # Asked per request: for in-cluster credentials this re-reads the rotated service account token.
+        for auth in self._configuration.auth_settings().values():
+            if auth["in"] == "header" and auth["value"]:
+                headers[auth["key"]] = auth["value"]
         kwargs: dict[str, Any] = {} if self._timeout is None else {"timeout": self._timeout}
         encoded = None if body is None else orjson.dumps(body)
         for throttled in range(MAX_THROTTLED_RETRIES + 1):
             try:
                 response = self._pool.request(method, self._configuration.host + path, body=encoded,
                                               headers=headers, preload_content=True, **kwargs)
-            except (OSError, HTTPException, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
+            except (OSError, urllib3.exceptions.HTTPError) as e:  # timeouts, broken connections
                 raise ApiError(operation, None, type(e).__name__, str(e)) from e
             if response.status != HTTP_TOO_MANY_REQUESTS or throttled == MAX_THROTTLED_RETRIES:
                 break
@@ -152,7 +133,10 @@ class KubeApi(CoreRequests, CustomObjectRequests):
     def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:
         """The lines of a watch stream (one JSON event each) until the server ends it. Raises ApiError for
         a refused watch or a broken stream; a read stalled for `read_timeout` seconds is a broken stream."""
-        headers = dict(self._headers, **self._credentials())
+        headers = dict(self._headers)
+        for auth in self._configuration.auth_settings().values():
+            if auth["in"] == "header" and auth["value"]:
+                headers[auth["key"]] = auth["value"]
         if self._stream_pool is None:
             streams = copy.copy(self._configuration)
             streams.connection_pool_maxsize = 8
@@ -176,20 +160,6 @@ class KubeApi(CoreRequests, CustomObjectRequests):
 
     async def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-        if isinstance(self._pool, ThreadConnections):
-            self._pool.close()
-
-
-def _connections(configuration: Any) -> ThreadConnections | None:
-    """Our connections for a kubernetes.client.Configuration, with the socket options its own pool would set
-    (RESTClientObject: the configuration's, else TCP keep-alive when it asks for it)."""
-    if not isinstance(configuration, client.Configuration):
-        return None
-    if configuration.socket_options is not None:
-        options = list(configuration.socket_options)
-    else:
-        options = tcp_keepalive_socket_options() if getattr(configuration, "keep_alive", False) else []
-    return ThreadConnections.for_configuration(configuration, options)
 
 
 def _message(status: int, reason: str | None, data: bytes) -> str:
