@@ -73,7 +73,7 @@ def configure_kopf(settings: kopf.OperatorSettings) -> None:
 def namespaced_kinds(r: Enqueue, stores: Stores, served: Iterable[Seen] = ()) -> list[NamespacedKind]:
     """What the operator watches in each namespace it follows: the TrainingJobs; their pods and Services, and
     the objects of each integration whose API is served (each carrying its job's label)."""
-    pods, owned = pod_event(r), owner_event(r)
+    pods, owned = pod_event(r, stores.jobs), owner_event(r)
     kinds = [NamespacedKind(f"/apis/{GROUP}/{VERSION}", PLURAL, None, stores.jobs.index, stores.jobs.keys_of,
                             job_event(r)),
              NamespacedKind("/api/v1", "pods", LABEL_JOB_NAME, stores.pods.node_pods, stores.pods.node_pod_keys,

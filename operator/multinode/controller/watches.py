@@ -36,6 +36,13 @@ log = logging.getLogger("multinode.controller")
 # (docs/benchmarks.md, "Throughput"). Kubernetes' Job controller batches its pods' updates the same way
 # (for one second).
 POD_EVENT_BATCH_SECONDS = 0.5
+# A big job's window grows with it, up to the Job controller's second at BIG_JOB_NODES: its pods' events
+# come by the hundred a second all through its start, and each of its reconciles is O(pods) and writes its
+# status (the ready count moved), so its start took a reconcile every half second (docs/benchmarks.md,
+# "CPU per start"). Its status says the count that much later; its failures are judged by timers and
+# state, not by how soon an event is seen.
+MAX_POD_EVENT_BATCH_SECONDS = 1.0
+BIG_JOB_NODES = 1000
 START_WAIT_SECONDS = 30  # how long the first pass waits for named namespaces' objects (wait_started)
 
 
@@ -95,7 +102,17 @@ def owner_event(r: Enqueue) -> OnEvent:
     return on_event
 
 
-def pod_event(r: Enqueue) -> OnEvent:
+def pod_event_batch_seconds(job: dict | None) -> float:
+    """How long the events of `job`'s pods are folded together before its reconcile (None: a job not in the
+    store yet, or gone)."""
+    nodes = ((job or {}).get("spec") or {}).get("numNodes")
+    if not isinstance(nodes, int) or nodes <= 0:
+        return POD_EVENT_BATCH_SECONDS
+    return min(MAX_POD_EVENT_BATCH_SECONDS, max(POD_EVENT_BATCH_SECONDS,
+                                                MAX_POD_EVENT_BATCH_SECONDS * nodes / BIG_JOB_NODES))
+
+
+def pod_event(r: Enqueue, jobs: JobStore) -> OnEvent:
     """A node pod or a mirror pod changed: the store has it (or its deletion) now, so the job stops expecting
     it; a node pod deleted by a disruption leaves its reason behind (Enqueue.pod_gone)."""
     def on_event(kind: str, pod: dict, entries: dict) -> None:
@@ -109,7 +126,7 @@ def pod_event(r: Enqueue) -> OnEvent:
         if gone is not None and gone.disruption:
             r.pod_gone(key, meta["name"], gone.disruption)
         r.pod_seen(key, meta["name"])
-        r.enqueue(key, delay=POD_EVENT_BATCH_SECONDS)
+        r.enqueue(key, delay=pod_event_batch_seconds(jobs.get(key)))
     return on_event
 
 

@@ -9,13 +9,14 @@ import json
 import threading
 from collections.abc import Iterator
 
+import pytest
+
 from multinode.api import LABEL_JOB_NAME
 from multinode.controller.kube import ApiError
 from multinode.controller.handlers import namespaced_kinds
 from multinode.controller.stores import JobKey, OnNode, PodStore, Stores
-from multinode.controller.watches import (POD_EVENT_BATCH_SECONDS, NamespacedWatches, job_event, namespace_matcher,
-                                          node_informer,
-                                          pod_event, requeue_all)
+from multinode.controller.watches import (MAX_POD_EVENT_BATCH_SECONDS, POD_EVENT_BATCH_SECONDS, NamespacedWatches,
+                                          job_event, namespace_matcher, node_informer, pod_event, requeue_all)
 from tests.unit.controller.test_informer import until
 
 
@@ -228,8 +229,22 @@ def test_a_pods_event_marks_its_job_dirty_after_the_batch_window() -> None:
     r = Queued()
     pod = {"metadata": {"name": "llm-0-a0", "namespace": "ns", "uid": "p", "labels": {"multinode.dev/job-name": "llm"}},
            "spec": {}, "status": {"phase": "Pending"}}
-    pod_event(r)("MODIFIED", pod, PodStore.node_pod_keys(pod))
+    pod_event(r, Stores().jobs)("MODIFIED", pod, PodStore.node_pod_keys(pod))
     assert r.queued == [("ns", "llm")] and r.delays == [POD_EVENT_BATCH_SECONDS] and POD_EVENT_BATCH_SECONDS > 0
+
+
+@pytest.mark.parametrize(("num_nodes", "batch"), [(8, POD_EVENT_BATCH_SECONDS), (500, POD_EVENT_BATCH_SECONDS),
+                                                  (750, 0.75), (1000, MAX_POD_EVENT_BATCH_SECONDS),
+                                                  (10_000, MAX_POD_EVENT_BATCH_SECONDS)])
+def test_a_big_jobs_pods_are_batched_longer_up_to_the_job_controllers_second(num_nodes: int, batch: float) -> None:
+    """Each reconcile of a big job is O(pods) and writes its status: its pods' events fold over a longer window,
+    never past a second (Kubernetes' Job controller batches every job's pods for one)."""
+    r, stores = Queued(), Stores()
+    stores.jobs.file({"metadata": {"name": "llm", "namespace": "ns", "uid": "j"}, "spec": {"numNodes": num_nodes}})
+    pod = {"metadata": {"name": "llm-0-a0", "namespace": "ns", "uid": "p", "labels": {"multinode.dev/job-name": "llm"}},
+           "spec": {}, "status": {"phase": "Pending"}}
+    pod_event(r, stores.jobs)("MODIFIED", pod, PodStore.node_pod_keys(pod))
+    assert r.queued == [("ns", "llm")] and r.delays == [pytest.approx(batch)]
 
 
 class Recorder:
