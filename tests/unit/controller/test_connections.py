@@ -94,6 +94,14 @@ def connections_to(url: str, **settings) -> ThreadConnections:
     return connections
 
 
+def posts_each_handled_once_on_a_connection_of_its_own(connections: ThreadConnections, server: Server) -> None:
+    """Three POSTs to a server that closes each connection after its answer: each is answered, handled once,
+    on a connection of its own (the closed one is not used twice)."""
+    for _ in range(3):
+        assert connections.request("POST", server.url + "/p", body=b"{}").status == 201
+    assert [c for c, *_ in server.seen] == [1, 2, 3]
+
+
 def test_a_thread_keeps_its_connection_and_threads_do_not_share_one(serve) -> None:
     server = serve()
     connections = connections_to(server.url)
@@ -113,10 +121,7 @@ def test_a_thread_keeps_its_connection_and_threads_do_not_share_one(serve) -> No
 def test_a_connection_the_server_dropped_while_idle_is_replaced_and_the_request_sent_again(serve) -> None:
     server = serve(drop_after_each=True)
     connections = connections_to(server.url)
-    for _ in range(3):
-        assert connections.request("POST", server.url + "/p", body=b"{}").status == 201
-    # Every request was handled once, each on a connection of its own (the dropped one was not used twice).
-    assert [c for c, *_ in server.seen] == [1, 2, 3]
+    posts_each_handled_once_on_a_connection_of_its_own(connections, server)
     connections.close()
 
 
@@ -181,9 +186,7 @@ def test_a_tls_connection_the_server_closed_while_idle_is_not_used_again(serve, 
     before it is used, and is handled once."""
     server = tls_server(serve, certificates, drop_after_each=True)
     connections = trusting(server, certificates)
-    for _ in range(3):
-        assert connections.request("POST", server.url + "/p", body=b"{}").status == 201
-    assert [c for c, *_ in server.seen] == [1, 2, 3]
+    posts_each_handled_once_on_a_connection_of_its_own(connections, server)
     # What found each closed: the connection, readable once the server's close arrives (it closes after it
     # answered, so this waits for that), where one the server keeps stays unreadable.
     closed = connections._local.conn
@@ -206,9 +209,7 @@ def test_a_tls_connection_closed_after_the_check_is_sent_again_on_a_new_one(serv
     server = tls_server(serve, certificates, drop_after_each=True)
     connections = trusting(server, certificates)
     monkeypatch.setattr("multinode.controller.connections._closed_by_peer", lambda conn: False)
-    for _ in range(3):
-        assert connections.request("POST", server.url + "/p", body=b"{}").status == 201
-    assert [c for c, *_ in server.seen] == [1, 2, 3]
+    posts_each_handled_once_on_a_connection_of_its_own(connections, server)
     connections.close()
 
 
