@@ -106,7 +106,7 @@ def pod_event_batch_seconds(job: dict | None) -> float:
     """How long the events of `job`'s pods are folded together before its reconcile (None: a job not in the
     store yet, or gone)."""
     nodes = ((job or {}).get("spec") or {}).get("numNodes")
-    if not isinstance(nodes, int) or nodes <= 0:
+    if not isinstance(nodes, int):
         return POD_EVENT_BATCH_SECONDS
     return min(MAX_POD_EVENT_BATCH_SECONDS, max(POD_EVENT_BATCH_SECONDS,
                                                 MAX_POD_EVENT_BATCH_SECONDS * nodes / BIG_JOB_NODES))

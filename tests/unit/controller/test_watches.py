@@ -224,11 +224,15 @@ def test_the_echo_of_the_operators_own_status_patch_reconciles_nothing_but_the_j
     assert r.queued == [("ns", "pretrain"), ("ns", "finetune"), ("ns", "pretrain")]
 
 
+def pending_pod_of_llm() -> dict:
+    return {"metadata": {"name": "llm-0-a0", "namespace": "ns", "uid": "p", "labels": {LABEL_JOB_NAME: "llm"}},
+            "spec": {}, "status": {"phase": "Pending"}}
+
+
 def test_a_pods_event_marks_its_job_dirty_after_the_batch_window() -> None:
     """The events of a job's pods within POD_EVENT_BATCH_SECONDS fold into one reconcile (queue.py)."""
     r = Queued()
-    pod = {"metadata": {"name": "llm-0-a0", "namespace": "ns", "uid": "p", "labels": {"multinode.dev/job-name": "llm"}},
-           "spec": {}, "status": {"phase": "Pending"}}
+    pod = pending_pod_of_llm()
     pod_event(r, Stores().jobs)("MODIFIED", pod, PodStore.node_pod_keys(pod))
     assert r.queued == [("ns", "llm")] and r.delays == [POD_EVENT_BATCH_SECONDS] and POD_EVENT_BATCH_SECONDS > 0
 
@@ -241,8 +245,7 @@ def test_a_big_jobs_pods_are_batched_longer_up_to_the_job_controllers_second(num
     never past a second (Kubernetes' Job controller batches every job's pods for one)."""
     r, stores = Queued(), Stores()
     stores.jobs.file({"metadata": {"name": "llm", "namespace": "ns", "uid": "j"}, "spec": {"numNodes": num_nodes}})
-    pod = {"metadata": {"name": "llm-0-a0", "namespace": "ns", "uid": "p", "labels": {"multinode.dev/job-name": "llm"}},
-           "spec": {}, "status": {"phase": "Pending"}}
+    pod = pending_pod_of_llm()
     pod_event(r, stores.jobs)("MODIFIED", pod, PodStore.node_pod_keys(pod))
     assert r.queued == [("ns", "llm")] and r.delays == [pytest.approx(batch)]
 
