@@ -135,8 +135,12 @@ class Applier:
         self.expectations.forget(key)
         self.attempt_envs.forget(key)
         if uid:
-            for by_uid in (self.written, self.written_versions, self.phases, self.figures, self.reconciled):
-                by_uid.pop(uid, None)
+            self.forget_uid(uid)
+
+    def forget_uid(self, uid: str) -> None:
+        """What was recorded of one job by uid (not its name's: a new job of the same name may hold that)."""
+        for by_uid in (self.written, self.written_versions, self.phases, self.figures, self.reconciled):
+            by_uid.pop(uid, None)
 
     def attempt_of(self, raw: Mapping[str, Any]) -> int:
         """The job's current attempt: the status this operator wrote last, else the object's."""

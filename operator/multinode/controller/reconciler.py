@@ -134,7 +134,16 @@ class Reconciler:
         observed = await self.observer.observe(job, key)
         now = datetime.now(timezone.utc)
         result = plan(job, observed, previous=previous, now=now, settings=self.settings.render)
-        result = await self.applier.apply(job, result, list(observed.pods), previous)
+        try:
+            result = await self.applier.apply(job, result, list(observed.pods), previous)
+        finally:
+            deleted = not self.stores.jobs.holds(uid)
+            if deleted:
+                # Forgotten (its deletion seen) while this reconcile was writing: what apply recorded of it
+                # since would outlive the forget, a phase counted in multinode_trainingjobs for ever.
+                self.applier.forget_uid(uid)
+        if deleted:
+            return
         if not result.delete_job and result.requeue_after is not None:
             self.enqueue(key, delay=result.requeue_after)
         if self.applier.written_versions.get(uid) not in (None, version) and not result.delete_job:

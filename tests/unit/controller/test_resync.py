@@ -138,3 +138,21 @@ def test_only_the_followed_namespaces_are_listed_and_judged() -> None:
     assert s.kube.listed == ["team-a", "team-b"] * 2
     assert found[1] == [(("team-a", "mine"), MISSING)]  # and the index's job of an unfollowed namespace stays
     assert s.jobs.get(("other", "theirs")) is not None
+
+
+def test_a_job_forgotten_while_its_reconcile_writes_leaves_no_phase_counted() -> None:
+    # The full run's race: the re-list forgets a deleted job while a reconcile of it (its pods going, say) is
+    # between its status patch and its bookkeeping. The phase that reconcile records must not outlive the job.
+    deleted = job("deleted")
+    s = Setup([], indexed=[deleted])
+    uid = deleted["metadata"]["uid"]
+
+    async def patch_as_the_job_is_forgotten(namespace: str, name: str, status: dict) -> None:
+        s.jobs.remove(uid)
+        s.r.forget((namespace, name), uid)
+        return None  # the job is gone
+
+    s.kube.patch_job_status = patch_as_the_job_is_forgotten  # type: ignore[method-assign]
+    asyncio.run(s.r.reconcile(("ml", "deleted")))
+    assert uid not in s.r.applier.phases and uid not in s.r.applier.written and uid not in s.r.applier.reconciled
+    assert ("ml", "deleted") not in s.r.workers.queue
