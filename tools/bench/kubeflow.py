@@ -1,7 +1,7 @@
 """Kubeflow Training Operator v1 (PyTorchJob) as a benchmark peer, like JobSet in peers.py.
 
     tools/localcluster/build.sh kubeflow      # once (about 2 min with warm Go caches on 2 cores)
-    PATH=.cache/localcluster/bin/kubernetes-v1.36.3:$PATH .venv/bin/python -P tools/bench/kubeflow.py --nodes 4
+    PATH=$(.venv/bin/python -m localcluster bin-path):$PATH .venv/bin/python -P tools/bench/kubeflow.py --nodes 4
 
 The second line is a self-check: a local cluster, the CRDs, the operator under its own cluster-admin
 ServiceAccount, one N-node PyTorchJob; it prints how long each milestone took and stops everything.

@@ -59,8 +59,8 @@ class Binaries:
 def locate() -> Binaries:
     v = read_versions()
     bin_dir = cache_dir() / "bin"
-    kube = bin_dir / f"kubernetes-{v['KUBE_VERSION']}"
-    kwok = bin_dir / f"kwok-{v['KWOK_VERSION']}"
+    # One build (build.sh build_kubernetes): helm and kwok share Kubernetes' compiled packages.
+    kube = bin_dir / f"kubernetes-{v['KUBE_VERSION']}-helm-{v['HELM_VERSION']}-kwok-{v['KWOK_VERSION']}"
     containerd = bin_dir / f"containerd-{v['CONTAINERD_VERSION']}"
     return Binaries(
         etcd=bin_dir / f"etcd-{v['ETCD_VERSION']}" / "etcd",
@@ -68,9 +68,9 @@ def locate() -> Binaries:
         kube_controller_manager=kube / "kube-controller-manager",
         kube_scheduler=kube / "kube-scheduler",
         kubectl=kube / "kubectl",
-        kwok=kwok / "kwok",
-        kwok_stages=kwok / "stages",
-        helm=bin_dir / f"helm-{v['HELM_VERSION']}-k8s{v['KUBE_VERSION'].lstrip('v')}" / "helm",
+        kwok=kube / "kwok",
+        kwok_stages=kube / "kwok-stages",
+        helm=kube / "helm",
         registry=bin_dir / f"registry-{v['DISTRIBUTION_VERSION']}-{sources_hash('registry')}" / "registry",
         crane=bin_dir / f"crane-{v['GO_CONTAINERREGISTRY_VERSION']}" / "crane",
         kubelet=kube / "kubelet",
@@ -106,7 +106,7 @@ def ensure_built() -> Binaries:
 def bin_path_dirs() -> list[Path]:
     """Folders to put first on PATH so `kubectl` and `helm` are the pinned ones."""
     b = locate()
-    return [b.kubectl.parent, b.helm.parent]
+    return list(dict.fromkeys([b.kubectl.parent, b.helm.parent]))
 
 
 def ensure(*components: str) -> None:

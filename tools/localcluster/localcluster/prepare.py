@@ -6,9 +6,9 @@ A cold build is mostly waiting: Go compiles on both cores, but resolving modules
 debootstrap fetching Debian are network and disk. Run one after the other they took 17 minutes of the
 20-minute cold `make demo`; side by side, each waits while another computes. The lanes:
 
-- `go-kubernetes`: Kubernetes (the largest Go build), the cluster's registry and crane (which pushes to it),
-  then the peers when asked for;
-- `go-rest`: etcd, kwok, helm, and the real nodes' containerd, runc, CNI plugins, CoreDNS, device plugin;
+- `go-kubernetes`: Kubernetes with helm and kwok (one Go build, the largest), the cluster's registry and
+  crane (which pushes to it), then the peers when asked for;
+- `go-rest`: etcd, and the real nodes' containerd, runc, CNI plugins, CoreDNS, device plugin;
   then with --peers Flux's controllers and kstatus (the GitOps tests), with --release syft (`make release`'s
   SBOM; the test that runs it);
 - `torch` (with --images): the trainer env (pip download and unpack of about 5 GB), then with --frameworks
@@ -37,7 +37,7 @@ from localcluster import binaries
 FIRST = ("debs", "pause")
 # The registry and crane follow Kubernetes: on a cold machine this lane finished before the other one.
 KUBERNETES_LANE = ("kubernetes", "registry", "crane")
-REST_LANE = ("etcd", "kwok", "helm", "containerd", "runc", "cni", "coredns", "deviceplugin", "gangcrds")
+REST_LANE = ("etcd", "containerd", "runc", "cni", "coredns", "deviceplugin", "gangcrds")
 PEERS = ("jobset", "kubeflow", "kueue")
 # Flux's controllers and cli-utils' kstatus, for the GitOps tests: with the peers (other projects' controllers).
 GITOPS = ("kstatus", "flux")
