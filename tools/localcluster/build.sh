@@ -43,17 +43,14 @@ wrapper_module() {
 # empty Go build cache: 300 s against 400 s for the three built one after the other; docs/development.md).
 # The Kubernetes binaries link exactly the module versions a build of Kubernetes alone gives them (pinned
 # before helm and kwok are added). Cache key: the three versions.
-control_plane_dir() { echo "$CACHE/bin/kubernetes-$KUBE_VERSION-helm-$HELM_VERSION-kwok-$KWOK_VERSION"; }
-
 build_kubernetes() {
-  local v=$KUBE_VERSION out
-  out=$(control_plane_dir)
+  local v=$KUBE_VERSION name="kubernetes-$KUBE_VERSION-helm-$HELM_VERSION-kwok-$KWOK_VERSION"
+  local out="$CACHE/bin/$name" mod="$CACHE/src/$name" staging_v="v0.${KUBE_VERSION#v1.}"
   # kubelet and kube-proxy run the real nodes.
   local bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
   if have_all "$out" "${bins[@]}" helm kwok && [ -d "$out/kwok-stages" ]; then
     log "kubernetes $v, helm $HELM_VERSION, kwok $KWOK_VERSION: cached"; return
   fi
-  local mod="$CACHE/src/kubernetes-$v-helm-$HELM_VERSION-kwok-$KWOK_VERSION" staging_v="v0.${v#v1.}"
   wrapper_module "$mod" multinode.dev/localcluster/controlplane
   # Every staging module k8s.io/kubernetes replaces with ./staging/... is published as v0.<minor>.<patch>.
   local staging

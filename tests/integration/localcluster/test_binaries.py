@@ -6,6 +6,7 @@ pins, and helm and kwok are the versions pinned, with helm's default Kubernetes 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -38,19 +39,17 @@ def linked_modules(binary: Path) -> dict[str, str]:
     return modules
 
 
+@functools.cache
 def kubernetes_requirements() -> dict[str, str]:
     """What k8s.io/kubernetes' go.mod requires; its staging modules (required as v0.0.0, replaced by its
     ./staging folders) are the published v0.<minor>.<patch>, as build.sh replaces them."""
     info = subprocess.run(["go", "mod", "download", "-json", f"k8s.io/kubernetes@{VERSIONS['KUBE_VERSION']}"],
-                          capture_output=True, text=True, check=True, env=_go_env()).stdout
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "GOSUMDB": "off", "GOTOOLCHAIN": "local"}).stdout
     go_mod = Path(json.loads(info)["GoMod"]).read_text()
     staging = "v0." + VERSIONS["KUBE_VERSION"].removeprefix("v1.")
     return {module: staging if version == "v0.0.0" else version
             for module, version in re.findall(r"^\s+(\S+) (v\S+)(?: // indirect)?$", go_mod, re.MULTILINE)}
-
-
-def _go_env() -> dict[str, str]:
-    return {**os.environ, "GOFLAGS": "-mod=mod", "GOSUMDB": "off", "GOTOOLCHAIN": "local"}
 
 
 @pytest.mark.parametrize("name", KUBERNETES_BINARIES)
