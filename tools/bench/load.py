@@ -6,7 +6,8 @@
 Same harness as tools/bench/startup.py (a cluster of its own, the systems side by side, 128 fake 8-GPU
 nodes). Throughput: `--jobs` jobs of `--nodes-per-job` pods (1 GPU each) are created at once from 8
 threads; measured from the first create to every job reporting Running (TrainingJob phase; JobSet all
-replicated Jobs ready; PyTorchJob condition Running), rotating the systems, `--runs` each. Per burst,
+replicated Jobs ready; PyTorchJob condition Running), rotating the systems, `--runs` each, each system's
+controller the only one running during its bursts (Harness.run_alone). Per burst,
 from the apiserver's audit log (first create → all Running + 2 s), each system's requests per job by verb
 class and resource (JobSet's include kube-controller-manager's Job controller, which creates its pods; the
 TrainingJob or JobSet itself is the benchmark's create, counted for neither), and the processes' CPU
@@ -94,6 +95,7 @@ def main() -> int:
         h.start()
         for i in range(args.runs):
             for system in systems[i % len(systems):] + systems[:i % len(systems)]:
+                h.run_alone(system)
                 b = burst(h, system, f"t{i}", args.jobs, args.nodes_per_job, 1, args.timeout)
                 throughput[system].append(b["seconds"])
                 cpu[system].append(b["cpu_s"])
@@ -105,6 +107,7 @@ def main() -> int:
         time.sleep(2.0)  # the audit log is written in batches (1 s)
         api = {s: requests_per_job(h, s, windows[s], args.jobs) for s in systems}
         # Memory: a fresh operator, so its high-water mark is this load's.
+        h.run_alone("ours")
         h.operator.stop()
         h.operator = OperatorProcess(h.operator.kubeconfig, [h.ns["ours"]], h.cluster.dir / "logs" / "operator-rss.log")
         h.operator.start()

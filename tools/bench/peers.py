@@ -370,9 +370,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def control_plane_pid(cluster: LocalCluster, name: str) -> int:
-    """The pid of one of the cluster's own processes (e.g. "kube-controller-manager"), from its state file."""
-    return int(json.loads(cluster.state_file.read_text())["pids"][name])
+def cluster_pids(cluster: LocalCluster) -> dict[str, int]:
+    """The pids of the cluster's own processes by name ("kube-apiserver", "etcd", ...), from its state file."""
+    return {name: int(pid) for name, pid in json.loads(cluster.state_file.read_text())["pids"].items()}
 
 
 def machine() -> str:

@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import (
     BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL,
-    JOBSET_VERSION, Clock, JobSetProcess, RawWatch, audit_counts, control_plane_pid, cpu_seconds, identity,
+    JOBSET_VERSION, Clock, JobSetProcess, RawWatch, audit_counts, cluster_pids, cpu_seconds, identity,
     install_jobset_crds, jobset_manifest, jobset_running, machine, rss_peak_mb, summarize_counts, trainingjob_running,
     wait_established,
 )
@@ -89,12 +89,14 @@ class Harness:
         self.kubeflow = None
         self.user: dict[str, str] = {}
         self.kcm_pid = 0
+        self.cluster_pids: dict[str, int] = {}
         self.kcm_idle_cpu_per_s = 0.0
 
     def start(self) -> None:
         c = self.cluster
         c.start()
-        self.kcm_pid = control_plane_pid(c, "kube-controller-manager")
+        self.cluster_pids = cluster_pids(c)
+        self.kcm_pid = self.cluster_pids["kube-controller-manager"]
         kc = str(c.kubeconfig)
         self.api = c.api_client()
         self.core, self.custom = client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
@@ -146,11 +148,24 @@ class Harness:
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds used so far (user + system, every thread) by the processes a start costs: the operator,
-        JobSet's controller, kube-controller-manager (whose Job controller creates JobSet's pods)."""
-        pids = {"operator": self.operator.proc.pid, "kube-controller-manager": self.kcm_pid}
-        if self.jobset is not None:
-            pids["jobset"] = self.jobset.proc.pid
+        JobSet's controller, and every process of the cluster's own (kube-apiserver, etcd, the scheduler, kwok,
+        kube-controller-manager, whose Job controller creates JobSet's pods), each by its name."""
+        pids = {name: controller.proc.pid for name, controller in (("operator", self.operator), ("jobset", self.jobset))
+                if controller is not None and controller.proc is not None and controller.proc.poll() is None}
+        pids |= self.cluster_pids  # kube-controller-manager among them
         return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+    def run_alone(self, system: str) -> None:
+        """Only `system`'s controller running. An idle peer is not free: JobSet's controller watches every pod
+        in the cluster, so it would bill the system measured for the peer's own watch (0.5-0.7 CPU s a
+        100-job burst of ours), while ours, watching only its namespaces, costs the peers nothing."""
+        for name, controller in (("ours", self.operator), ("jobset", self.jobset), ("kubeflow", self.kubeflow)):
+            if controller is None:
+                continue
+            if name != system:
+                controller.stop()
+            elif controller.proc is None or controller.proc.poll() is not None:
+                controller.start()
 
     def measure_kcm_idle(self, seconds: float = KCM_IDLE_SAMPLE_SECONDS) -> None:
         """kube-controller-manager's CPU per second with no job starting (its node, lease and endpoint loops)."""
