@@ -145,3 +145,13 @@ def test_crd_defaults_match_model_defaults(schema: dict[str, Any]) -> None:
     )
     assert defaulted_by_apiserver["spec"] == defaulted_by_model["spec"]
     assert defaulted_by_apiserver["spec"]["network"]["rendezvousPort"] == 29500
+
+
+def test_the_status_lists_are_atomic(schema: dict[str, Any]) -> None:
+    # The operator writes each whole (a merge patch replaces a list whatever its type); keyed entries only cost
+    # the apiserver on every status write.
+    status = schema["properties"]["status"]["properties"]
+    list_types = {name: prop.get("x-kubernetes-list-type", "atomic")  # atomic when unset
+                  for name, prop in status.items() if prop.get("type") == "array"}
+    assert {"conditions", "nodeStatuses", "excludedNodes"} <= set(list_types)
+    assert list_types == dict.fromkeys(list_types, "atomic")

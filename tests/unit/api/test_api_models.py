@@ -9,6 +9,7 @@ from multinode.api import (
     SuccessPolicy,
     TrainingJob,
     TrainingJobSpec,
+    TrainingJobStatus,
     effective_num_proc_per_node,
     world_size,
 )
@@ -157,3 +158,17 @@ def test_collective_bandwidth_is_off_unless_set_and_defaults_its_size_and_time()
     bandwidth = spec(healthCheck={"collectiveBandwidth": {"minGbps": 25}}).health_check.collective_bandwidth
     assert bandwidth is not None
     assert (bandwidth.min_gbps, bandwidth.size_mib, bandwidth.timeout_seconds) == (25, 64, 60)
+
+
+def test_a_status_read_with_two_conditions_of_one_type_keeps_the_last() -> None:
+    # The list is atomic (one merge patch replaces it whole): the server takes a second entry of a type from
+    # another writer of the status, and the operator would write back what it read.
+    def condition(type_: str, status: str, message: str) -> dict[str, str]:
+        return {"type": type_, "status": status, "reason": "R", "message": message,
+                "lastTransitionTime": "2026-11-30T00:00:00Z"}
+
+    status = TrainingJobStatus.model_validate({"conditions": [
+        condition("Created", "True", "first"), condition("Running", "False", "x"),
+        condition("Created", "False", "second")]})
+    assert [(c.type, c.status, c.message) for c in status.conditions] == [
+        ("Created", "False", "second"), ("Running", "False", "x")]
