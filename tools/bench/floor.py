@@ -13,6 +13,7 @@ times the last 201. Two pod shapes, alternating:
              the JobSet's name; JobSet's exclusive-topology annotation places whole Jobs, not pods) and
              the trainer's defaults multinode sets for Pod Security (no privilege escalation, no
              capabilities, no ServiceAccount token)
+This process's CPU over the creates, per pod, is what the operator's write path costs it for one pod create.
 The scheduler and kwok work on them as in the real runs. Comparing with tools/bench/startup.py says how
 much of a start is the control plane's (the floor for that pod shape) and how much the controller's.
 Writes .cache/bench/floor.json. `make bench` runs it.
@@ -125,28 +126,34 @@ def main(argv: list[str] | None = None) -> int:
         nodes=NodePoolConfig(count=args.nodes, gpus_per_node=args.gpus, rdma_per_node=0)))
     seconds: dict[str, list[float]] = {s: [] for s in SHAPES}
     pod_bytes: dict[str, int] = {}
+    client_cpu: dict[str, list[float]] = {s: [] for s in SHAPES}
     try:
         cluster.start()
         api = cluster.api_client()
         core = client.CoreV1Api(api)
         namespace = new_namespace(core, prefix="floor")
 
-        async def run(shape: str, i: int) -> float:
+        async def run(shape: str, i: int) -> tuple[float, float]:
+            """Seconds for the creates, and this process's CPU milliseconds per pod over them (every thread:
+            what the operator's write path costs its process for one pod create)."""
             kube = KubeApi(client.ApiClient(api.configuration), args.concurrency, timeout=60)
             try:
                 make = multinode_pods if shape == "multinode" else jobset_pods
                 pods = make(f"f{i}", namespace, args.nodes, args.gpus)
                 pod_bytes[shape] = len(json.dumps(pods[0]))
-                return await create_all(kube, namespace, pods)
+                cpu0 = time.process_time()
+                took = await create_all(kube, namespace, pods)
+                return took, 1000 * (time.process_time() - cpu0) / len(pods)
             finally:
                 await kube.close()
 
         for i in range(args.runs):
             for shape in (SHAPES if i % 2 == 0 else SHAPES[::-1]):
-                s = asyncio.run(run(shape, i))
+                s, cpu_ms = asyncio.run(run(shape, i))
                 seconds[shape].append(s)
-                print(f"  run {i} {shape:>9}: {args.nodes} pods created in {s:.2f}s ({args.nodes / s:.0f}/s)",
-                      flush=True)
+                client_cpu[shape].append(cpu_ms)
+                print(f"  run {i} {shape:>9}: {args.nodes} pods created in {s:.2f}s ({args.nodes / s:.0f}/s); "
+                      f"client CPU {cpu_ms:.3f} ms per pod", flush=True)
                 core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
                 wait_gone(core, namespace, args.timeout)
     finally:
@@ -160,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"machine": machine(), "versions": read_versions(), "nodes": args.nodes,
                                     "concurrency": args.concurrency, "runs_s": seconds, "median_s": med,
-                                    "create_body_bytes": pod_bytes}, indent=2))
+                                    "create_body_bytes": pod_bytes, "client_cpu_ms_per_pod": client_cpu,
+                                    "median_client_cpu_ms_per_pod": {shape: statistics.median(v)
+                                                                     for shape, v in client_cpu.items()}},
+                                   indent=2))
     print(f"wrote {args.out}")
     return 0
 
