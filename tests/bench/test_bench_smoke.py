@@ -199,6 +199,16 @@ def test_floor_bench_times_both_pod_shapes(floor_report: dict) -> None:
     # The attempt's shared env lives in a ConfigMap (envFrom), so a pod body is no larger than the Job
     # controller's, preflight and all (issue 18's target).
     assert report["create_body_bytes"]["multinode"] <= report["create_body_bytes"]["jobset"]
+    # The client's CPU for a pod create, through the operator's own write path.
+    assert all(v > 0 for v in report["median_client_cpu_ms_per_pod"].values()), report["client_cpu_ms_per_pod"]
+
+
+def test_status_write_diagnostic_compares_the_crd_variants(bench_dir: Path) -> None:
+    out = bench_dir / "status_write.json"
+    run_bench("status_write.py", "--writes", "5", "--rounds", "1", "--nodes", "2", "--out", str(out))
+    report = json.loads(out.read_text())
+    assert set(report["median_ms"]) == {"committed", "keyed", "no-cel"}, report
+    assert all(v > 0 for v in report["median_ms"].values()), report
 
 
 def test_load_bench_measures_throughput_and_memory(load_report: dict) -> None:

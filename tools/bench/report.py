@@ -86,6 +86,13 @@ def load_table(data: dict) -> str:
              *(f"{t['median_s'][s]:.1f}" for s in systems), *(f"{t['ratio_ours_to'][p]:.2f}" for p in systems[1:])],
             ["runs (s)", *(" / ".join(f"{v:.1f}" for v in t["runs_s"][s]) for s in systems),
              *([""] * (len(systems) - 1))]]
+    # Every process's CPU seconds per burst (median), the cluster's own included: on 2 cores a burst lasts about
+    # as long as the CPU all of them use. A process absent from a system's bursts (a peer's controller) is "–".
+    cpu = t.get("cpu_s", {})
+    procs = sorted({proc for s in systems for run in cpu.get(s, []) for proc in run} - {"registry"})
+    rows += [[f"CPU s per burst: {proc}",
+              *(f"{statistics.median(r[proc] for r in cpu[s]):.2f}" if all(proc in r for r in cpu[s]) else "–"
+                for s in systems), *([""] * (len(systems) - 1))] for proc in procs]
     per_job = t.get("requests_per_job")
     if per_job:
         kinds = sorted({k for s in systems for k in per_job[s]["by_resource"]})
