@@ -19,9 +19,9 @@ from multinode.api.health_check import MAX_EXCLUDED_NODES, ExcludedNode, NodeHea
 _DATE_TIME: JsonDict = {"format": "date-time"}
 # The status's lists are replaced whole: the operator writes its status as a merge patch, which replaces a list
 # whatever its type, and one writer owns each list. Keyed lists ("map") would buy nothing for that and cost
-# the apiserver on every status write (its field manager and validation walk them entry by entry): with
-# conditions and nodeStatuses keyed, a status write of an 8-node job cost it about 15 ms of CPU, about 11 ms
-# with both atomic (docs/benchmarks.md, throughput).
+# the apiserver on every status write (its field manager and validation walk them entry by entry): a status
+# write of an 8-node job cost it 20.0 ms of CPU keyed against 15.8 ms atomic, side by side
+# (tools/bench/status_write.py; docs/benchmarks.md, throughput).
 ATOMIC_LIST: JsonDict = {"x-kubernetes-list-type": "atomic"}
 
 ConditionStatus = Literal["True", "False", "Unknown"]
