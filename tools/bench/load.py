@@ -107,10 +107,9 @@ def main() -> int:
         time.sleep(2.0)  # the audit log is written in batches (1 s)
         api = {s: requests_per_job(h, s, windows[s], args.jobs) for s in systems}
         # Memory: a fresh operator, so its high-water mark is this load's.
-        h.run_alone("ours")
         h.operator.stop()
         h.operator = OperatorProcess(h.operator.kubeconfig, [h.ns["ours"]], h.cluster.dir / "logs" / "operator-rss.log")
-        h.operator.start()
+        h.run_alone("ours")  # starts the fresh operator; the peers' controllers stay stopped
         pid = h.operator.proc.pid
         idle = rss_now_mb(pid)
         burst(h, "ours", "m", args.jobs, args.rss_job_nodes, 0, args.timeout)

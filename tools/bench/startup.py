@@ -88,7 +88,6 @@ class Harness:
         self.jobset: JobSetProcess | None = None
         self.kubeflow = None
         self.user: dict[str, str] = {}
-        self.kcm_pid = 0
         self.cluster_pids: dict[str, int] = {}
         self.kcm_idle_cpu_per_s = 0.0
 
@@ -96,7 +95,6 @@ class Harness:
         c = self.cluster
         c.start()
         self.cluster_pids = cluster_pids(c)
-        self.kcm_pid = self.cluster_pids["kube-controller-manager"]
         kc = str(c.kubeconfig)
         self.api = c.api_client()
         self.core, self.custom = client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
@@ -166,6 +164,10 @@ class Harness:
                 controller.stop()
             elif controller.proc is None or controller.proc.poll() is not None:
                 controller.start()
+
+    @property
+    def kcm_pid(self) -> int:
+        return self.cluster_pids["kube-controller-manager"]
 
     def measure_kcm_idle(self, seconds: float = KCM_IDLE_SAMPLE_SECONDS) -> None:
         """kube-controller-manager's CPU per second with no job starting (its node, lease and endpoint loops)."""

@@ -17,7 +17,6 @@ figure; this says what one of its requests costs.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import shutil
 import signal
@@ -88,10 +87,9 @@ def measure(api: client.ApiClient, apiserver_pid: int, namespace: str, nodes: in
     status = running_status(body, nodes)
 
     def write(i: int) -> None:
-        patched = copy.deepcopy(status)
-        patched["conditions"][0]["message"] = f"write {i}"
+        status["conditions"][0]["message"] = f"write {i}"
         custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, body["metadata"]["name"],
-                                                     {"status": patched})
+                                                     {"status": status})
 
     for i in range(20):  # the CRD's new handler and the job's first writes warm up first
         write(i)
