@@ -3,10 +3,10 @@
 In order: the Plan's objects (the Service, the mirror's identity, the mirror, the attempt's PodGroup) and,
 alongside them, the attempt's ConfigMap; the pods (as a stream, minus those created moments ago: the
 expectations); the deletes (the integrations' objects' too), their status writes, the stale gang groups; one
-status patch when the status changed and, after it in a task of its own, one event per phase change; then
-spec.suspend and the job's own deletion. A refused create is judged in reconcile/ (refusals.py): a refusal
-that fails the job is written and not retried; one the cluster may lift is said on the job's status and
-raised for the worker's retry.
+status patch when the status changed (a new job's first waits for its pods: reconcile/first_status.py) and,
+after it in a task of its own, one event per phase change; then spec.suspend and the job's own deletion. A
+refused create is judged in reconcile/ (refusals.py): a refusal that fails the job is written and not
+retried; one the cluster may lift is said on the job's status and raised for the worker's retry.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -31,6 +32,7 @@ from multinode.controller.status_patch import dump_status, status_patch
 from multinode.controller.stores import JobKey
 from multinode.metrics.operator import JobFigures, OperatorMetrics
 from multinode.reconcile import Event, ObservedPod, Plan
+from multinode.reconcile.first_status import first_status_waits
 from multinode.reconcile.integration import Integration
 from multinode.reconcile.outcome import only_named, pod_names
 from multinode.reconcile.refusals import counts_as_created, creation_refused, foreign_object_found
@@ -109,6 +111,15 @@ class Expectations:
         self.by_job.pop(key, None)
 
 
+@dataclass
+class HeldStatus:
+    """A new job's first status and its Events, not written yet (reconcile/first_status.py); written by the
+    next pass, at the latest one at `until` (time.monotonic())."""
+    status: TrainingJobStatus
+    events: list[Event]
+    until: float
+
+
 class Applier:
     def __init__(self, kube: KubeApi, settings: OperatorSettings, metrics: OperatorMetrics,
                  integrations: tuple[Integration, ...] = ()):
@@ -122,6 +133,7 @@ class Applier:
         # The resourceVersion our last status patch of each job (by uid) gave it: that version's watch event
         # is our own write coming back, news to nobody (Reconciler.own_status_write).
         self.written_versions: dict[str, str] = {}
+        self.held: dict[str, HeldStatus] = {}  # by uid: first statuses waiting for their pods
         # Phase of every job this operator has reconciled, by uid: multinode_trainingjobs{phase}.
         self.phases: dict[str, str] = {}
         # Goodput and step of every job, by uid, from the status last written: multinode_trainingjob_*.
@@ -139,8 +151,13 @@ class Applier:
 
     def forget_uid(self, uid: str) -> None:
         """What was recorded of one job by uid (not its name's: a new job of the same name may hold that)."""
-        for by_uid in (self.written, self.written_versions, self.phases, self.figures, self.reconciled):
+        for by_uid in (self.written, self.written_versions, self.held, self.phases, self.figures, self.reconciled):
             by_uid.pop(uid, None)
+
+    def last_status(self, uid: str) -> TrainingJobStatus | None:
+        """The status a job's next pass starts from: the one this operator wrote last, else one it holds."""
+        held = self.held.get(uid)
+        return self.written.get(uid) or (held.status if held is not None else None)
 
     def attempt_of(self, raw: Mapping[str, Any]) -> int:
         """The job's current attempt: the status this operator wrote last, else the object's."""
@@ -176,7 +193,8 @@ class Applier:
             groups = await self.kube.list_job_objects(namespace, prune.kind, prune.job)
             for group in stale_gang_groups(groups, prune.attempt, job.metadata.uid or ""):
                 await self.kube.delete_object(namespace, prune.kind, group)
-        await self._write_status(job, previous or job.status, result)
+        if not self._hold_first_status(job, result):
+            await self._write_status(job, previous or job.status, result)
         # After the status that declares the attempt they name: a pod told an attempt the status does not
         # have yet would restart into it unseen (reconcile/in_place.py declares again what did not land).
         await asyncio.gather(*(self.kube.patch_pod_annotations(namespace, pod, annotations)
@@ -231,6 +249,20 @@ class Applier:
         if errors:
             raise errors[0]
 
+    def _hold_first_status(self, job: TrainingJob, result: Plan) -> bool:
+        """Hold a new job's first status until its pods are seen, or the wait is up; a timer brings the pass
+        that writes it then."""
+        uid, now = job.metadata.uid or "", time.monotonic()
+        held = self.held.get(uid)
+        until = held.until if held is not None else now + self.settings.first_status_wait_seconds
+        if now >= until or not first_status_waits(result, on_server=job.status, written=uid in self.written):
+            return False
+        self.held[uid] = HeldStatus(result.status, [*(held.events if held is not None else []), *result.events],
+                                    until)
+        wait = until - now
+        result.requeue_after = wait if result.requeue_after is None else min(wait, result.requeue_after)
+        return True
+
     async def _write_status(self, job: TrainingJob, before: TrainingJobStatus | None, result: Plan) -> None:
         desired = dump_status(result.status)
         # Compare with the server's copy too: a patch we gave up on (timeout) can still land after a newer one.
@@ -242,11 +274,13 @@ class Applier:
                 self.written_versions[uid] = version
         self.written[uid] = result.status
         self._account(job, before, result)
-        if result.events:
+        held = self.held.pop(uid, None)
+        events = [*held.events, *result.events] if held is not None else result.events
+        if events:
             # After the status that says so, without holding the worker for their round trips: the job's next
             # reconcile would not post them again anyway (the status written already has the phase).
             meta = {"name": job.metadata.name, "namespace": job.metadata.namespace, "uid": job.metadata.uid}
-            posting = asyncio.create_task(self._post_events(meta, result.events))
+            posting = asyncio.create_task(self._post_events(meta, events))
             self.posting.add(posting)
             posting.add_done_callback(self.posting.discard)
 

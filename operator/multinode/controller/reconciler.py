@@ -129,7 +129,7 @@ class Reconciler:
         if unknown:
             self._log_unknown(job, unknown)
         uid = job.metadata.uid or ""
-        previous, version = self.applier.written.get(uid), self.applier.written_versions.get(uid)
+        previous, version = self.applier.last_status(uid), self.applier.written_versions.get(uid)
         job = with_restart_strategy(job, previous or job.status)
         observed = await self.observer.observe(job, key)
         now = datetime.now(timezone.utc)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from multinode.api.constants import DEFAULT_PREFLIGHT_TIMEOUT_SECONDS
+from multinode.reconcile.first_status import FIRST_STATUS_WAIT_SECONDS
 from multinode.reconcile.leadership import LeaseTimings
 from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE, DEFAULT_OPERATOR_IMAGE, RenderSettings
 
@@ -41,6 +42,9 @@ class OperatorSettings:
     # is reconciled (resync.py): the safety net under the watch events. A job whose event was lost waits
     # at most two periods.
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
+    # A new job's first status waits this long at most for its pods to be seen (reconcile/first_status.py);
+    # 0 writes it at once.
+    first_status_wait_seconds: float = FIRST_STATUS_WAIT_SECONDS
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.api_concurrency < 1:
@@ -49,6 +53,8 @@ class OperatorSettings:
             raise ValueError("api_timeout_seconds must be positive")
         if self.resync_seconds <= 0:
             raise ValueError("resync_seconds must be positive")
+        if self.first_status_wait_seconds < 0:
+            raise ValueError("first_status_wait_seconds must not be negative")
 
     @classmethod
     def from_env(cls, *, operator_image: str | None = None, **overrides: Any) -> OperatorSettings:

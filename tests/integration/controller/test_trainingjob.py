@@ -71,7 +71,9 @@ def test_four_node_job_runs_to_success_with_the_full_contract(
             core.patch_namespaced_pod(pod.metadata.name, ns, {"metadata": {"annotations": {FINISH_AFTER: "0s"}}})
         done = kubectl(kubeconfig, "wait", "-n", ns, "--for=condition=Succeeded", "--timeout=60s", "trainingjob/llm")
         assert "condition met" in done.stdout
-    assert recorder.phases == ["Pending", "Starting", "Running", "Succeeded"]
+    # The first status is written once the operator sees the pods it created (reconcile/first_status.py):
+    # Pending if they are not all bound to nodes by then, else already Starting.
+    assert recorder.phases in (["Pending", "Starting", "Running", "Succeeded"], ["Starting", "Running", "Succeeded"])
     job = jobs.get_job(custom, ns, "llm")
     assert job["status"]["completionTime"] >= job["status"]["startTime"]
     assert jobs.condition(job, "Succeeded")["reason"] == "AllNodesSucceeded"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from multinode.controller.settings import OperatorSettings
 from multinode.controller.stores import Stores
 from multinode.reconcile import ObservedPod
 from multinode.reconcile.ownership import OwnedName
@@ -20,3 +21,9 @@ def filled_stores(*jobs: dict, pods: Iterable[ObservedPod] = (), services: Itera
     for service in services:
         stores.services.put(namespace, service.name, service, uid=f"{namespace}/service/{service.name}")
     return stores
+
+
+def writes_at_once() -> OperatorSettings:
+    """Settings under which a new job's first status is written by the pass that creates its pods, for tests
+    of what follows that write (the wait itself is test_first_status.py's)."""
+    return OperatorSettings(first_status_wait_seconds=0)

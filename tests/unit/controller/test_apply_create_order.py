@@ -12,7 +12,7 @@ from multinode.controller.settings import OperatorSettings
 from multinode.controller.reconciler import Reconciler
 from multinode.testing import stored_job
 from tests.unit.controller.fake_kube import FakeKube
-from tests.unit.controller.filled_stores import filled_stores
+from tests.unit.controller.filled_stores import filled_stores, writes_at_once
 
 KEY = ("ml", "llama")
 BOTH_IN_FLIGHT_TIMEOUT_SECONDS = 5.0
@@ -88,7 +88,7 @@ def test_a_phase_changes_event_is_posted_after_its_status_without_holding_the_re
     async def main() -> list[str]:
         kube = HeldEventsKube()
         stores = filled_stores(stored_job(2).model_dump(by_alias=True, exclude_none=True, mode="json"))
-        reconciler = Reconciler(kube, OperatorSettings(), stores)  # type: ignore[arg-type]  # a fake KubeApi
+        reconciler = Reconciler(kube, writes_at_once(), stores)  # type: ignore[arg-type]  # a fake KubeApi
         # Returns while the event's post waits (held, it would never return: wait_for's timeout).
         await asyncio.wait_for(reconciler.reconcile(KEY), BOTH_IN_FLIGHT_TIMEOUT_SECONDS)
         assert kube.writes == ["status Pending"]

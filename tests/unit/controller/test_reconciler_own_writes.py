@@ -11,7 +11,7 @@ from multinode.reconcile import ObservedPod
 from multinode.reconcile.ownership import OwnedName
 from multinode.testing import stored_job
 from tests.unit.controller.fake_kube import FakeKube
-from tests.unit.controller.filled_stores import filled_stores
+from tests.unit.controller.filled_stores import filled_stores, writes_at_once
 
 KEY = ("ml", "llama")
 
@@ -20,7 +20,7 @@ def test_the_version_a_status_patch_made_is_the_operators_own_until_the_job_is_f
     raw = stored_job(2).model_dump(by_alias=True, exclude_none=True, mode="json")
     uid = raw["metadata"]["uid"]
     kube = FakeKube()
-    reconciler = Reconciler(kube, OperatorSettings(), filled_stores(raw))  # type: ignore[arg-type]  # a fake KubeApi
+    reconciler = Reconciler(kube, writes_at_once(), filled_stores(raw))  # type: ignore[arg-type]  # a fake KubeApi
     assert not reconciler.own_status_write(uid, "1")
     asyncio.run(reconciler.reconcile(KEY))
     assert len(kube.statuses) == 1  # FakeKube answers the first patch with resourceVersion "1"
@@ -41,7 +41,7 @@ def test_a_status_write_whose_next_pass_would_add_nothing_queues_nothing() -> No
     # same pods (in flight), so the skipped echo loses nothing and the job is not queued again.
     raw = stored_job(2).model_dump(by_alias=True, exclude_none=True, mode="json")
     kube = FakeKube()
-    reconciler = Reconciler(kube, OperatorSettings(), filled_stores(raw))  # type: ignore[arg-type]  # a fake KubeApi
+    reconciler = Reconciler(kube, writes_at_once(), filled_stores(raw))  # type: ignore[arg-type]  # a fake KubeApi
     asyncio.run(reconciler.reconcile(KEY))
     assert len(kube.statuses) == 1 and not _queued(reconciler)
 

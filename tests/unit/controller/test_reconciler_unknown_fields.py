@@ -8,10 +8,9 @@ import logging
 
 import pytest
 
-from multinode.controller.settings import OperatorSettings
 from multinode.controller.reconciler import Reconciler
 from tests.unit.controller.fake_kube import FakeKube
-from tests.unit.controller.filled_stores import filled_stores
+from tests.unit.controller.filled_stores import filled_stores, writes_at_once
 from multinode.testing import stored_job
 
 KEY = ("ml", "llama")
@@ -25,7 +24,7 @@ def test_fields_of_a_newer_crd_are_named_once_per_generation_and_the_job_still_r
     raw["spec"]["resourcesPerNode"]["gpuPartition"] = "1g.10gb"
     created: list[str] = []
     kube = FakeKube(lambda namespace, body: created.append(body["metadata"]["name"]))
-    reconciler = Reconciler(kube, OperatorSettings(), filled_stores(raw))  # type: ignore[arg-type]
+    reconciler = Reconciler(kube, writes_at_once(), filled_stores(raw))  # type: ignore[arg-type]
     caplog.set_level(logging.WARNING, logger="multinode.controller")
 
     def warnings() -> list[str]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 
 from multinode.controller.resync import DELETED, MISSING, UNRECONCILED, JobResync, stale
-from multinode.controller.settings import OperatorSettings
 from multinode.controller.reconciler import Reconciler
 from multinode.controller.stores import Stores
 from multinode.metrics.operator import OperatorMetrics
 from tests.unit.controller.fake_kube import FakeKube
+from tests.unit.controller.filled_stores import writes_at_once
 
 
 def job(name: str, *, generation: int = 1, status: dict | None = None, namespace: str = "ml") -> dict:
@@ -49,7 +49,7 @@ class Setup:
         for body in indexed:
             self.file(body)
         self.metrics = OperatorMetrics()
-        self.r = Reconciler(self.kube, OperatorSettings(), stores)  # type: ignore[arg-type]  # a fake KubeApi
+        self.r = Reconciler(self.kube, writes_at_once(), stores)  # type: ignore[arg-type]  # a fake KubeApi
         self.resync = JobResync(self.kube, lambda: list(namespaces), self.jobs, self.r,  # type: ignore[arg-type]
                                 self.metrics, period_seconds=60)
 
