@@ -244,6 +244,7 @@ class TrainingOperatorProcess:
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             processes.stop(self.proc.pid, self.marker, grace_seconds=10)
+            self.proc.wait(timeout=10)  # exited, not only its port closed (peers.JobSetProcess.stop)
         for name in ("tls.crt", "tls.key", "ca.crt"):
             (CERT_DIR / name).unlink(missing_ok=True)
 

@@ -149,6 +149,9 @@ class JobSetProcess:
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             processes.stop(self.proc.pid, self.marker, grace_seconds=10)
+            # Its health port can be free while the process is still exiting: until this wait, poll() could
+            # say it runs, and Harness.cpu count it in a burst's first reading but not its last.
+            self.proc.wait(timeout=10)
 
 
 def install_jobset_crds(kubeconfig: str) -> None:
