@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from multinode.controller.reconciler import Reconciler
 from multinode.controller.settings import OperatorSettings
 from multinode.reconcile import ObservedPod
@@ -101,3 +103,8 @@ def test_a_job_deleted_while_its_first_status_waits_leaves_nothing_held() -> Non
     assert reconciler.applier.last_status(uid) is not None
     reconciler.forget(KEY, uid)
     assert reconciler.applier.last_status(uid) is None and kube.statuses == []
+
+
+def test_a_negative_wait_is_refused() -> None:
+    with pytest.raises(ValueError, match="first_status_wait_seconds"):
+        OperatorSettings(first_status_wait_seconds=-1)
