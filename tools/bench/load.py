@@ -10,11 +10,12 @@ replicated Jobs ready; PyTorchJob condition Running), rotating the systems, `--r
 controller the only one running during its bursts (Harness.run_alone). Per burst,
 from the apiserver's audit log (first create → all Running + 2 s), each system's requests per job by verb
 class and resource (JobSet's include kube-controller-manager's Job controller, which creates its pods; the
-TrainingJob or JobSet itself is the benchmark's create, counted for neither), and the processes' CPU
-seconds over the burst (Harness.cpu). Memory: a fresh operator process, then `--jobs` jobs ×
-`--rss-job-nodes` pods (no GPUs) until all Running and 5 s more; the operator's peak RSS (VmHWM) and its
-RSS then. Writes .cache/bench/load.json. `make bench` runs it; tests/bench runs a small smoke
-of it.
+TrainingJob or JobSet itself is the benchmark's create, counted for neither), the processes' CPU
+seconds over the burst (Harness.cpu), and the pod watchers kube-apiserver closed during it because they fell
+behind (every controller of the cluster pays for those: it lists and watches again). Memory: a fresh
+operator process, then `--jobs` jobs × `--rss-job-nodes` pods (no GPUs) until all Running and 5 s more;
+the operator's peak RSS (VmHWM) and its RSS then. Writes .cache/bench/load.json. `make bench` runs it;
+tests/bench runs a small smoke of it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
-from peers import audit_counts, machine, rss_now_mb, rss_peak_mb
+from peers import audit_counts, machine, rss_now_mb, rss_peak_mb, terminated_watchers
 from startup import LABELS, SYSTEMS, Harness
 from localcluster.harness.operator import OperatorProcess
 
@@ -41,8 +42,10 @@ TRAILING_SECONDS = 2.0  # after all Running: the trailing status writes and Even
 
 def burst(h: Harness, system: str, prefix: str, jobs: int, nodes: int, gpus: int, timeout: float) -> dict:
     """Create the jobs at once and wait until all say they run: the seconds that took, the processes' CPU
-    seconds over it, and the wall-clock window (to TRAILING_SECONDS later) for the audit log."""
+    seconds over it, the pod watchers kube-apiserver closed meanwhile for falling behind, and the wall-clock
+    window (to TRAILING_SECONDS later) for the audit log."""
     names = [f"{prefix}-{i}" for i in range(jobs)]
+    dropped0 = terminated_watchers(h.api)
     cpu0 = h.cpu()
     wall0, t0 = time.time(), time.monotonic()
     with ThreadPoolExecutor(8) as pool:
@@ -52,7 +55,8 @@ def burst(h: Harness, system: str, prefix: str, jobs: int, nodes: int, gpus: int
     elapsed = max(h.clock.status[(system, n)]["running"] for n in names) - t0
     cpu1 = h.cpu()
     time.sleep(TRAILING_SECONDS)
-    return {"seconds": elapsed, "cpu_s": {p: cpu1[p] - cpu0[p] for p in cpu0}, "window": (wall0 - 0.05, time.time())}
+    return {"seconds": elapsed, "cpu_s": {p: cpu1[p] - cpu0[p] for p in cpu0},
+            "terminated_pod_watchers": terminated_watchers(h.api) - dropped0, "window": (wall0 - 0.05, time.time())}
 
 
 def requests_per_job(h: Harness, system: str, windows: list[tuple[float, float]], jobs: int) -> dict:
@@ -90,6 +94,7 @@ def main() -> int:
     h = Harness(args.cluster_nodes, systems=systems, profile_to=args.profile_operator)
     throughput: dict[str, list[float]] = {s: [] for s in systems}
     cpu: dict[str, list[dict]] = {s: [] for s in systems}
+    dropped: dict[str, list[float]] = {s: [] for s in systems}
     windows: dict[str, list[tuple[float, float]]] = {s: [] for s in systems}
     try:
         h.start()
@@ -99,9 +104,11 @@ def main() -> int:
                 b = burst(h, system, f"t{i}", args.jobs, args.nodes_per_job, 1, args.timeout)
                 throughput[system].append(b["seconds"])
                 cpu[system].append(b["cpu_s"])
+                dropped[system].append(b["terminated_pod_watchers"])
                 windows[system].append(b["window"])
                 print(f"  throughput run {i} {system:>6}: {args.jobs}×{args.nodes_per_job} all Running in "
-                      f"{b['seconds']:.2f}s; CPU s " + ", ".join(f"{p} {v:.2f}" for p, v in b["cpu_s"].items()),
+                      f"{b['seconds']:.2f}s; pod watchers dropped {b['terminated_pod_watchers']:.0f}; CPU s "
+                      + ", ".join(f"{p} {v:.2f}" for p, v in b["cpu_s"].items()),
                       flush=True)
                 cleanup(h, system, f"t{i}", args.jobs, args.timeout)
         time.sleep(2.0)  # the audit log is written in batches (1 s)
@@ -135,7 +142,8 @@ def main() -> int:
                                "throughput": {"jobs": args.jobs, "pods_per_job": args.nodes_per_job,
                                               "runs_s": throughput, "median_s": med,
                                               "ratio_ours_to": {p: med["ours"] / med[p] for p in systems[1:]},
-                                              "cpu_s": cpu, "requests_per_job": api},
+                                              "cpu_s": cpu, "terminated_pod_watchers": dropped,
+                                              "requests_per_job": api},
                                "memory": memory}, indent=2))
     print(f"wrote {args.out}")
     return 0

@@ -352,6 +352,21 @@ def summarize_counts(counter: Counter, pods: int) -> dict:
             "by_resource": {f"{c} {r}": v for (c, r), v in sorted(counter.items())}}
 
 
+def terminated_watchers(api: client.ApiClient, resource: str = "pods") -> float:
+    """How many watchers of `resource` kube-apiserver has closed so far because they fell behind its events
+    (`apiserver_terminated_watchers_total`): each such client lists and watches again. A burst that creates
+    pods faster than the cluster's other controllers read their events costs them that."""
+    cfg = api.configuration
+    auth = cfg.auth_settings()["BearerToken"]
+    text = api.rest_client.pool_manager.request("GET", f"{cfg.host}/metrics",
+                                                headers={auth["key"]: auth["value"]}).data.decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("apiserver_terminated_watchers_total{") and f'resource="{resource}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def rss_peak_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
