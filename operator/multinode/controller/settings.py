@@ -17,6 +17,12 @@ from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE, DEFAULT_OPERATOR_IMAGE
 # two minutes of waiting instead of for ever.
 DEFAULT_RESYNC_SECONDS = 60.0
 
+# API calls in flight at once. More is not faster where it counts: kube-apiserver closes any watcher that
+# falls behind its events, and a pod-create burst at 32 in flight did that to about 100 pod watchers of the
+# scheduler, kwok, kube-controller-manager and the operator itself on a 2-core test cluster, each of which
+# then listed every pod again; at 8 none was closed (tools/bench/load.py reports them per burst).
+DEFAULT_API_CONCURRENCY = 8
+
 
 def _env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
@@ -32,7 +38,7 @@ class OperatorSettings:
     render: RenderSettings = field(default_factory=RenderSettings)
     # Jobs reconciled at once, and API calls in flight at once (pod creation fans out to this many).
     workers: int = 8
-    api_concurrency: int = 32
+    api_concurrency: int = DEFAULT_API_CONCURRENCY
     # A failing reconcile is retried with exponential backoff up to this many seconds.
     max_retry_delay_seconds: float = 60.0
     # Each API call of the operator's client gives up after this long (the reconcile is then retried):
@@ -69,7 +75,7 @@ class OperatorSettings:
             "namespaces": namespaces,
             "render": render,
             "workers": _env_int("MULTINODE_WORKERS", 8),
-            "api_concurrency": _env_int("MULTINODE_API_CONCURRENCY", 32),
+            "api_concurrency": _env_int("MULTINODE_API_CONCURRENCY", DEFAULT_API_CONCURRENCY),
             "api_timeout_seconds": float(os.environ.get("MULTINODE_API_TIMEOUT_SECONDS") or 30),
             "resync_seconds": float(os.environ.get("MULTINODE_RESYNC_SECONDS") or DEFAULT_RESYNC_SECONDS),
         }
