@@ -17,11 +17,12 @@ from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE, DEFAULT_OPERATOR_IMAGE
 # two minutes of waiting instead of for ever.
 DEFAULT_RESYNC_SECONDS = 60.0
 
-# API calls in flight at once. More is not faster where it counts: kube-apiserver closes any watcher that
-# falls behind its events, and a pod-create burst at 32 in flight did that to about 100 pod watchers of the
-# scheduler, kwok, kube-controller-manager and the operator itself on a 2-core test cluster, each of which
-# then listed every pod again; at 8 none was closed (tools/bench/load.py reports them per burst).
-DEFAULT_API_CONCURRENCY = 8
+# API calls in flight at once. More is not faster: kube-apiserver closes any watcher that falls behind its
+# events, and each controller so cut off lists every pod again. On the 2-core test cluster, 32 in flight had
+# it close 82-100 pod watchers (the scheduler's, kwok's, kube-controller-manager's, the operator's own) in
+# a fresh cluster's first burst of 100 jobs x 8 pods, and a 1000-node job reached Running later than at 16
+# or 8; 8 created that job's pods a third slower than 16 (docs/benchmarks.md, "Throughput").
+DEFAULT_API_CONCURRENCY = 16
 
 
 def _env_int(name: str, default: int) -> int:

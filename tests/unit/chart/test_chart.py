@@ -293,7 +293,7 @@ def test_default_deployment(default: list[dict]) -> None:
     assert c["image"] == f"{REPOSITORY}:{yaml.safe_load((CHART_DIR / 'Chart.yaml').read_text())['appVersion']}"
     assert env(default) == {
         "MULTINODE_OPERATOR_IMAGE": c["image"],
-        "MULTINODE_WORKERS": "8", "MULTINODE_API_CONCURRENCY": "8",
+        "MULTINODE_WORKERS": "8", "MULTINODE_API_CONCURRENCY": "16",
         "MULTINODE_API_TIMEOUT_SECONDS": "30", "MULTINODE_PREFLIGHT_TIMEOUT_SECONDS": "300",
         "MULTINODE_RESYNC_SECONDS": "60", "MULTINODE_MIRROR_CLUSTER_ROLE": MIRROR_CLUSTER_ROLE,
         **ELECTION_ENV,
