@@ -93,6 +93,11 @@ def load_table(data: dict) -> str:
     rows += [[f"CPU s per burst: {proc}",
               *(f"{statistics.median(r[proc] for r in cpu[s]):.2f}" if all(proc in r for r in cpu[s]) else "–"
                 for s in systems), *([""] * (len(systems) - 1))] for proc in procs]
+    dropped = t.get("terminated_pod_watchers")
+    if dropped:
+        # Pod watchers kube-apiserver closed for falling behind the burst: each controller affected re-lists.
+        rows.append(["pod watchers closed by kube-apiserver, per burst",
+                     *(" / ".join(f"{v:.0f}" for v in dropped[s]) for s in systems), *([""] * (len(systems) - 1))])
     per_job = t.get("requests_per_job")
     if per_job:
         # A kind below 0.005 requests per job for every system is a stray request of the window (a watch

@@ -45,8 +45,8 @@ sys.path.insert(0, str(REPO / "tools" / "bench"))
 from peers import (
     BENCH_NODE_MONITOR_GRACE, JOB_CONTROLLER_USER, JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_RESTART_LABEL,
     JOBSET_VERSION, Clock, JobSetProcess, RawWatch, audit_counts, cluster_pids, cpu_seconds, identity,
-    install_jobset_crds, jobset_manifest, jobset_running, machine, rss_peak_mb, summarize_counts, trainingjob_running,
-    wait_established,
+    install_jobset_crds, jobset_manifest, jobset_running, machine, rss_peak_mb, summarize_counts, terminated_watchers,
+    trainingjob_running, wait_established,
 )
 import kubeflow
 from multinode.testing import training_job
@@ -231,6 +231,7 @@ class Harness:
 
     def run_once(self, system: str, name: str, num_nodes: int, gpus: int,
                  timeout: float) -> tuple[dict, tuple[float, float]]:
+        dropped0 = terminated_watchers(self.api)
         cpu0 = self.cpu()
         wall0, t0 = time.time(), time.monotonic()
         self.create(system, name, num_nodes, gpus)
@@ -241,6 +242,8 @@ class Harness:
         # controller's status write that says so): what one start cost each process.
         result["cpu_s"] = {proc: cpu1[proc] - cpu0[proc] for proc in cpu0}
         result["cpu_window_s"] = time.monotonic() - t0
+        # Pod watchers kube-apiserver closed for falling behind the start (each of those controllers lists again).
+        result["terminated_pod_watchers"] = terminated_watchers(self.api) - dropped0
         time.sleep(2.0)  # trailing status writes and Events belong to the run
         window = (wall0 - 0.05, time.time())
         self.delete(system, name)
@@ -374,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                     runs[system].append(r)
                     windows[system].append(w)
                     print(f"  {n:>5} nodes run {i} {system:>8}: " +
-                          " ".join(f"{m} {r[m]:.2f}s" for m in MILESTONES), flush=True)
+                          " ".join(f"{m} {r[m]:.2f}s" for m in MILESTONES)
+                          + f" pod watchers dropped {r['terminated_pod_watchers']:.0f}", flush=True)
             results.append({"nodes": n, "runs": runs, "windows": windows})
         time.sleep(2.0)  # the audit log is written in batches (1 s)
         summarize(results, h.cluster.audit_log_path, h.users, h.kcm_idle_cpu_per_s)
