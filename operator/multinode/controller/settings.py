@@ -17,11 +17,11 @@ from multinode.render import DEFAULT_MIRROR_CLUSTER_ROLE, DEFAULT_OPERATOR_IMAGE
 # two minutes of waiting instead of for ever.
 DEFAULT_RESYNC_SECONDS = 60.0
 
-# API calls in flight at once. More is not faster: kube-apiserver closes any watcher that falls behind its
-# events, and each controller so cut off lists every pod again. On the 2-core test cluster, 32 in flight had
-# it close 82-100 pod watchers (the scheduler's, kwok's, kube-controller-manager's, the operator's own) in
-# a fresh cluster's first burst of 100 jobs x 8 pods, and a 1000-node job reached Running later than at 16
-# or 8; 8 created that job's pods a third slower than 16 (docs/benchmarks.md, "Throughput").
+# API calls in flight at once. More is not faster on a busy control plane: creates that outrun the other
+# controllers' pod watches make kube-apiserver close those watches (each controller then lists every pod
+# again) and take the CPU the scheduler and the kubelets need to start the pods. Side by side on the 2-core
+# test cluster, a 1000-node job was Running in 24.0 s at 16 against 26.4 s at 32 (its pods created in 9.1 s
+# against 8.8 s); 8 was as fast to Running but took 12.2 s to create them (docs/benchmarks.md, "Throughput").
 DEFAULT_API_CONCURRENCY = 16
 
 
