@@ -91,6 +91,7 @@ class PhaseRecorder:
     def __init__(self, api: client.ApiClient, namespace: str, name: str, timeout_seconds: int = 120):
         self.phases: list[str] = []
         self.conditions: list[dict] = []
+        self._seen_version: str | None = None
         self._timeout = timeout_seconds
         self._watch = watch.Watch()
         self._custom = client.CustomObjectsApi(api)
@@ -107,6 +108,7 @@ class PhaseRecorder:
                                     field_selector=f"metadata.name={self._name}", timeout_seconds=self._timeout)
         try:
             for event in stream:
+                self._seen_version = (event["object"].get("metadata") or {}).get("resourceVersion")
                 for c in (event["object"].get("status") or {}).get("conditions") or []:
                     if c not in self.conditions:
                         self.conditions.append(c)
@@ -116,5 +118,21 @@ class PhaseRecorder:
         except ProtocolError:
             pass  # __exit__ closed the stream under us
 
-    def __exit__(self, *exc) -> None:
-        self._watch.stop()
+    def _caught_up(self) -> bool:
+        """Whether the stream has brought the job as the apiserver holds it now (or the job is gone)."""
+        try:
+            now = self._custom.get_namespaced_custom_object(*self._args, self._name)
+        except client.ApiException as e:
+            if e.status == 404:
+                return True
+            raise
+        return self._seen_version == now["metadata"]["resourceVersion"]
+
+    def __exit__(self, exc_type, *exc) -> None:
+        # The test's own wait (kubectl wait, a GET) can see a status before this stream brings it: the phases
+        # are read after the block, so it first waits for the stream to reach the job's current version.
+        try:
+            if exc_type is None:
+                wait_for(self._caught_up, timeout=30, what=f"the watch of {self._name} to bring its latest status")
+        finally:
+            self._watch.stop()
