@@ -7,7 +7,9 @@ turn wakes every object waiting (kopf `ToggleSet.drop_toggle` → `notify_all`, 
 (docs/benchmarks.md, "operator restart"). Kopf's per-event machinery (memories, loggers, causes, a Body
 per event) was also most of the operator's CPU during a large start; pods and nodes are the objects of
 which there are thousands. Here an event costs one JSON decode and the index's `keys_of`, both in this
-thread, and one hand-over to the event loop, where the index is written and `on_event` is told.
+thread, and a hand-over to the event loop, where the index is written and `on_event` is told. Hand-overs
+are queued and the loop is woken once per batch, not once per event: in a burst of pod events each wake-up
+(a write to the loop's self-pipe, a read and a callback there) cost more than the event's own work.
 
 `synced` is set once the first LIST is in the index: the reconciler waits for it, so after a restart its
 first reconcile already sees every pod that exists (nothing is created twice). A watch that ends is
@@ -22,6 +24,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -41,6 +44,8 @@ RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)  # after consecutive failures; the la
 # A collection the apiserver does not serve (404: a CRD removed after the operator started, as when Kueue is
 # uninstalled) holds no objects: the informer counts as listed, empty, and asks again this often.
 NOT_SERVED_RETRY_SECONDS = 30.0
+# Hand-overs run on the loop at most this many per callback, so a long batch never holds the loop for long.
+HAND_OVER_BATCH = 256
 
 # (type ADDED/MODIFIED/DELETED, or LISTED for the first LIST's objects; the object; its keys_of, which a
 # DELETED object keeps for this call: the index has already dropped it). An object a re-list no longer
@@ -71,6 +76,9 @@ class Informer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._handed: deque[tuple[Callable[..., None], tuple]] = deque()
+        self._handed_lock = threading.Lock()
+        self._drain_scheduled = False  # under _handed_lock: a _drain is due on the loop
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -166,13 +174,34 @@ class Informer:
         return version
 
     def _hand_over(self, fn: Callable[..., None], *args: Any) -> None:
+        """Queue `fn(*args)` for the loop, in order; wake the loop only when no drain is due already."""
         assert self._loop is not None
+        with self._handed_lock:
+            self._handed.append((fn, args))
+            if self._drain_scheduled:
+                return
+            self._drain_scheduled = True
         try:
-            self._loop.call_soon_threadsafe(fn, *args)
+            self._loop.call_soon_threadsafe(self._drain)
         except RuntimeError:  # the loop is closed: the operator is exiting
             self._stopping.set()
 
     # On the event loop:
+
+    def _drain(self) -> None:
+        """Run up to HAND_OVER_BATCH queued hand-overs; if more wait, run again after the loop's other work."""
+        for _ in range(HAND_OVER_BATCH):
+            with self._handed_lock:
+                if not self._handed:
+                    self._drain_scheduled = False
+                    return
+                fn, args = self._handed.popleft()
+            try:
+                fn(*args)
+            except Exception:  # as the loop would log a failed callback; the rest still run
+                log.exception("handing an event of %s to the loop failed", self.path)
+        assert self._loop is not None
+        self._loop.call_soon(self._drain)
 
     def _apply_list(self, entries: dict[str, dict], objects: dict[str, dict]) -> None:
         if self._stopping.is_set():

@@ -8,7 +8,7 @@ import json
 import threading
 from collections.abc import Iterator
 
-from multinode.controller.informer import Informer, wait_synced
+from multinode.controller.informer import HAND_OVER_BATCH, Informer, wait_synced
 from multinode.controller.watch_index import WatchIndex
 
 
@@ -89,6 +89,49 @@ def test_list_then_watch_from_its_version() -> None:
         await until(lambda: len(kube.watch_calls) == 2, "the next watch")
         assert "resourceVersion=13" in kube.watch_calls[1]  # resumed after the last version seen
         assert not relisted
+        informer.stop()
+        kube.done.set()
+    asyncio.run(main())
+
+
+def test_a_burst_of_events_reaches_the_loop_in_order_in_batches_and_one_failing_handler_stops_none() -> None:
+    # The thread wakes the loop once per batch of hand-overs (HAND_OVER_BATCH at a time on the loop), not
+    # once per event; an event whose handler raises is logged and the events after it still arrive.
+    burst = [{"type": "ADDED", "object": pod(f"u{i}", f"j{i % 7}", str(11 + i))}
+             for i in range(2 * HAND_OVER_BATCH + 3)]
+
+    class GatedKube(FakeKube):
+        """The watch's events come only once the test says go; `handed` is set once all were handed over."""
+        go, handed = threading.Event(), threading.Event()
+
+        def watch_lines(self, path: str, read_timeout: float) -> Iterator[bytes]:
+            self.go.wait(10)
+            for line in super().watch_lines(path, read_timeout):
+                yield line
+                if len(self.watch_calls) == 1 and line == json.dumps(burst[-1]).encode():
+                    self.handed.set()  # the generator resumes only after the last line's hand-over
+
+    async def main() -> None:
+        kube = GatedKube([[]], [burst])
+        index, events = WatchIndex(), []
+
+        def on_event(kind: str, obj: dict, entries: dict) -> None:
+            if obj["metadata"]["uid"] == "u5":
+                raise RuntimeError("a handler's bug")
+            events.append(obj["metadata"]["uid"])
+        informer = Informer(kube, "/api/v1/namespaces/ns/pods", index, by_job,  # type: ignore[arg-type]  # a fake KubeApi
+                            on_event=on_event)
+        informer.start()
+        await wait_synced([informer])
+        loop, wakeups = asyncio.get_running_loop(), []
+        threadsafe = loop.call_soon_threadsafe
+        loop.call_soon_threadsafe = lambda *a: wakeups.append(a) or threadsafe(*a)  # type: ignore[method-assign]
+        kube.go.set()
+        assert kube.handed.wait(10)  # blocks the loop on purpose: the whole burst is queued before any drain
+        await until(lambda: len(events) == len(burst) - 1, "every event but the failing one's")
+        assert events == [e["object"]["metadata"]["uid"] for e in burst if e["object"]["metadata"]["uid"] != "u5"]
+        assert "p-u5" in (index.get(("ns", "j5")) or ())  # filed before its handler failed
+        assert len(wakeups) == 1  # one wake-up for the whole burst, drained in three turns of the loop
         informer.stop()
         kube.done.set()
     asyncio.run(main())
